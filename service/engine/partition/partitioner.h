@@ -1,0 +1,84 @@
+// partitioner.h — the narrow interface every placement algorithm implements (OR-tools shaped:
+// model + parameters in, assignment + outcome data out).
+//
+// A partitioner receives a SolveContext with a deadline, a cancellation flag and a progress callback; it
+// checks ShouldStop() at loop boundaries and returns its best answer so far when told to stop (with
+// PartitionResult::time_limited set). Outcomes such as "does not fit" are data, not errors: a partitioner
+// returns an assignment whenever it can produce one at all (the caller simulates it and reports
+// INFEASIBLE), and an error status only for broken preconditions.
+//
+// Determinism: the result must depend only on the model and `seed` (never on pointer values, hash-map
+// iteration order or thread timing), as long as the deadline does not cut the run short.
+//
+// Example:
+//   SolveContext context;
+//   context.deadline = absl::Now() + absl::Seconds(5);
+//   absl::StatusOr<PartitionResult> result = partitioner.Partition(model, context);
+#ifndef PLACEMENT_SERVICE_ENGINE_PARTITION_PARTITIONER_H_
+#define PLACEMENT_SERVICE_ENGINE_PARTITION_PARTITIONER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "service/engine/model/model.h"
+
+namespace placement::engine {
+
+struct Progress {
+  std::string_view stage;        // e.g. "slicing", "mapping", "memory", "refinement"
+  double fraction = 0.0;         // of the whole algorithm, in [0, 1]
+  int64_t best_makespan_ns = 0;  // best feasible so far; 0 = none yet
+};
+
+struct SolveContext {
+  // Hard stop: return the best answer so far once Now() passes it.
+  absl::Time deadline = absl::InfiniteFuture();
+  // Set by another thread to cancel (may be null).
+  const std::atomic<bool>* cancelled = nullptr;
+  // Called from the solving thread, at most every few milliseconds (may be empty).
+  std::function<void(const Progress&)> on_progress;
+  uint64_t seed = 0;
+  // Injectable clock for tests; null = absl::Now().
+  std::function<absl::Time()> now;
+
+  absl::Time Now() const { return now ? now() : absl::Now(); }
+  bool Cancelled() const {
+    return cancelled != nullptr && cancelled->load(std::memory_order_relaxed);
+  }
+  bool ShouldStop() const { return Cancelled() || Now() >= deadline; }
+  void Report(std::string_view stage, double fraction, int64_t best_makespan_ns = 0) const {
+    if (on_progress) on_progress(Progress{stage, fraction, best_makespan_ns});
+  }
+};
+
+struct PartitionResult {
+  Assignment assignment;  // device per canonical op id
+  bool time_limited = false;
+  // Graph statistics some algorithms compute (pardnn): communication-to-computation ratio and degree of
+  // parallelism. 0 = not computed.
+  double ccr = 0.0;
+  double dop = 0.0;
+  // For portfolios: the member that produced the assignment (empty = this partitioner itself).
+  std::string winner;
+};
+
+class Partitioner {
+ public:
+  virtual ~Partitioner() = default;
+  virtual std::string_view name() const = 0;  // api.md name, e.g. "pardnn"
+  virtual std::string_view version() const = 0;  // bump whenever the output may change
+  virtual std::string_view description() const = 0;
+  // Computes an assignment for `model`. Must be thread-safe (const, no shared mutable state).
+  virtual absl::StatusOr<PartitionResult> Partition(const Model& model,
+                                                    const SolveContext& context) const = 0;
+};
+
+}  // namespace placement::engine
+
+#endif  // PLACEMENT_SERVICE_ENGINE_PARTITION_PARTITIONER_H_
