@@ -1,0 +1,36 @@
+// offline_commands.h — the verbs of `placement_offline` (api.md §3), one function each, sharing the
+// flags declared here. Each returns the process exit status: 0 success, 1 invalid input or failure
+// (every problem on stderr with its field path / file position; nothing on stdout), 2 usage error.
+#ifndef PLACEMENT_SERVICE_OFFLINE_OFFLINE_COMMANDS_H_
+#define PLACEMENT_SERVICE_OFFLINE_OFFLINE_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/declare.h"
+
+ABSL_DECLARE_FLAG(std::string, request);
+ABSL_DECLARE_FLAG(std::string, placement);
+ABSL_DECLARE_FLAG(std::string, algorithm);
+ABSL_DECLARE_FLAG(std::string, algorithms);
+ABSL_DECLARE_FLAG(std::string, out);
+ABSL_DECLARE_FLAG(std::string, format);
+ABSL_DECLARE_FLAG(std::string, from);
+ABSL_DECLARE_FLAG(std::string, in);
+ABSL_DECLARE_FLAG(std::string, cluster);
+ABSL_DECLARE_FLAG(std::string, to);
+ABSL_DECLARE_FLAG(double, time_limit_s);
+ABSL_DECLARE_FLAG(uint64_t, seed);
+
+namespace placement::offline {
+
+// `args` are the positional arguments after the verb.
+int RunPlace(const std::vector<std::string>& args);
+int RunEvaluate(const std::vector<std::string>& args);
+int RunCompare(const std::vector<std::string>& args);
+int RunConvert(const std::vector<std::string>& args);
+int RunExport(const std::vector<std::string>& args);
+
+}  // namespace placement::offline
+
+#endif  // PLACEMENT_SERVICE_OFFLINE_OFFLINE_COMMANDS_H_
