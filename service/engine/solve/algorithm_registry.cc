@@ -1,0 +1,42 @@
+#include "service/engine/solve/algorithm_registry.h"
+
+#include <memory>
+
+#include "service/engine/partition/simple_partitioners.h"
+
+namespace placement::engine {
+namespace {
+
+struct Registry {
+  std::vector<std::unique_ptr<Partitioner>> owned;
+  std::vector<const Partitioner*> all;
+
+  Registry() {
+    Add(MakeSingleDevicePartitioner());
+    Add(MakeRoundRobinPartitioner());
+  }
+  void Add(std::unique_ptr<Partitioner> partitioner) {
+    all.push_back(partitioner.get());
+    owned.push_back(std::move(partitioner));
+  }
+};
+
+const Registry& GetRegistry() {
+  // Built on first use, never destroyed (safe to use from any thread during shutdown).
+  static const Registry* registry = new Registry();
+  return *registry;
+}
+
+}  // namespace
+
+const Partitioner* FindAlgorithm(std::string_view name) {
+  if (name.empty()) name = kDefaultAlgorithm;
+  for (const Partitioner* partitioner : GetRegistry().all) {
+    if (partitioner->name() == name) return partitioner;
+  }
+  return nullptr;
+}
+
+const std::vector<const Partitioner*>& AllAlgorithms() { return GetRegistry().all; }
+
+}  // namespace placement::engine

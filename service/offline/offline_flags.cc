@@ -1,0 +1,22 @@
+// Flags shared by the verbs of placement_offline (declared in offline_commands.h).
+#include <cstdint>
+#include <string>
+
+#include "absl/flags/flag.h"
+
+ABSL_FLAG(std::string, request, "", "PlaceRequest file (.json, .json.gz or .pb)");
+ABSL_FLAG(std::string, placement, "",
+          "Placement file (.json/.pb; a PlaceResponse or EvaluateResponse is accepted too)");
+ABSL_FLAG(std::string, algorithm, "",
+          "Algorithm to run (overrides the request's options.algorithm; default pardnn)");
+ABSL_FLAG(std::string, algorithms, "", "Comma-separated algorithms for compare (default: all)");
+ABSL_FLAG(std::string, out, "", "Output file (default: standard output)");
+ABSL_FLAG(std::string, format, "text", "Table format for compare: text, json, csv or markdown");
+ABSL_FLAG(std::string, from, "",
+          "Input format for convert: msr, pipedream, onnx, chakra, wfcommons, pardnn");
+ABSL_FLAG(std::string, in, "", "Input path for convert (file or folder)");
+ABSL_FLAG(std::string, cluster, "", "Cluster file (JSON Cluster) for convert");
+ABSL_FLAG(std::string, to, "", "Export format: dot, csv or pardnn");
+ABSL_FLAG(double, time_limit_s, 0,
+          "Time limit in seconds (0 = the request's options.time_limit, else 60 s)");
+ABSL_FLAG(uint64_t, seed, 0, "Seed (0 = the request's options.seed)");

@@ -1,0 +1,111 @@
+// `placement_offline place` and `placement_offline evaluate`.
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "placement/v1/placement_service.pb.h"
+#include "service/engine/io/message_io.h"
+#include "service/engine/model/model_builder.h"
+#include "service/engine/solve/solve.h"
+#include "service/offline/offline_commands.h"
+
+namespace placement::offline {
+namespace {
+
+using engine::MessageToJson;
+using engine::ReadMessageFile;
+
+constexpr absl::Duration kDefaultTimeLimit = absl::Seconds(60);
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
+               std::string(status.message()).c_str());
+  return 1;
+}
+
+int Usage(const char* message) {
+  std::fprintf(stderr, "%s\n", message);
+  return 2;
+}
+
+// Writes `message` as JSON to --out (or stdout).
+int Emit(const google::protobuf::Message& message) {
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) {
+    std::cout << MessageToJson(message) << "\n";
+    return 0;
+  }
+  absl::Status written = engine::WriteMessageFile(message, out);
+  return written.ok() ? 0 : Fail(written);
+}
+
+// Reads a Placement, accepting a PlaceResponse or EvaluateResponse wrapper too.
+absl::StatusOr<v1::Placement> ReadPlacement(const std::string& path) {
+  absl::StatusOr<v1::Placement> placement = ReadMessageFile<v1::Placement>(path);
+  if (placement.ok()) return placement;
+  if (absl::StatusOr<v1::PlaceResponse> response = ReadMessageFile<v1::PlaceResponse>(path);
+      response.ok()) {
+    return response->placement();
+  }
+  if (absl::StatusOr<v1::EvaluateResponse> response = ReadMessageFile<v1::EvaluateResponse>(path);
+      response.ok()) {
+    return response->placement();
+  }
+  return placement.status();
+}
+
+}  // namespace
+
+int RunPlace(const std::vector<std::string>& args) {
+  const std::string path = absl::GetFlag(FLAGS_request);
+  if (path.empty()) return Usage("place: --request=FILE is required");
+  absl::StatusOr<v1::PlaceRequest> request = ReadMessageFile<v1::PlaceRequest>(path);
+  if (!request.ok()) return Fail(request.status());
+  v1::PlacementOptions options = request->options();
+  if (!absl::GetFlag(FLAGS_algorithm).empty()) options.set_algorithm(absl::GetFlag(FLAGS_algorithm));
+  if (absl::GetFlag(FLAGS_seed) != 0) options.set_seed(absl::GetFlag(FLAGS_seed));
+
+  absl::StatusOr<engine::Model> model = engine::BuildModel(*request);
+  if (!model.ok()) return Fail(model.status());
+
+  absl::Duration limit = kDefaultTimeLimit;
+  if (absl::GetFlag(FLAGS_time_limit_s) > 0) {
+    limit = absl::Seconds(absl::GetFlag(FLAGS_time_limit_s));
+  } else if (options.has_time_limit()) {
+    limit = absl::Seconds(options.time_limit().seconds()) +
+            absl::Nanoseconds(options.time_limit().nanos());
+  }
+  engine::SolveContext context;
+  context.deadline = absl::Now() + limit;
+  absl::StatusOr<v1::Placement> placement = engine::Solve(*model, options, context);
+  if (!placement.ok()) return Fail(placement.status());
+  return Emit(*placement);
+}
+
+int RunEvaluate(const std::vector<std::string>& args) {
+  const std::string request_path = absl::GetFlag(FLAGS_request);
+  const std::string placement_path = absl::GetFlag(FLAGS_placement);
+  if (request_path.empty() || placement_path.empty()) {
+    return Usage("evaluate: --request=FILE and --placement=FILE are required");
+  }
+  absl::StatusOr<v1::PlaceRequest> request = ReadMessageFile<v1::PlaceRequest>(request_path);
+  if (!request.ok()) return Fail(request.status());
+  absl::StatusOr<v1::Placement> placement = ReadPlacement(placement_path);
+  if (!placement.ok()) return Fail(placement.status());
+
+  v1::EvaluateRequest evaluate;
+  *evaluate.mutable_graph() = std::move(*request->mutable_graph());
+  *evaluate.mutable_cluster() = std::move(*request->mutable_cluster());
+  *evaluate.mutable_options() = request->options();
+  *evaluate.mutable_device() = placement->device();
+  absl::StatusOr<v1::EvaluateResponse> response = engine::Evaluate(evaluate);
+  if (!response.ok()) return Fail(response.status());
+  return Emit(*response);
+}
+
+}  // namespace placement::offline

@@ -1,0 +1,50 @@
+// placement_offline — the engine without a server, for files and benchmarks (api.md §3).
+//
+//   placement_offline place    --request=FILE [--algorithm=NAME]
+//   placement_offline evaluate --request=FILE --placement=FILE
+//   placement_offline compare  --request=FILE [--algorithms=a,b,...] [--format=text|json|csv|markdown]
+//   placement_offline convert  --from=FORMAT --in=PATH [--cluster=FILE] --out=FILE
+//   placement_offline export   --request=FILE --placement=FILE --to=dot|csv|pardnn
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "service/offline/offline_commands.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "placement_offline <verb> [flags]: the placement engine without a server.\n"
+    "\n"
+    "verbs:\n"
+    "  place    --request=FILE [--algorithm=NAME]      print the Placement as JSON\n"
+    "  evaluate --request=FILE --placement=FILE        score a placement (EvaluateResponse JSON)\n"
+    "  compare  --request=FILE [--algorithms=a,b,...]  table of every algorithm on one request\n"
+    "  convert  --from=FORMAT --in=PATH [--cluster=FILE] --out=FILE   import a graph\n"
+    "  export   --request=FILE --placement=FILE --to=dot|csv|pardnn  export a placement\n"
+    "\n"
+    "Files: .json, .json.gz (protobuf JSON) or .pb (binary). Exit status: 0 ok, 1 invalid input or\n"
+    "failure (problems on stderr, nothing on stdout), 2 usage error.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() < 2) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  const std::string verb = positional[1];
+  const std::vector<std::string> args(positional.begin() + 2, positional.end());
+  using namespace placement::offline;
+  if (verb == "place") return RunPlace(args);
+  if (verb == "evaluate") return RunEvaluate(args);
+  if (verb == "compare") return RunCompare(args);
+  if (verb == "convert") return RunConvert(args);
+  if (verb == "export") return RunExport(args);
+  std::fprintf(stderr, "unknown verb \"%s\"\n\n%s", verb.c_str(), kUsage);
+  return 2;
+}
