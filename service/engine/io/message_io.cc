@@ -18,12 +18,12 @@
 namespace placement::engine {
 namespace {
 
-bool IsGzip(std::string_view data) {
+bool IsGzip(absl::string_view data) {
   return data.size() >= 2 && static_cast<unsigned char>(data[0]) == 0x1f &&
          static_cast<unsigned char>(data[1]) == 0x8b;
 }
 
-absl::StatusOr<std::string> Gunzip(std::string_view path, std::string_view compressed) {
+absl::StatusOr<std::string> Gunzip(absl::string_view path, absl::string_view compressed) {
   z_stream stream{};
   // 16 + MAX_WBITS: expect a gzip header.
   if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) {
@@ -39,7 +39,7 @@ absl::StatusOr<std::string> Gunzip(std::string_view path, std::string_view compr
     stream.next_out = reinterpret_cast<Bytef*>(buffer);
     stream.avail_out = sizeof(buffer);
     code = inflate(&stream, Z_NO_FLUSH);
-    if (code == Z_STREAM_END && stream.avail_in > 0 && IsGzip(std::string_view(
+    if (code == Z_STREAM_END && stream.avail_in > 0 && IsGzip(absl::string_view(
             reinterpret_cast<const char*>(stream.next_in), stream.avail_in))) {
       // Concatenated gzip members (as `cat a.gz b.gz` makes): keep going.
       out.append(buffer, sizeof(buffer) - stream.avail_out);
@@ -62,7 +62,7 @@ absl::StatusOr<std::string> Gunzip(std::string_view path, std::string_view compr
   return out;
 }
 
-absl::StatusOr<std::string> Gzip(std::string_view data) {
+absl::StatusOr<std::string> Gzip(absl::string_view data) {
   z_stream stream{};
   if (deflateInit2(&stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8,
                    Z_DEFAULT_STRATEGY) != Z_OK) {
@@ -81,17 +81,13 @@ absl::StatusOr<std::string> Gzip(std::string_view data) {
   return out;
 }
 
-bool EndsWith(std::string_view path, std::string_view suffix) {
-  return absl::EndsWith(path, suffix);
-}
-
-bool IsBinaryPath(std::string_view path) {
-  return EndsWith(path, ".pb") || EndsWith(path, ".pb.gz") || EndsWith(path, ".binpb");
+bool IsBinaryPath(absl::string_view path) {
+  return absl::EndsWith(path, ".pb") || absl::EndsWith(path, ".pb.gz") || absl::EndsWith(path, ".binpb");
 }
 
 }  // namespace
 
-absl::StatusOr<std::string> ReadFileBytes(std::string_view path) {
+absl::StatusOr<std::string> ReadFileBytes(absl::string_view path) {
   std::string data;
   if (path == "-") {
     data.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
@@ -108,14 +104,14 @@ absl::StatusOr<std::string> ReadFileBytes(std::string_view path) {
   return data;
 }
 
-absl::Status WriteFileBytes(std::string_view path, std::string_view data) {
+absl::Status WriteFileBytes(absl::string_view path, absl::string_view data) {
   if (path == "-") {
     std::cout.write(data.data(), static_cast<std::streamsize>(data.size()));
     std::cout.flush();
     return absl::OkStatus();
   }
   std::string compressed;
-  if (EndsWith(path, ".gz")) {
+  if (absl::EndsWith(path, ".gz")) {
     absl::StatusOr<std::string> gz = Gzip(data);
     if (!gz.ok()) return gz.status();
     compressed = std::move(*gz);
@@ -131,7 +127,7 @@ absl::Status WriteFileBytes(std::string_view path, std::string_view data) {
   return absl::OkStatus();
 }
 
-absl::Status ReadMessageFile(std::string_view path, google::protobuf::Message& message) {
+absl::Status ReadMessageFile(absl::string_view path, google::protobuf::Message& message) {
   absl::StatusOr<std::string> data = ReadFileBytes(path);
   if (!data.ok()) return data.status();
   if (IsBinaryPath(path)) {
@@ -148,7 +144,7 @@ absl::Status ReadMessageFile(std::string_view path, google::protobuf::Message& m
   return absl::OkStatus();
 }
 
-absl::Status WriteMessageFile(const google::protobuf::Message& message, std::string_view path) {
+absl::Status WriteMessageFile(const google::protobuf::Message& message, absl::string_view path) {
   if (IsBinaryPath(path)) {
     std::string bytes;
     if (!message.SerializeToString(&bytes)) {
@@ -171,7 +167,7 @@ std::string MessageToJson(const google::protobuf::Message& message, bool compact
   return json;
 }
 
-absl::Status JsonToMessage(std::string_view json, google::protobuf::Message& message) {
+absl::Status JsonToMessage(absl::string_view json, google::protobuf::Message& message) {
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
   const auto status = google::protobuf::util::JsonStringToMessage(

@@ -12,7 +12,7 @@
 #define PLACEMENT_SERVICE_ENGINE_IO_MESSAGE_IO_H_
 
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -21,14 +21,14 @@
 namespace placement::engine {
 
 // Whole file contents, transparently gunzipped when the data starts with the gzip magic bytes.
-absl::StatusOr<std::string> ReadFileBytes(std::string_view path);
+absl::StatusOr<std::string> ReadFileBytes(absl::string_view path);
 // Writes `data` to `path`, gzip-compressed when the path ends in ".gz".
-absl::Status WriteFileBytes(std::string_view path, std::string_view data);
+absl::Status WriteFileBytes(absl::string_view path, absl::string_view data);
 
 // Parses `path` into `message` by its extension (see above). JSON accepts unknown fields: no.
-absl::Status ReadMessageFile(std::string_view path, google::protobuf::Message& message);
+absl::Status ReadMessageFile(absl::string_view path, google::protobuf::Message& message);
 template <typename T>
-absl::StatusOr<T> ReadMessageFile(std::string_view path) {
+absl::StatusOr<T> ReadMessageFile(absl::string_view path) {
   T message;
   absl::Status status = ReadMessageFile(path, message);
   if (!status.ok()) return status;
@@ -36,12 +36,12 @@ absl::StatusOr<T> ReadMessageFile(std::string_view path) {
 }
 
 // Writes `message` to `path` by its extension (JSON for ".json"/".json.gz"/"-", binary for ".pb[.gz]").
-absl::Status WriteMessageFile(const google::protobuf::Message& message, std::string_view path);
+absl::Status WriteMessageFile(const google::protobuf::Message& message, absl::string_view path);
 
 // Protobuf JSON with proto field names (e.g. "compute_ns"), indented, enums as names, int64 as strings per
 // the protobuf JSON mapping; `compact` = one line.
 std::string MessageToJson(const google::protobuf::Message& message, bool compact = false);
-absl::Status JsonToMessage(std::string_view json, google::protobuf::Message& message);
+absl::Status JsonToMessage(absl::string_view json, google::protobuf::Message& message);
 
 }  // namespace placement::engine
 
