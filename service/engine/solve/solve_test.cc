@@ -1,0 +1,161 @@
+#include "service/engine/solve/solve.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "service/engine/model/model_builder.h"
+#include "service/engine/solve/algorithm_registry.h"
+
+namespace placement::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Ops listed out of name order ("zeta" before "alpha") so that request order != canonical order.
+// zeta -> alpha (1000 bytes); zeta holds 600 persistent bytes, alpha 500.
+v1::PlaceRequest TwoOpRequest() {
+  v1::PlaceRequest request;
+  v1::Op* zeta = request.mutable_graph()->add_ops();
+  zeta->set_name("zeta");
+  zeta->set_compute_ns(100);
+  zeta->set_persistent_bytes(600);
+  v1::Op* alpha = request.mutable_graph()->add_ops();
+  alpha->set_name("alpha");
+  alpha->set_compute_ns(50);
+  alpha->set_persistent_bytes(500);
+  v1::Edge* edge = request.mutable_graph()->add_edges();
+  edge->set_src(0);
+  edge->set_dst(1);
+  edge->set_bytes(1000);
+  for (const char* name : {"d0", "d1"}) {
+    v1::Device* device = request.mutable_cluster()->add_devices();
+    device->set_name(name);
+    device->set_kind("gpu");
+    device->set_memory_bytes(1000);
+  }
+  request.mutable_cluster()->mutable_intra_node()->set_bandwidth_bytes_per_second(1000000000);
+  request.mutable_cluster()->mutable_intra_node()->set_latency_ns(5);
+  return request;
+}
+
+TEST(SolveTest, FillsProvenanceAndMapsDevicesToRequestOrder) {
+  const v1::PlaceRequest request = TwoOpRequest();
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  v1::PlacementOptions options;
+  options.set_algorithm("round_robin");
+  absl::StatusOr<v1::Placement> placement = Solve(*model, options, SolveContext());
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  // Topological order is zeta, alpha: zeta -> d0, alpha -> d1, reported in request order.
+  ASSERT_EQ(placement->device_size(), 2);
+  EXPECT_EQ(placement->device(0), 0);
+  EXPECT_EQ(placement->device(1), 1);
+  EXPECT_EQ(placement->outcome(), v1::FEASIBLE);
+  // zeta [0,100) on d0; transfer 5 + 1000 ns; alpha [1105, 1155) on d1.
+  EXPECT_EQ(placement->metrics().makespan_ns(), 1155);
+  EXPECT_EQ(placement->metrics().transfer_bytes(), 1000);
+  EXPECT_EQ(placement->metrics().devices_size(), 2);
+  const v1::Provenance& provenance = placement->provenance();
+  EXPECT_EQ(provenance.algorithm(), "round_robin");
+  EXPECT_EQ(provenance.requested_algorithm(), "round_robin");
+  EXPECT_EQ(provenance.graph_digest().size(), 64u);
+  EXPECT_EQ(provenance.request_digest().size(), 64u);
+  EXPECT_NE(provenance.graph_digest(), provenance.request_digest());
+  EXPECT_EQ(provenance.cache(), v1::MISS);
+  absl::StatusOr<std::string> digest = RequestDigestFor(*model, options);
+  ASSERT_TRUE(digest.ok());
+  EXPECT_EQ(*digest, provenance.request_digest());
+}
+
+TEST(SolveTest, UnknownAlgorithmIsInvalidArgument) {
+  absl::StatusOr<Model> model = BuildModel(TwoOpRequest());
+  ASSERT_TRUE(model.ok()) << model.status();
+  v1::PlacementOptions options;
+  options.set_algorithm("simulated_annealing");
+  absl::StatusOr<v1::Placement> placement = Solve(*model, options, SolveContext());
+  ASSERT_FALSE(placement.ok());
+  EXPECT_EQ(placement.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(placement.status().message()), HasSubstr("options.algorithm"));
+  EXPECT_THAT(std::string(placement.status().message()), HasSubstr("round_robin"));
+}
+
+TEST(SolveTest, InfeasibleReasonNamesDeviceAndBytesShort) {
+  absl::StatusOr<Model> model = BuildModel(TwoOpRequest());
+  ASSERT_TRUE(model.ok()) << model.status();
+  // Both on d1: persistent 1100 bytes > 1000.
+  const v1::Placement placement = ScoreAssignment(*model, Assignment{1, 1});
+  EXPECT_EQ(placement.outcome(), v1::INFEASIBLE);
+  EXPECT_THAT(placement.reason(), HasSubstr("\"d1\""));
+  EXPECT_THAT(placement.reason(), HasSubstr("100 bytes short"));
+}
+
+TEST(EvaluateTest, ScoresTheCallersAssignment) {
+  const v1::PlaceRequest request = TwoOpRequest();
+  v1::EvaluateRequest evaluate;
+  *evaluate.mutable_graph() = request.graph();
+  *evaluate.mutable_cluster() = request.cluster();
+  evaluate.add_device(1);  // zeta
+  evaluate.add_device(0);  // alpha
+  absl::StatusOr<v1::EvaluateResponse> response = Evaluate(evaluate);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->placement().outcome(), v1::FEASIBLE);
+  EXPECT_EQ(response->placement().device(0), 1);
+  EXPECT_EQ(response->placement().metrics().makespan_ns(), 1155);
+  EXPECT_EQ(response->placement().metrics().devices(1).peak_memory_bytes(), 600 + 1000);
+  EXPECT_TRUE(response->violations().empty());
+}
+
+TEST(EvaluateTest, RejectsOutOfRangeDevicesWithFieldPaths) {
+  const v1::PlaceRequest request = TwoOpRequest();
+  v1::EvaluateRequest evaluate;
+  *evaluate.mutable_graph() = request.graph();
+  *evaluate.mutable_cluster() = request.cluster();
+  evaluate.add_device(0);
+  evaluate.add_device(7);
+  absl::StatusOr<v1::EvaluateResponse> response = Evaluate(evaluate);
+  ASSERT_FALSE(response.ok());
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(response.status().message()), HasSubstr("device[1]"));
+  EXPECT_THAT(std::string(response.status().message()), HasSubstr("7 out of range"));
+}
+
+TEST(EvaluateTest, RejectsWrongLength) {
+  const v1::PlaceRequest request = TwoOpRequest();
+  v1::EvaluateRequest evaluate;
+  *evaluate.mutable_graph() = request.graph();
+  *evaluate.mutable_cluster() = request.cluster();
+  evaluate.add_device(0);
+  absl::StatusOr<v1::EvaluateResponse> response = Evaluate(evaluate);
+  ASSERT_FALSE(response.ok());
+  EXPECT_THAT(std::string(response.status().message()), HasSubstr("device: has 1 entries"));
+}
+
+TEST(EvaluateTest, ReportsConstraintViolationsByRequestIndex) {
+  v1::PlaceRequest request = TwoOpRequest();
+  request.mutable_graph()->mutable_ops(1)->set_pinned_device("d0");  // alpha pinned to d0
+  v1::EvaluateRequest evaluate;
+  *evaluate.mutable_graph() = request.graph();
+  *evaluate.mutable_cluster() = request.cluster();
+  evaluate.add_device(0);
+  evaluate.add_device(1);
+  absl::StatusOr<v1::EvaluateResponse> response = Evaluate(evaluate);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->placement().outcome(), v1::INFEASIBLE);
+  ASSERT_EQ(response->violations_size(), 1);
+  EXPECT_EQ(response->violations(0).field(), "device[1]");
+}
+
+TEST(RegistryTest, DefaultIsPardnnAndNamesAreUnique) {
+  EXPECT_EQ(FindAlgorithm(""), FindAlgorithm("pardnn"));
+  EXPECT_EQ(FindAlgorithm("no_such_algorithm"), nullptr);
+  const auto& all = AllAlgorithms();
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_FALSE(all[i]->version().empty());
+    EXPECT_FALSE(all[i]->description().empty());
+    for (size_t j = i + 1; j < all.size(); ++j) EXPECT_NE(all[i]->name(), all[j]->name());
+  }
+}
+
+}  // namespace
+}  // namespace placement::engine
