@@ -43,6 +43,16 @@ struct ModelLimits {
   // Speeds must lie in [min_speed, max_speed].
   double min_speed = 1e-6;
   double max_speed = 1e6;
+  // Bound on the work of the whole step: sum over ops of compute_ns / (slowest speed), plus, with two or
+  // more devices, sum over edges of the slowest transfer of their bytes. Every simulated time is below it,
+  // so nothing downstream can overflow int64 nanoseconds.
+  int64_t max_total_time_ns = 1'000'000'000'000'000'000;  // 1e18 ns
+  // Bound on all bytes of the step (sum of every op's output, persistent and temp bytes plus every edge's
+  // bytes): every memory total downstream stays below it.
+  int64_t max_total_bytes = int64_t{1} << 62;
+  // Each list of the request (graph.ops, graph.edges, cluster.devices, cluster.links) stops being checked
+  // after this many violations; one more violation then says so, to bound the message.
+  int32_t max_violations_per_list = 100;
 };
 
 // Builds the model for `graph` + `cluster` with the given memory headroom (fraction of each device kept

@@ -69,6 +69,9 @@ struct SimResult {
   std::vector<int64_t> start_ns;
   std::vector<int64_t> finish_ns;
   std::vector<int64_t> bottom_level_ns;  // the priorities used
+  // The op that ran just before on the same device, or kNone (execution order, which (start, finish)
+  // alone cannot give when zero-duration ops share a start time).
+  std::vector<OpId> previous_on_device;
   // Per device.
   std::vector<int64_t> peak_memory_bytes;
   std::vector<int64_t> peak_time_ns;  // first time the peak is reached
@@ -76,7 +79,8 @@ struct SimResult {
   std::vector<int32_t> op_count;
   int64_t transfer_bytes = 0;
   int64_t transfer_count = 0;
-  // Only with SimOptions::record_memory_intervals / record_transfers.
+  // Only with SimOptions::record_memory_intervals / record_transfers. Intervals with no bytes or no
+  // duration are left out; transfers of 0 bytes (control edges across devices) are kept.
   std::vector<MemoryInterval> memory_intervals;
   std::vector<TransferRecord> transfers;
 
@@ -95,13 +99,74 @@ class Simulator {
   const Model& model() const { return model_; }
 
  private:
+  // A pending event of the simulation. `transfer` tells the kind: kFinish / kReady for op events, or the
+  // id (>= 0) of a transfer of `op`'s output that arrives at `time`.
+  struct Event {
+    int64_t time;
+    OpId op;
+    int32_t transfer;
+  };
+  // An op waiting on its device; the device runs the greatest (bottom level, then smaller id) first.
+  struct ReadyOp {
+    int64_t bottom_level;
+    OpId op;
+  };
+  static constexpr int32_t kFinish = -1;
+  static constexpr int32_t kReady = -2;
+
+  // Run's phases (simulator.cc).
+  void PrepareTransfers(const Assignment& assignment);
+  void ComputeBottomLevels(const Assignment& assignment);
+  void Simulate(const Assignment& assignment, const SimOptions& options);
+  void StartOp(OpId v, DeviceId d, int64_t now, bool memory);
+  void FinishOp(OpId u, DeviceId a, int64_t now, const Assignment& assignment,
+                const SimOptions& options);
+  void ArriveTransfer(OpId u, int32_t x, int64_t now, const Assignment& assignment,
+                      const SimOptions& options);
+  void MakeReady(OpId v, DeviceId d);
+  void PushEvent(int64_t time, OpId op, int32_t transfer);
+  void Allocate(DeviceId d, int64_t bytes);
+  void Release(DeviceId d, int64_t bytes);
+  void RecordPeaks(int64_t now);
+  void RecordInterval(DeviceId d, OpId op, MemoryInterval::Kind kind, int64_t bytes, int64_t from,
+                      int64_t until);
+  int64_t TransferTimeNs(DeviceId a, DeviceId b, int64_t bytes) const;
+
   const Model& model_;
   SimResult result_;
-  // Scratch reused across runs.
-  std::vector<int32_t> pending_inputs_;
-  std::vector<int64_t> ready_time_;
-  std::vector<int64_t> arrival_scratch_;
-  std::vector<int32_t> device_scratch_;
+
+  // ---- Built once per model ----
+  // For in-edge i (in CSR), the index of the same edge in the out CSR.
+  std::vector<EdgeId> in_to_out_;
+  // Per ordered device pair: the largest byte count whose transfer time is exact in 64-bit arithmetic
+  // (-1 when the link has no positive bandwidth).
+  std::vector<int64_t> link_fast_bytes_;
+
+  // ---- Scratch reused across runs (sized on the first run, never shrunk) ----
+  std::vector<int64_t> duration_;          // per op: run time on its device
+  std::vector<int32_t> pending_inputs_;    // per op: inputs not yet known
+  std::vector<int64_t> ready_time_;        // per op: latest arrival of a known input
+  std::vector<int32_t> output_holders_;    // per op: local consumers + transfers still needing its output
+  std::vector<int32_t> transfer_offset_;   // per op + 1: its transfers, contiguous
+  std::vector<int32_t> edge_transfer_;     // per out-edge: transfer carrying it, or -1 inside a device
+  // Per transfer (one per producer and destination device).
+  std::vector<DeviceId> transfer_device_;
+  std::vector<int64_t> transfer_bytes_;
+  std::vector<int64_t> transfer_ns_;
+  std::vector<int64_t> transfer_arrival_;
+  std::vector<int32_t> copy_holders_;      // consumers on the destination that have not finished
+  // Per device.
+  std::vector<int32_t> device_slot_;       // transfer of the current producer into the device, or -1
+  std::vector<std::vector<ReadyOp>> ready_;
+  std::vector<uint8_t> busy_;
+  std::vector<OpId> last_op_;
+  std::vector<int64_t> usage_;             // memory in use, persistent bytes excluded
+  std::vector<int64_t> persistent_;
+  std::vector<uint8_t> is_candidate_;
+  std::vector<DeviceId> candidates_;       // devices that may pick in the next round
+  std::vector<uint8_t> is_dirty_;
+  std::vector<DeviceId> dirty_;            // devices whose memory changed at the current time
+  std::vector<Event> events_;              // min-heap on time
 };
 
 // max(longest path of op times on the fastest device with free communication (each op's time rounded

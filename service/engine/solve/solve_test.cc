@@ -32,7 +32,7 @@ v1::PlaceRequest TwoOpRequest() {
     v1::Device* device = request.mutable_cluster()->add_devices();
     device->set_name(name);
     device->set_kind("gpu");
-    device->set_memory_bytes(1000);
+    device->set_memory_bytes(2000);
   }
   request.mutable_cluster()->mutable_intra_node()->set_bandwidth_bytes_per_second(1000000000);
   request.mutable_cluster()->mutable_intra_node()->set_latency_ns(5);
@@ -81,7 +81,9 @@ TEST(SolveTest, UnknownAlgorithmIsInvalidArgument) {
 }
 
 TEST(SolveTest, InfeasibleReasonNamesDeviceAndBytesShort) {
-  absl::StatusOr<Model> model = BuildModel(TwoOpRequest());
+  v1::PlaceRequest request = TwoOpRequest();
+  request.mutable_cluster()->mutable_devices(1)->set_memory_bytes(1000);
+  absl::StatusOr<Model> model = BuildModel(request);
   ASSERT_TRUE(model.ok()) << model.status();
   // Both on d1: persistent 1100 bytes > 1000.
   const v1::Placement placement = ScoreAssignment(*model, Assignment{1, 1});
@@ -102,7 +104,9 @@ TEST(EvaluateTest, ScoresTheCallersAssignment) {
   EXPECT_EQ(response->placement().outcome(), v1::FEASIBLE);
   EXPECT_EQ(response->placement().device(0), 1);
   EXPECT_EQ(response->placement().metrics().makespan_ns(), 1155);
-  EXPECT_EQ(response->placement().metrics().devices(1).peak_memory_bytes(), 600 + 1000);
+  // d1 holds zeta's weights; d0 holds alpha's weights plus the received 1000-byte copy.
+  EXPECT_EQ(response->placement().metrics().devices(1).peak_memory_bytes(), 600);
+  EXPECT_EQ(response->placement().metrics().devices(0).peak_memory_bytes(), 500 + 1000);
   EXPECT_TRUE(response->violations().empty());
 }
 
