@@ -1,0 +1,649 @@
+#include "service/engine/repair/memory_repair.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "service/engine/partition/placement_rules.h"
+#include "service/engine/repair/range_max_tree.h"
+#include "service/engine/sim/simulator.h"
+
+namespace placement::engine {
+namespace {
+
+using Kind = MemoryInterval::Kind;
+constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
+
+// PLACEMENT_REPAIR_DEBUG=1 traces rounds and candidates on stderr (development aid).
+bool DebugEnabled() {
+  static const bool enabled = std::getenv("PLACEMENT_REPAIR_DEBUG") != nullptr;
+  return enabled;
+}
+
+// One tentative change of a device's memory timeline.
+struct Charge {
+  DeviceId device;
+  int64_t from_ns;
+  int64_t until_ns;
+  int64_t bytes;  // signed
+};
+
+struct Candidate {
+  int32_t unit;
+  int64_t freed_bytes;  // at the examined peak
+  double cost_key;      // estimated cost per useful byte (smaller is better)
+};
+
+class Repairer {
+ public:
+  Repairer(const Model& model, const SolveContext& context, const RepairOptions& options)
+      : model_(model),
+        context_(context),
+        options_(options),
+        rules_(model),
+        sim_(model),
+        num_units_(model.num_groups() + model.num_ops()) {}
+
+  RepairOutcome Run(Assignment& assignment);
+
+ private:
+  int32_t UnitOf(OpId v) const {
+    const int32_t g = model_.colocation_group[v];
+    return g != kNone ? g : model_.num_groups() + v;
+  }
+  template <typename F>
+  void ForEachMember(int32_t unit, F&& f) const {
+    if (unit < model_.num_groups()) {
+      for (int32_t i = model_.group_offset[unit]; i < model_.group_offset[unit + 1]; ++i) {
+        f(model_.group_member[i]);
+      }
+    } else {
+      f(unit - model_.num_groups());
+    }
+  }
+  OpId FirstMember(int32_t unit) const {
+    return unit < model_.num_groups() ? model_.group_member[model_.group_offset[unit]]
+                                      : unit - model_.num_groups();
+  }
+
+  // Per-round indexing of the simulated schedule and its memory intervals.
+  void IndexRound(const SimResult& result, const Assignment& assignment);
+  // Slot whose time piece contains t (conservative start of a charge).
+  int32_t SlotContaining(DeviceId d, int64_t t) const {
+    const std::vector<int64_t>& times = slot_time_[d];
+    const auto it = std::upper_bound(times.begin(), times.end(), t);
+    return it == times.begin() ? 0 : static_cast<int32_t>(it - times.begin()) - 1;
+  }
+  // First slot at or after t (exclusive end of a charge).
+  int32_t SlotFrom(DeviceId d, int64_t t) const {
+    const std::vector<int64_t>& times = slot_time_[d];
+    return static_cast<int32_t>(std::lower_bound(times.begin(), times.end(), t) - times.begin());
+  }
+  void Apply(const Charge& c, int sign) {
+    if (c.until_ns <= c.from_ns || c.bytes == 0) return;
+    trees_[c.device].Add(SlotContaining(c.device, c.from_ns), SlotFrom(c.device, c.until_ns),
+                         sign * c.bytes);
+  }
+  // Time device d is busy within [a, b) in the simulated schedule.
+  int64_t BusyWithin(DeviceId d, int64_t a, int64_t b) const;
+  int64_t Slack(OpId v) const {
+    return std::max<int64_t>(0, makespan_ - (result_->start_ns[v] + result_->bottom_level_ns[v]));
+  }
+
+  // Tries to bring device d under its capacity; returns the number of ops moved.
+  int32_t FixDevice(DeviceId d, Assignment& assignment);
+  // Units holding bytes on d at time t with the bytes each would free there.
+  void CollectCandidates(DeviceId d, int64_t t, const Assignment& assignment);
+  // Estimated makespan increase (ns) and created transfer time of moving `unit` from `from` to `to`.
+  void EstimateMove(int32_t unit, DeviceId from, DeviceId to, const Assignment& assignment,
+                    int64_t* impact_ns, int64_t* transfer_ns) const;
+  // The memory charges of moving `unit` from `from` to `to` (removals negative).
+  void BuildCharges(int32_t unit, DeviceId from, DeviceId to, const Assignment& assignment,
+                    std::vector<Charge>* charges);
+  bool UnitMovable(int32_t unit) const { return rules_.FixedDevice(FirstMember(unit)) == kNone; }
+
+  void ReportProgress(double fraction, int64_t best) const {
+    context_.Report(options_.progress_stage,
+                    options_.progress_from + (options_.progress_to - options_.progress_from) *
+                                                 std::clamp(fraction, 0.0, 1.0),
+                    best);
+  }
+
+  const Model& model_;
+  const SolveContext& context_;
+  const RepairOptions& options_;
+  PlacementRules rules_;
+  Simulator sim_;
+  const int32_t num_units_;
+
+  // ---- Per round ----
+  const SimResult* result_ = nullptr;
+  int64_t makespan_ = 0;
+  std::vector<int64_t> interval_offset_;   // by device, CSR into interval_index_
+  std::vector<int32_t> interval_index_;
+  std::vector<int64_t> own_offset_;        // by op: its own (persistent/temp/output) intervals
+  std::vector<int32_t> own_index_;
+  std::vector<int64_t> received_offset_;   // by producer: its received copies
+  std::vector<int32_t> received_index_;
+  std::vector<int64_t> output_until_;      // by op: end of its output buffer (finish if none)
+  std::vector<std::vector<int64_t>> slot_time_;  // by device: sorted distinct interval starts
+  std::vector<RangeAddMaxTree> trees_;
+  std::vector<int64_t> busy_offset_;       // by device, CSR into busy_op_
+  std::vector<OpId> busy_op_;              // ops of each device by start time
+  std::vector<int64_t> busy_prefix_;       // prefix sums of their durations (same indexing, +1)
+
+  // ---- Scratch ----
+  std::vector<int32_t> unit_stamp_;
+  std::vector<int32_t> unit_candidate_;
+  std::vector<int32_t> unit_moved_round_;
+  std::vector<DeviceId> unit_left_device_;
+  std::vector<int32_t> op_stamp_;
+  int32_t stamp_ = 0;
+  int32_t round_ = 0;
+  std::vector<Candidate> candidates_;
+  std::vector<Charge> charges_;
+  std::vector<int64_t> values_;
+  int32_t moves_ = 0;
+};
+
+void Repairer::IndexRound(const SimResult& result, const Assignment& assignment) {
+  result_ = &result;
+  makespan_ = result.makespan_ns;
+  const int32_t n = model_.num_ops();
+  const int32_t devices = model_.num_devices();
+  const std::vector<MemoryInterval>& intervals = result.memory_intervals;
+  const int32_t count = static_cast<int32_t>(intervals.size());
+
+  // Counting sorts: intervals by device, own intervals by op, received copies by producer.
+  interval_offset_.assign(devices + 1, 0);
+  own_offset_.assign(n + 1, 0);
+  received_offset_.assign(n + 1, 0);
+  for (const MemoryInterval& iv : intervals) {
+    ++interval_offset_[iv.device + 1];
+    if (iv.kind == Kind::kReceived) {
+      ++received_offset_[iv.op + 1];
+    } else {
+      ++own_offset_[iv.op + 1];
+    }
+  }
+  for (int32_t d = 0; d < devices; ++d) interval_offset_[d + 1] += interval_offset_[d];
+  for (int32_t v = 0; v < n; ++v) {
+    own_offset_[v + 1] += own_offset_[v];
+    received_offset_[v + 1] += received_offset_[v];
+  }
+  interval_index_.resize(count);
+  own_index_.resize(own_offset_[n]);
+  received_index_.resize(received_offset_[n]);
+  {
+    std::vector<int64_t> fill_device(interval_offset_.begin(), interval_offset_.end() - 1);
+    std::vector<int64_t> fill_own(own_offset_.begin(), own_offset_.end() - 1);
+    std::vector<int64_t> fill_received(received_offset_.begin(), received_offset_.end() - 1);
+    for (int32_t i = 0; i < count; ++i) {
+      const MemoryInterval& iv = intervals[i];
+      interval_index_[fill_device[iv.device]++] = i;
+      if (iv.kind == Kind::kReceived) {
+        received_index_[fill_received[iv.op]++] = i;
+      } else {
+        own_index_[fill_own[iv.op]++] = i;
+      }
+    }
+  }
+  output_until_.assign(result.finish_ns.begin(), result.finish_ns.end());
+  for (const MemoryInterval& iv : intervals) {
+    if (iv.kind == Kind::kOutput) output_until_[iv.op] = std::max(output_until_[iv.op], iv.until_ns);
+  }
+
+  // Timelines: slots at the distinct interval starts (the peak of a piecewise-constant function whose
+  // rises all happen at interval starts is attained at one of them), plus time 0.
+  slot_time_.resize(devices);
+  trees_.resize(devices);
+  for (DeviceId d = 0; d < devices; ++d) {
+    std::vector<int64_t>& times = slot_time_[d];
+    times.clear();
+    times.push_back(0);
+    for (int64_t k = interval_offset_[d]; k < interval_offset_[d + 1]; ++k) {
+      times.push_back(intervals[interval_index_[k]].from_ns);
+    }
+    std::sort(times.begin(), times.end());
+    times.erase(std::unique(times.begin(), times.end()), times.end());
+    values_.assign(times.size() + 1, 0);
+    for (int64_t k = interval_offset_[d]; k < interval_offset_[d + 1]; ++k) {
+      const MemoryInterval& iv = intervals[interval_index_[k]];
+      if (iv.until_ns <= iv.from_ns) continue;
+      values_[SlotContaining(d, iv.from_ns)] += iv.bytes;
+      values_[SlotFrom(d, iv.until_ns)] -= iv.bytes;
+    }
+    for (size_t s = 1; s < values_.size(); ++s) values_[s] += values_[s - 1];
+    values_.pop_back();
+    trees_[d].Build(values_);
+  }
+
+  // Busy lists for the queueing estimate.
+  busy_offset_.assign(devices + 1, 0);
+  for (OpId v = 0; v < n; ++v) ++busy_offset_[assignment[v] + 1];
+  for (int32_t d = 0; d < devices; ++d) busy_offset_[d + 1] += busy_offset_[d];
+  busy_op_.resize(n);
+  {
+    std::vector<int64_t> fill(busy_offset_.begin(), busy_offset_.end() - 1);
+    for (OpId v = 0; v < n; ++v) busy_op_[fill[assignment[v]]++] = v;
+  }
+  busy_prefix_.assign(n + devices, 0);
+  for (DeviceId d = 0; d < devices; ++d) {
+    auto begin = busy_op_.begin() + busy_offset_[d];
+    auto end = busy_op_.begin() + busy_offset_[d + 1];
+    std::sort(begin, end, [&](OpId a, OpId b) {
+      return result.start_ns[a] != result.start_ns[b] ? result.start_ns[a] < result.start_ns[b]
+                                                      : a < b;
+    });
+    // busy_prefix_ for device d lives at [busy_offset_[d] + d, busy_offset_[d + 1] + d].
+    const int64_t base = busy_offset_[d] + d;
+    busy_prefix_[base] = 0;
+    for (int64_t k = busy_offset_[d]; k < busy_offset_[d + 1]; ++k) {
+      const OpId v = busy_op_[k];
+      busy_prefix_[base + (k - busy_offset_[d]) + 1] =
+          busy_prefix_[base + (k - busy_offset_[d])] + (result.finish_ns[v] - result.start_ns[v]);
+    }
+  }
+}
+
+int64_t Repairer::BusyWithin(DeviceId d, int64_t a, int64_t b) const {
+  if (b <= a) return 0;
+  const int64_t lo = busy_offset_[d], hi = busy_offset_[d + 1];
+  if (lo == hi) return 0;
+  const SimResult& r = *result_;
+  // Ops on one device never overlap, so both start and finish are sorted along busy_op_.
+  int64_t first = std::partition_point(busy_op_.begin() + lo, busy_op_.begin() + hi,
+                                       [&](OpId v) { return r.finish_ns[v] <= a; }) -
+                  busy_op_.begin();
+  int64_t last = std::partition_point(busy_op_.begin() + first, busy_op_.begin() + hi,
+                                      [&](OpId v) { return r.start_ns[v] < b; }) -
+                 busy_op_.begin();
+  if (first >= last) return 0;
+  const int64_t base = lo + d;
+  int64_t busy = busy_prefix_[base + (last - lo)] - busy_prefix_[base + (first - lo)];
+  const OpId head = busy_op_[first];
+  const OpId tail = busy_op_[last - 1];
+  busy -= std::max<int64_t>(0, a - r.start_ns[head]);
+  busy -= std::max<int64_t>(0, r.finish_ns[tail] - b);
+  return std::max<int64_t>(0, busy);
+}
+
+void Repairer::EstimateMove(int32_t unit, DeviceId from, DeviceId to, const Assignment& assignment,
+                            int64_t* impact_ns, int64_t* transfer_ns) const {
+  const SimResult& r = *result_;
+  int64_t impact = 0, transfer = 0;
+  ForEachMember(unit, [&](OpId u) {
+    // Inputs: an input that was local (or on another link) now arrives over the link to `to`.
+    int64_t ready = r.start_ns[u];
+    for (EdgeId e = model_.in_begin(u); e < model_.in_end(u); ++e) {
+      const OpId p = model_.in_src[e];
+      if (UnitOf(p) == unit) continue;
+      const DeviceId dp = assignment[p];
+      const int64_t xfer = model_.TransferNs(dp, to, model_.in_bytes[e]);
+      if (dp != from) transfer -= model_.TransferNs(dp, from, model_.in_bytes[e]);
+      transfer += xfer;
+      ready = std::max(ready, r.finish_ns[p] + xfer);
+    }
+    const int64_t new_time = model_.OpTimeNs(u, to);
+    const int64_t queue = BusyWithin(to, ready, ready + new_time);
+    const int64_t finish_delay =
+        std::max<int64_t>(0, ready + queue + new_time - r.finish_ns[u]);
+    impact = std::max(impact, finish_delay - Slack(u));
+    // Outputs: consumers left behind (or elsewhere) now receive over the link from `to`.
+    for (EdgeId e = model_.out_begin(u); e < model_.out_end(u); ++e) {
+      const OpId c = model_.out_dst[e];
+      if (UnitOf(c) == unit) continue;
+      const DeviceId dc = assignment[c];
+      const int64_t xfer = model_.TransferNs(to, dc, model_.out_bytes[e]);
+      if (dc != from) transfer -= model_.TransferNs(from, dc, model_.out_bytes[e]);
+      transfer += xfer;
+      const int64_t arrival = r.finish_ns[u] + finish_delay + xfer;
+      impact = std::max(impact, arrival - r.start_ns[c] - Slack(c));
+    }
+  });
+  *impact_ns = std::max<int64_t>(0, impact);
+  *transfer_ns = std::max<int64_t>(0, transfer);
+}
+
+void Repairer::BuildCharges(int32_t unit, DeviceId from, DeviceId to, const Assignment& assignment,
+                            std::vector<Charge>* charges) {
+  charges->clear();
+  const SimResult& r = *result_;
+  const std::vector<MemoryInterval>& intervals = r.memory_intervals;
+  ++stamp_;  // marks producers already charged on `to`
+  ForEachMember(unit, [&](OpId u) {
+    // Its own buffers leave `from` and appear on `to` over the same times.
+    for (int64_t k = own_offset_[u]; k < own_offset_[u + 1]; ++k) {
+      const MemoryInterval& iv = intervals[own_index_[k]];
+      charges->push_back({from, iv.from_ns, iv.until_ns, -iv.bytes});
+      charges->push_back({to, iv.from_ns, iv.until_ns, iv.bytes});
+    }
+    // Consumers left on `from` now need a received copy there.
+    int64_t left_bytes = 0;
+    int64_t left_until = 0;
+    for (EdgeId e = model_.out_begin(u); e < model_.out_end(u); ++e) {
+      const OpId c = model_.out_dst[e];
+      if (assignment[c] != from || UnitOf(c) == unit) continue;
+      left_bytes = std::max(left_bytes, model_.out_bytes[e]);
+      left_until = std::max(left_until, r.finish_ns[c]);
+    }
+    if (left_bytes > 0) {
+      charges->push_back({from, r.finish_ns[u] + model_.TransferNs(to, from, left_bytes),
+                          left_until, left_bytes});
+    }
+    // Inputs: the producer's buffer on `from` (its output, or the copy received there) is now held
+    // only by the consumers that stay, so it ends earlier or goes away; `to` needs a copy unless it
+    // already holds the producer's output.
+    for (EdgeId e = model_.in_begin(u); e < model_.in_end(u); ++e) {
+      const OpId p = model_.in_src[e];
+      if (UnitOf(p) == unit || op_stamp_[p] == stamp_) continue;
+      op_stamp_[p] = stamp_;
+      const DeviceId dp = assignment[p];
+      bool other_on_to = false;
+      int64_t bytes_to = 0, until_to = 0;
+      int64_t other_last_on_from = 0;            // last finish of consumers staying on `from`
+      int64_t transfers_end = r.finish_ns[p];    // last arrival of p's transfers after the move
+      for (EdgeId f = model_.out_begin(p); f < model_.out_end(p); ++f) {
+        const OpId c = model_.out_dst[f];
+        if (UnitOf(c) == unit) {
+          bytes_to = std::max(bytes_to, model_.out_bytes[f]);
+          until_to = std::max(until_to, r.finish_ns[c]);
+          continue;
+        }
+        const DeviceId dc = assignment[c];
+        if (dc == from) other_last_on_from = std::max(other_last_on_from, r.finish_ns[c]);
+        if (dc == to) other_on_to = true;
+        if (dc != dp) {
+          transfers_end = std::max(
+              transfers_end, r.finish_ns[p] + model_.TransferNs(dp, dc, model_.out_bytes[f]));
+        }
+      }
+      if (dp == from) {
+        // p's own output on `from`: held by the staying consumers and until its transfers arrive.
+        if (dp != to) {
+          transfers_end =
+              std::max(transfers_end, r.finish_ns[p] + model_.TransferNs(dp, to, bytes_to));
+        }
+        const int64_t new_until = std::max(other_last_on_from, transfers_end);
+        if (new_until < output_until_[p]) {
+          charges->push_back({from, new_until, output_until_[p], -model_.output_bytes[p]});
+        }
+      } else {
+        for (int64_t k = received_offset_[p]; k < received_offset_[p + 1]; ++k) {
+          const MemoryInterval& iv = intervals[received_index_[k]];
+          if (iv.device != from) continue;
+          const int64_t new_until = std::max(iv.from_ns, other_last_on_from);
+          if (new_until < iv.until_ns) {
+            charges->push_back({from, new_until, iv.until_ns, -iv.bytes});
+          }
+        }
+      }
+      if (dp != to && !other_on_to && bytes_to > 0) {
+        charges->push_back(
+            {to, r.finish_ns[p] + model_.TransferNs(dp, to, bytes_to), until_to, bytes_to});
+      }
+    }
+  });
+}
+
+void Repairer::CollectCandidates(DeviceId d, int64_t t, const Assignment& assignment) {
+  candidates_.clear();
+  ++stamp_;
+  const int32_t unit_stamp = stamp_;
+  const std::vector<MemoryInterval>& intervals = result_->memory_intervals;
+  auto credit = [&](int32_t unit, int64_t bytes) {
+    if (unit_moved_round_[unit] == round_ || !UnitMovable(unit)) return;
+    if (unit_stamp_[unit] != unit_stamp) {
+      unit_stamp_[unit] = unit_stamp;
+      unit_candidate_[unit] = static_cast<int32_t>(candidates_.size());
+      candidates_.push_back({unit, 0, 0.0});
+    }
+    candidates_[unit_candidate_[unit]].freed_bytes += bytes;
+  };
+  for (int64_t k = interval_offset_[d]; k < interval_offset_[d + 1]; ++k) {
+    const MemoryInterval& iv = intervals[interval_index_[k]];
+    if (!(iv.from_ns <= t && t < iv.until_ns) || iv.bytes <= 0) continue;
+    // Intervals of ops already moved away this round no longer count here.
+    if (iv.kind != Kind::kReceived && assignment[iv.op] != d) continue;
+    switch (iv.kind) {
+      case Kind::kPersistent:
+      case Kind::kTemp:
+        credit(UnitOf(iv.op), iv.bytes);
+        break;
+      case Kind::kOutput:
+      case Kind::kReceived: {
+        // A tensor is freed at t when every consumer on d that still needs it after t (its holders)
+        // leaves; for an output before its producer finished, the producer itself is the holder.
+        // Credit the unit when the holders form one unit.
+        const bool own_output = iv.kind == Kind::kOutput;
+        int32_t only = kNone;
+        bool single = true;
+        if (own_output && t < result_->finish_ns[iv.op]) {
+          only = UnitOf(iv.op);
+        } else {
+          for (EdgeId e = model_.out_begin(iv.op); e < model_.out_end(iv.op) && single; ++e) {
+            const OpId c = model_.out_dst[e];
+            if (assignment[c] != d || result_->finish_ns[c] <= t) continue;
+            const int32_t unit = UnitOf(c);
+            if (only == kNone) {
+              only = unit;
+            } else if (only != unit) {
+              single = false;
+            }
+          }
+          // An output held only by its own unit's consumers (or by transfers) goes with the producer.
+          if (own_output && single && (only == kNone || only == UnitOf(iv.op))) {
+            only = UnitOf(iv.op);
+          }
+        }
+        if (single && only != kNone) credit(only, iv.bytes);
+        break;
+      }
+    }
+  }
+}
+
+int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
+  const int64_t capacity = model_.capacity_bytes[d];
+  const int32_t devices = model_.num_devices();
+  int32_t moved = 0;
+  for (int32_t scan = 0; scan < options_.max_peak_scans_per_device; ++scan) {
+    if (trees_[d].Max() <= capacity || context_.ShouldStop()) break;
+    const int32_t slot = trees_[d].ArgMax();
+    const int64_t t = slot_time_[d][slot];
+    CollectCandidates(d, t, assignment);
+    if (candidates_.empty()) break;
+    const int64_t need = trees_[d].At(slot) - capacity;
+    // Order by (estimated increase + weighted transfer time) per useful byte, best target ignoring room.
+    for (Candidate& c : candidates_) {
+      double best = std::numeric_limits<double>::infinity();
+      for (DeviceId to = 0; to < devices; ++to) {
+        if (to == d || !rules_.Allowed(FirstMember(c.unit), to)) continue;
+        int64_t impact, transfer;
+        EstimateMove(c.unit, d, to, assignment, &impact, &transfer);
+        best = std::min(best, static_cast<double>(impact) +
+                                  options_.transfer_weight * static_cast<double>(transfer));
+      }
+      const double useful = static_cast<double>(std::max<int64_t>(1, std::min(c.freed_bytes, need)));
+      c.cost_key = (best + 1.0) / useful;
+    }
+    std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
+      if (a.cost_key != b.cost_key) return a.cost_key < b.cost_key;
+      if (a.freed_bytes != b.freed_bytes) return a.freed_bytes > b.freed_bytes;
+      return a.unit < b.unit;
+    });
+    bool moved_here = false;
+    for (const Candidate& c : candidates_) {
+      if (trees_[d].At(slot) <= capacity || c.freed_bytes <= 0) break;
+      // Best target: one with room (least estimated increase, then most room, then lowest id); if
+      // none has room, the move that lowers the total overflow the most (a later step fixes the
+      // target), so full devices do not block each other.
+      DeviceId best_to = kNone;
+      double best_cost = std::numeric_limits<double>::infinity();
+      int64_t best_room = 0;
+      DeviceId spill_to = kNone;
+      int64_t spill_delta = 0;
+      const int64_t over_from = std::max<int64_t>(0, trees_[d].Max() - capacity);
+      for (DeviceId to = 0; to < devices; ++to) {
+        if (to == d || !rules_.Allowed(FirstMember(c.unit), to)) continue;
+        // Tabu: no moving straight back to where the unit left recently (stops ping-pong).
+        if (unit_left_device_[c.unit] == to &&
+            round_ - unit_moved_round_[c.unit] <= options_.tabu_rounds) {
+          continue;
+        }
+        int64_t impact, transfer;
+        EstimateMove(c.unit, d, to, assignment, &impact, &transfer);
+        const double cost =
+            static_cast<double>(impact) + options_.transfer_weight * static_cast<double>(transfer);
+        if (cost > best_cost) continue;
+        const int64_t cap_to = model_.capacity_bytes[to];
+        const int64_t over_to = std::max<int64_t>(0, trees_[to].Max() - cap_to);
+        BuildCharges(c.unit, d, to, assignment, &charges_);
+        for (const Charge& ch : charges_) Apply(ch, +1);
+        const int64_t room = cap_to - trees_[to].Max();
+        const int64_t delta = std::max<int64_t>(0, -room) - over_to +
+                              std::max<int64_t>(0, trees_[d].Max() - capacity) - over_from;
+        for (const Charge& ch : charges_) Apply(ch, -1);
+        if (room < 0) {
+          if (best_to == kNone && delta < spill_delta) {
+            spill_to = to;
+            spill_delta = delta;
+          }
+          continue;
+        }
+        if (cost < best_cost || room > best_room) {
+          best_to = to;
+          best_cost = cost;
+          best_room = room;
+        }
+      }
+      if (best_to == kNone) best_to = spill_to;
+      if (best_to == kNone) continue;
+      BuildCharges(c.unit, d, best_to, assignment, &charges_);
+      for (const Charge& ch : charges_) Apply(ch, +1);
+      ForEachMember(c.unit, [&](OpId u) {
+        assignment[u] = best_to;
+        ++moved;
+      });
+      unit_moved_round_[c.unit] = round_;
+      unit_left_device_[c.unit] = d;
+      moved_here = true;
+    }
+    if (DebugEnabled()) {
+      std::fprintf(stderr, "  device %d slot %d t=%lld need %lld: %zu candidates, moved %d\n", d,
+                   slot, static_cast<long long>(t), static_cast<long long>(need),
+                   candidates_.size(), static_cast<int>(moved_here));
+      for (const Candidate& c : candidates_) {
+        std::fprintf(stderr, "    unit %d freed %lld key %g\n", c.unit,
+                     static_cast<long long>(c.freed_bytes), c.cost_key);
+      }
+    }
+    if (!moved_here) break;
+  }
+  return moved;
+}
+
+RepairOutcome Repairer::Run(Assignment& assignment) {
+  RepairOutcome outcome;
+  const int32_t devices = model_.num_devices();
+  unit_stamp_.assign(num_units_, 0);
+  unit_candidate_.assign(num_units_, 0);
+  unit_moved_round_.assign(num_units_, -1000000);
+  unit_left_device_.assign(num_units_, kNone);
+  op_stamp_.assign(model_.num_ops(), 0);
+
+  SimOptions sim_options;
+  sim_options.compute_memory = true;
+  sim_options.record_memory_intervals = true;
+
+  Assignment best = assignment;
+  int64_t best_overflow = kInf, best_makespan = kInf;
+  std::string best_reason;
+  int32_t stalled = 0;
+  for (round_ = 0; round_ < options_.max_rounds; ++round_) {
+    if (round_ > 0 && context_.ShouldStop()) {
+      outcome.time_limited = true;
+      break;
+    }
+    const SimResult& result = sim_.Run(assignment, sim_options);
+    int64_t overflow = 0, worst = 0;
+    DeviceId worst_device = kNone;
+    for (DeviceId d = 0; d < devices; ++d) {
+      const int64_t over = result.peak_memory_bytes[d] - model_.capacity_bytes[d];
+      if (over > 0) {
+        overflow += over;
+        if (over > worst) {
+          worst = over;
+          worst_device = d;
+        }
+      }
+    }
+    ++outcome.rounds;
+    if (DebugEnabled()) {
+      std::fprintf(stderr, "repair round %d: overflow %lld makespan %lld\n", round_,
+                   static_cast<long long>(overflow), static_cast<long long>(result.makespan_ns));
+    }
+    if (overflow < best_overflow ||
+        (overflow == best_overflow && result.makespan_ns < best_makespan)) {
+      stalled = overflow < best_overflow ? 0 : stalled + 1;
+      best = assignment;
+      best_overflow = overflow;
+      best_makespan = result.makespan_ns;
+      best_reason.clear();
+      if (worst_device != kNone) {
+        best_reason = absl::StrFormat(
+            "device \"%s\" is %d bytes short at t=%d ns (peak %d bytes > capacity %d bytes)",
+            model_.device_name[worst_device], worst, result.peak_time_ns[worst_device],
+            result.peak_memory_bytes[worst_device], model_.capacity_bytes[worst_device]);
+      }
+    } else {
+      ++stalled;
+    }
+    ReportProgress(static_cast<double>(round_ + 1) / options_.max_rounds,
+                   best_overflow == 0 ? best_makespan : 0);
+    if (overflow == 0 || stalled >= options_.max_stalled_rounds) break;
+
+    IndexRound(result, assignment);
+    std::vector<DeviceId> order;
+    for (DeviceId d = 0; d < devices; ++d) {
+      if (result.peak_memory_bytes[d] > model_.capacity_bytes[d]) order.push_back(d);
+    }
+    std::sort(order.begin(), order.end(), [&](DeviceId a, DeviceId b) {
+      const int64_t oa = result.peak_memory_bytes[a] - model_.capacity_bytes[a];
+      const int64_t ob = result.peak_memory_bytes[b] - model_.capacity_bytes[b];
+      return oa != ob ? oa > ob : a < b;
+    });
+    int32_t moved = 0;
+    for (DeviceId d : order) moved += FixDevice(d, assignment);
+    outcome.moves += moved;
+    if (moved == 0) {
+      outcome.time_limited = context_.ShouldStop();
+      break;
+    }
+  }
+  assignment = best;
+  outcome.fits = best_overflow == 0;
+  outcome.overflow_bytes = best_overflow;
+  outcome.makespan_ns = best_makespan;
+  if (!outcome.fits) outcome.reason = best_reason;
+  return outcome;
+}
+
+}  // namespace
+
+RepairOutcome RepairMemory(const Model& model, const SolveContext& context,
+                           Assignment& assignment) {
+  return RepairMemory(model, context, RepairOptions(), assignment);
+}
+
+RepairOutcome RepairMemory(const Model& model, const SolveContext& context,
+                           const RepairOptions& options, Assignment& assignment) {
+  Repairer repairer(model, context, options);
+  return repairer.Run(assignment);
+}
+
+}  // namespace placement::engine

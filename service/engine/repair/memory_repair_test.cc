@@ -1,0 +1,160 @@
+#include "service/engine/repair/memory_repair.h"
+
+#include <cstdint>
+#include <random>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "service/engine/repair/test_model.h"
+#include "service/engine/sim/constraints.h"
+#include "service/engine/sim/simulator.h"
+
+namespace placement::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(MemoryRepairTest, AlreadyFittingAssignmentIsUntouched) {
+  TestModel t;
+  const int a = t.AddOp(100, 10), b = t.AddOp(100, 10);
+  t.AddEdge(a, b, 10);
+  t.AddDevices(2, 1000);
+  const Model model = t.Build();
+  Assignment assignment = {0, 0};
+  const RepairOutcome outcome = RepairMemory(model, SolveContext(), assignment);
+  EXPECT_TRUE(outcome.fits);
+  EXPECT_EQ(outcome.moves, 0);
+  EXPECT_EQ(assignment, (Assignment{0, 0}));
+}
+
+TEST(MemoryRepairTest, SpreadsPersistentStateOverDevices) {
+  TestModel t;
+  for (int i = 0; i < 4; ++i) t.AddOp(100, 0, /*persistent=*/40);
+  t.AddDevices(2, 100);
+  const Model model = t.Build();
+  Assignment assignment(4, 0);
+  const RepairOutcome outcome = RepairMemory(model, SolveContext(), assignment);
+  ASSERT_TRUE(outcome.fits) << outcome.reason;
+  Simulator sim(model);
+  EXPECT_TRUE(sim.Run(assignment).MemoryFits(model));
+  EXPECT_EQ(std::count(assignment.begin(), assignment.end(), 1), 2);
+}
+
+TEST(MemoryRepairTest, MovesTheFreeOpRatherThanCuttingAnExpensiveChain) {
+  TestModel t;
+  // A chain with heavy edges (cutting it costs 1 ms per edge) and an independent op of the same size.
+  const int a = t.AddOp(1000, 0, 50), b = t.AddOp(1000, 0, 50), c = t.AddOp(1000, 0, 50);
+  t.AddEdge(a, b, 1'000'000);
+  t.AddEdge(b, c, 1'000'000);
+  const int x = t.AddOp(1000, 0, 50);
+  t.AddDevices(2, 160);
+  const Model model = t.Build();
+  Assignment assignment(4, 0);
+  const RepairOutcome outcome = RepairMemory(model, SolveContext(), assignment);
+  ASSERT_TRUE(outcome.fits) << outcome.reason;
+  EXPECT_EQ(assignment[x], 1);
+  EXPECT_EQ(assignment[a], 0);
+  EXPECT_EQ(assignment[b], 0);
+  EXPECT_EQ(assignment[c], 0);
+}
+
+TEST(MemoryRepairTest, OverflowOfActivationsAtThePeakIsRepaired) {
+  // Two independent forward/backward pairs: each forward output lives until its backward op; on one
+  // device both activations overlap at the peak.
+  TestModel t;
+  const int f1 = t.AddOp(100, 60), f2 = t.AddOp(100, 60);
+  const int b1 = t.AddOp(100, 0), b2 = t.AddOp(100, 0);
+  t.AddEdge(f1, b1, 60);
+  t.AddEdge(f2, b2, 60);
+  t.AddDevices(2, 100);
+  const Model model = t.Build();
+  Assignment assignment(4, 0);
+  Simulator sim(model);
+  ASSERT_FALSE(sim.Run(assignment).MemoryFits(model));
+  const RepairOutcome outcome = RepairMemory(model, SolveContext(), assignment);
+  ASSERT_TRUE(outcome.fits) << outcome.reason;
+  EXPECT_TRUE(sim.Run(assignment).MemoryFits(model));
+}
+
+TEST(MemoryRepairTest, ColocationGroupsMoveTogetherAndPinsStay) {
+  TestModel t;
+  const int p = t.AddOp(100, 0, 60);
+  const int g1 = t.AddOp(100, 0, 30), g2 = t.AddOp(100, 0, 30);
+  t.Colocate(g1, "g");
+  t.Colocate(g2, "g");
+  t.Pin(p, 0);
+  t.AddDevices(2, 100);
+  const Model model = t.Build();
+  Assignment assignment(3, 0);
+  const RepairOutcome outcome = RepairMemory(model, SolveContext(), assignment);
+  ASSERT_TRUE(outcome.fits) << outcome.reason;
+  EXPECT_EQ(assignment[p], 0);
+  EXPECT_EQ(assignment[g1], 1);
+  EXPECT_EQ(assignment[g2], 1);
+  EXPECT_TRUE(CheckConstraints(model, assignment).empty());
+}
+
+TEST(MemoryRepairTest, ImpossibleCaseReportsDeviceTimeAndBytesShort) {
+  TestModel t;
+  for (int i = 0; i < 3; ++i) t.AddOp(100, 0, 80);
+  t.AddDevices(2, 100);
+  const Model model = t.Build();
+  Assignment assignment(3, 0);
+  const RepairOutcome outcome = RepairMemory(model, SolveContext(), assignment);
+  EXPECT_FALSE(outcome.fits);
+  EXPECT_THAT(outcome.reason, HasSubstr("bytes short"));
+  EXPECT_THAT(outcome.reason, HasSubstr("dev"));
+  EXPECT_THAT(outcome.reason, HasSubstr("t="));
+  EXPECT_EQ(outcome.overflow_bytes, 60);  // the best it can do: 160 on one device, 80 on the other
+}
+
+TEST(MemoryRepairTest, StopsAtTheDeadline) {
+  TestModel t;
+  for (int i = 0; i < 3; ++i) t.AddOp(100, 0, 80);
+  t.AddDevices(2, 100);
+  const Model model = t.Build();
+  SolveContext context;
+  context.deadline = absl::InfinitePast();
+  Assignment assignment(3, 0);
+  const RepairOutcome outcome = RepairMemory(model, context, assignment);
+  EXPECT_FALSE(outcome.fits);
+  EXPECT_TRUE(outcome.time_limited);
+  EXPECT_EQ(outcome.rounds, 1);
+}
+
+TEST(MemoryRepairTest, RandomLayeredGraphsEndFeasibleWhenRoomIsAmple) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 10; ++trial) {
+    TestModel t;
+    const int layers = 6, width = 5;
+    for (int l = 0; l < layers; ++l) {
+      for (int i = 0; i < width; ++i) {
+        const int v = t.AddOp(1000 + static_cast<int64_t>(rng() % 5000), 1000 + rng() % 4000,
+                              rng() % 3000, rng() % 500);
+        if (l > 0) {
+          for (int k = 0; k < 2; ++k) {
+            t.AddEdge((l - 1) * width + static_cast<int>(rng() % width), v, 1000 + rng() % 4000);
+          }
+        }
+      }
+    }
+    t.AddDevices(4, 1);  // replaced below
+    const Model probe = t.Build();
+    Assignment all_on_zero(probe.num_ops(), 0);
+    Simulator sim(probe);
+    const int64_t peak = sim.Run(all_on_zero).peak_memory_bytes[0];
+    // Capacity: 40% of the single-device peak per device, 4 devices.
+    for (int d = 0; d < 4; ++d) t.cluster().mutable_devices(d)->set_memory_bytes(peak * 4 / 10);
+    const Model model = t.Build();
+    Assignment assignment(model.num_ops(), 0);
+    const RepairOutcome outcome = RepairMemory(model, SolveContext(), assignment);
+    Simulator check(model);
+    const SimResult& r = check.Run(assignment);
+    EXPECT_EQ(outcome.fits, r.MemoryFits(model)) << "trial " << trial;
+    EXPECT_TRUE(outcome.fits) << "trial " << trial << ": " << outcome.reason;
+    EXPECT_LT(outcome.rounds, RepairOptions().max_rounds);
+  }
+}
+
+}  // namespace
+}  // namespace placement::engine
