@@ -1,0 +1,187 @@
+// digest.cc — canonical SHA-256 digests of a Model (format in README.md, "Digest format").
+//
+// The hashed stream is built field by field into a small buffer that is handed to OpenSSL's EVP
+// interface whenever it fills, so a million-op graph never exists as one string.
+
+#include "service/engine/model/digest.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace placement::engine {
+namespace {
+
+// Bump when the hashed stream changes: old cache entries then simply stop matching.
+constexpr absl::string_view kGraphFormat = "placement.v1.graph_digest/1";
+constexpr absl::string_view kRequestFormat = "placement.v1.request_digest/1";
+
+// A failing EVP call means a broken OpenSSL installation or no memory: an invariant, not bad input.
+void CheckEvp(int ok, const char* what) {
+  if (ok == 1) return;
+  std::fprintf(stderr, "digest: OpenSSL %s failed\n", what);
+  std::abort();
+}
+
+// Streaming SHA-256 with fixed-width little-endian integers and length-prefixed strings.
+class Sha256Stream {
+ public:
+  Sha256Stream() : ctx_(EVP_MD_CTX_new()) {
+    if (ctx_ == nullptr) CheckEvp(0, "EVP_MD_CTX_new");
+    CheckEvp(EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr), "EVP_DigestInit_ex");
+  }
+  ~Sha256Stream() { EVP_MD_CTX_free(ctx_); }
+  Sha256Stream(const Sha256Stream&) = delete;
+  Sha256Stream& operator=(const Sha256Stream&) = delete;
+
+  void U32(uint32_t v) {
+    Reserve(4);
+    for (int i = 0; i < 4; ++i) buffer_[used_++] = static_cast<unsigned char>(v >> (8 * i));
+  }
+  void U64(uint64_t v) {
+    Reserve(8);
+    for (int i = 0; i < 8; ++i) buffer_[used_++] = static_cast<unsigned char>(v >> (8 * i));
+  }
+  void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
+  void F64(double v) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof(bits));
+    U64(bits);
+  }
+  // Length-prefixed, so that ("ab", "c") and ("a", "bc") differ.
+  void Str(absl::string_view s) {
+    U64(s.size());
+    Bytes(s.data(), s.size());
+  }
+
+  std::string FinishHex() {
+    Flush();
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    CheckEvp(EVP_DigestFinal_ex(ctx_, digest, &length), "EVP_DigestFinal_ex");
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string hex(2 * length, '0');
+    for (unsigned int i = 0; i < length; ++i) {
+      hex[2 * i] = kHex[digest[i] >> 4];
+      hex[2 * i + 1] = kHex[digest[i] & 15];
+    }
+    return hex;
+  }
+
+ private:
+  static constexpr size_t kBufferBytes = 16384;  // large enough for OpenSSL's fast path
+
+  void Reserve(size_t n) {
+    if (used_ + n > kBufferBytes) Flush();
+  }
+  void Bytes(const char* data, size_t n) {
+    if (n > kBufferBytes - used_) {
+      Flush();
+      if (n >= kBufferBytes) {
+        CheckEvp(EVP_DigestUpdate(ctx_, data, n), "EVP_DigestUpdate");
+        return;
+      }
+    }
+    std::memcpy(buffer_ + used_, data, n);
+    used_ += n;
+  }
+  void Flush() {
+    if (used_ == 0) return;
+    CheckEvp(EVP_DigestUpdate(ctx_, buffer_, used_), "EVP_DigestUpdate");
+    used_ = 0;
+  }
+
+  EVP_MD_CTX* ctx_;
+  unsigned char buffer_[kBufferBytes];
+  size_t used_ = 0;
+};
+
+}  // namespace
+
+std::string GraphDigestHex(const Model& model) {
+  Sha256Stream hash;
+  hash.Str(kGraphFormat);
+  const OpId n = model.num_ops();
+  hash.U64(static_cast<uint64_t>(n));
+  hash.U64(static_cast<uint64_t>(model.num_edges()));
+
+  // Allowed kinds are hashed by name, in byte order, so the digest does not depend on kind ids (which
+  // follow the cluster's device order).
+  std::vector<int32_t> kinds_by_name(model.kind_name.size());
+  for (size_t k = 0; k < kinds_by_name.size(); ++k) kinds_by_name[k] = static_cast<int32_t>(k);
+  std::sort(kinds_by_name.begin(), kinds_by_name.end(),
+            [&model](int32_t a, int32_t b) { return model.kind_name[a] < model.kind_name[b]; });
+
+  for (OpId v = 0; v < n; ++v) {
+    hash.Str(model.op_name[v]);
+    hash.Str(model.op_type[v]);
+    hash.I64(model.compute_ns[v]);
+    hash.I64(model.output_bytes[v]);
+    hash.I64(model.persistent_bytes[v]);
+    hash.I64(model.temp_bytes[v]);
+    const int32_t group = model.colocation_group[v];
+    hash.Str(group == kNone ? absl::string_view() : absl::string_view(model.group_name[group]));
+    const uint64_t mask = model.allowed_kind_mask[v];
+    hash.U32(static_cast<uint32_t>(__builtin_popcountll(mask)));
+    if (mask != 0) {
+      for (int32_t k : kinds_by_name) {
+        if ((mask >> k) & 1) hash.Str(model.kind_name[k]);
+      }
+    }
+    const DeviceId pin = model.pinned_device[v];
+    hash.Str(pin == kNone ? absl::string_view() : absl::string_view(model.device_name[pin]));
+  }
+  // Merged edges, sorted by (src, dst) = (src name, dst name).
+  for (OpId v = 0; v < n; ++v) {
+    for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
+      hash.U32(static_cast<uint32_t>(v));
+      hash.U32(static_cast<uint32_t>(model.out_dst[e]));
+      hash.I64(model.out_bytes[e]);
+    }
+  }
+  return hash.FinishHex();
+}
+
+std::string RequestDigestHex(const Model& model, const DigestOptions& options) {
+  return RequestDigestHex(model, GraphDigestHex(model), options);
+}
+
+std::string RequestDigestHex(const Model& model, const std::string& graph_digest_hex,
+                             const DigestOptions& options) {
+  Sha256Stream hash;
+  hash.Str(kRequestFormat);
+  hash.Str(graph_digest_hex);
+  const DeviceId num_devices = model.num_devices();
+  hash.U32(static_cast<uint32_t>(num_devices));
+  for (DeviceId d = 0; d < num_devices; ++d) {
+    hash.Str(model.device_name[d]);
+    hash.Str(model.kind_name[model.device_kind[d]]);
+    hash.Str(model.node_name[model.device_node[d]]);
+    hash.I64(model.memory_bytes[d]);
+    hash.F64(model.speed[d]);
+  }
+  // The effective link of every unordered pair (the matrix is symmetric): clusters that spell the same
+  // links differently (defaults vs. overrides) hash alike.
+  for (DeviceId a = 0; a < num_devices; ++a) {
+    for (DeviceId b = a + 1; b < num_devices; ++b) {
+      const LinkCost& link = model.Link(a, b);
+      hash.I64(link.bandwidth_bytes_per_second);
+      hash.I64(link.latency_ns);
+    }
+  }
+  hash.F64(model.memory_headroom == 0.0 ? 0.0 : model.memory_headroom);
+  hash.Str(options.algorithm);
+  hash.Str(options.algorithm_version);
+  hash.U64(options.seed);
+  return hash.FinishHex();
+}
+
+}  // namespace placement::engine
