@@ -218,6 +218,7 @@ void Simulator::Release(DeviceId d, int64_t bytes) { Allocate(d, -bytes); }
 void Simulator::RecordPeaks(int64_t now) {
   for (const DeviceId d : dirty_) {
     is_dirty_[d] = 0;
+    if (usage_[d] < 0) Die("memory in use went negative on device", d);
     const int64_t total = usage_[d] + persistent_[d];
     if (total > result_.peak_memory_bytes[d]) {
       result_.peak_memory_bytes[d] = total;

@@ -1,0 +1,175 @@
+// Benchmarks of Simulator::Run on a 1,000,000-op / ~3,000,000-edge layered random DAG over 8 devices,
+// against the floor of one plain topological traversal (Kahn) of the same CSR.
+//
+//   ninja -C <build> simulator_benchmark && <build>/service/engine/sim/simulator_benchmark
+//
+// Every benchmark reports `x_topo`: its mean time divided by the fastest Kahn traversal measured in the
+// same process, so the ratio is comparable across (noisy, shared) machines.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "service/engine/model/model.h"
+#include "service/engine/model/model_builder.h"
+#include "service/engine/sim/simulator.h"
+#include "tests/testutil/random_graph.h"
+
+namespace placement::engine {
+namespace {
+
+constexpr int32_t kOps = 1'000'000;
+constexpr int32_t kDevices = 8;
+
+const Model& BigModel() {
+  static const Model* model = [] {
+    testutil::RandomGraphOptions options;
+    options.num_ops = kOps;
+    options.avg_out_degree = 3.0;
+    options.layer_width = 1000;
+    options.num_devices = kDevices;
+    options.num_nodes = 2;
+    options.seed = 2024;
+    absl::StatusOr<Model> built = BuildModel(testutil::RandomLayeredRequest(options));
+    if (!built.ok()) {
+      std::fprintf(stderr, "BuildModel failed: %s\n", built.status().ToString().c_str());
+      std::abort();
+    }
+    return new Model(*std::move(built));
+  }();
+  return *model;
+}
+
+// Each op on a uniformly random device: almost every edge crosses devices (the most transfers).
+const Assignment& RandomAssignment() {
+  static const Assignment* assignment = [] {
+    const Model& model = BigModel();
+    testutil::Rng rng(7);
+    auto* a = new Assignment(model.num_ops());
+    for (DeviceId& d : *a) d = static_cast<DeviceId>(rng.Uniform(0, kDevices - 1));
+    return a;
+  }();
+  return *assignment;
+}
+
+// Contiguous blocks of the topological order: few edges cross (a pipeline-like placement).
+const Assignment& BlockAssignment() {
+  static const Assignment* assignment = [] {
+    const Model& model = BigModel();
+    auto* a = new Assignment(model.num_ops());
+    const int64_t n = model.num_ops();
+    for (int64_t i = 0; i < n; ++i) (*a)[model.topo_order[i]] = static_cast<DeviceId>(i * kDevices / n);
+    return a;
+  }();
+  return *assignment;
+}
+
+// Kahn's algorithm over the out CSR; the checksum keeps the work from being optimised away.
+int64_t TopologicalTraversal(const Model& model, std::vector<int32_t>& indegree,
+                             std::vector<OpId>& queue) {
+  const int32_t n = model.num_ops();
+  indegree.resize(n);
+  queue.clear();
+  for (OpId v = 0; v < n; ++v) {
+    indegree[v] = static_cast<int32_t>(model.in_end(v) - model.in_begin(v));
+    if (indegree[v] == 0) queue.push_back(v);
+  }
+  int64_t checksum = 0;
+  for (size_t head = 0; head < queue.size(); ++head) {
+    const OpId u = queue[head];
+    checksum += model.compute_ns[u];
+    for (EdgeId e = model.out_begin(u); e < model.out_end(u); ++e) {
+      const OpId v = model.out_dst[e];
+      checksum += model.out_bytes[e];
+      if (--indegree[v] == 0) queue.push_back(v);
+    }
+  }
+  return checksum;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// Fastest of several traversals, measured once per process.
+double TopologicalSeconds() {
+  static const double seconds = [] {
+    const Model& model = BigModel();
+    std::vector<int32_t> indegree;
+    std::vector<OpId> queue;
+    double best = 1e30;
+    for (int i = 0; i < 7; ++i) {
+      const auto start = Clock::now();
+      benchmark::DoNotOptimize(TopologicalTraversal(model, indegree, queue));
+      best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    return best;
+  }();
+  return seconds;
+}
+
+// Runs `body` per iteration, timing it, and reports the mean against the traversal floor.
+template <typename Body>
+void Measure(benchmark::State& state, Body body) {
+  const double floor = TopologicalSeconds();
+  double total = 0;
+  int64_t iterations = 0;
+  for (auto _ : state) {
+    const auto start = Clock::now();
+    body();
+    total += std::chrono::duration<double>(Clock::now() - start).count();
+    ++iterations;
+  }
+  const Model& model = BigModel();
+  state.counters["x_topo"] = total / iterations / floor;
+  state.counters["ops"] = model.num_ops();
+  state.counters["edges"] = static_cast<double>(model.num_edges());
+}
+
+void BM_TopologicalTraversal(benchmark::State& state) {
+  const Model& model = BigModel();
+  std::vector<int32_t> indegree;
+  std::vector<OpId> queue;
+  Measure(state, [&] { benchmark::DoNotOptimize(TopologicalTraversal(model, indegree, queue)); });
+}
+
+void RunSimulator(benchmark::State& state, const Assignment& assignment, bool memory) {
+  const Model& model = BigModel();
+  Simulator sim(model);
+  SimOptions options;
+  options.compute_memory = memory;
+  const SimResult* result = &sim.Run(assignment, options);  // sizes the scratch
+  Measure(state, [&] { result = &sim.Run(assignment, options); });
+  state.counters["makespan_ms"] = result->makespan_ns / 1e6;
+  state.counters["transfers"] = static_cast<double>(result->transfer_count);
+}
+
+void BM_RunWithMemory_RandomPlacement(benchmark::State& state) {
+  RunSimulator(state, RandomAssignment(), /*memory=*/true);
+}
+void BM_RunWithoutMemory_RandomPlacement(benchmark::State& state) {
+  RunSimulator(state, RandomAssignment(), /*memory=*/false);
+}
+void BM_RunWithMemory_BlockPlacement(benchmark::State& state) {
+  RunSimulator(state, BlockAssignment(), /*memory=*/true);
+}
+void BM_RunWithoutMemory_BlockPlacement(benchmark::State& state) {
+  RunSimulator(state, BlockAssignment(), /*memory=*/false);
+}
+
+void BM_LowerBound(benchmark::State& state) {
+  const Model& model = BigModel();
+  Measure(state, [&] { benchmark::DoNotOptimize(LowerBoundNs(model)); });
+}
+
+// Seconds are the natural unit at this size; a few iterations suffice for stable means.
+BENCHMARK(BM_TopologicalTraversal)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK(BM_RunWithMemory_RandomPlacement)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_RunWithoutMemory_RandomPlacement)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_RunWithMemory_BlockPlacement)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_RunWithoutMemory_BlockPlacement)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_LowerBound)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+
+}  // namespace
+}  // namespace placement::engine
