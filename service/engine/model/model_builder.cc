@@ -17,7 +17,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -39,6 +38,8 @@ namespace {
 constexpr size_t kMaxQuotedBytes = 64;
 // Kind ids must fit the 64-bit allowed_kind_mask.
 constexpr int32_t kMaskBits = 64;
+// How many iterations ahead loops that write at random positions prefetch their targets.
+constexpr int32_t kPrefetchDistance = 16;
 
 // "name" with C escapes, cut after kMaxQuotedBytes bytes so hostile names cannot blow up the message.
 std::string Quote(absl::string_view s) {
@@ -90,35 +91,201 @@ class ViolationList {
   bool full_ = false;
 };
 
-// Sorts op indices by (name in byte order, index). The key carries the first 8 name bytes big-endian so
-// that most comparisons are integer compares on a contiguous array instead of pointer chases into the
-// protobuf strings. Zero padding sorts before every byte, so the prefix order agrees with byte order;
-// equal prefixes fall back to the full comparison.
-std::vector<int32_t> SortByName(const std::vector<absl::string_view>& names) {
+// Stable LSD radix sort of `items` by bits [low_bit, high_bit) of key(item). Each pass streams through
+// the array and writes into at most 2^kMaxDigitBits sequential outputs, which is far kinder to the cache
+// than scattering by id; digits on which every item agrees are skipped. `scratch` is reused storage.
+constexpr int kMaxDigitBits = 11;
+
+template <typename T, typename KeyFn>
+void RadixSort(std::vector<T>& items, std::vector<T>& scratch, int low_bit, int high_bit, KeyFn key) {
+  const size_t n = items.size();
+  if (n < 2 || high_bit <= low_bit) return;
+  const int total_bits = high_bit - low_bit;
+  const uint64_t total_mask = total_bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << total_bits) - 1;
+  const int passes = (total_bits + kMaxDigitBits - 1) / kMaxDigitBits;
+  const int digit_bits = (total_bits + passes - 1) / passes;
+  const size_t buckets = size_t{1} << digit_bits;
+  const uint64_t digit_mask = buckets - 1;
+  auto digit = [&](const T& item, int pass) {
+    return static_cast<size_t>(((((key(item) >> low_bit) & total_mask) >> (pass * digit_bits)) &
+                                digit_mask));
+  };
+  // All histograms in one read pass.
+  std::vector<size_t> counts(static_cast<size_t>(passes) * buckets, 0);
+  for (const T& item : items) {
+    const uint64_t k = (key(item) >> low_bit) & total_mask;
+    for (int pass = 0; pass < passes; ++pass) {
+      ++counts[pass * buckets + ((k >> (pass * digit_bits)) & digit_mask)];
+    }
+  }
+  scratch.resize(n);
+  for (int pass = 0; pass < passes; ++pass) {
+    size_t* count = &counts[pass * buckets];
+    if (count[digit(items[0], pass)] == n) continue;
+    size_t sum = 0;
+    for (size_t b = 0; b < buckets; ++b) {
+      const size_t c = count[b];
+      count[b] = sum;
+      sum += c;
+    }
+    for (const T& item : items) scratch[count[digit(item, pass)]++] = item;
+    items.swap(scratch);
+  }
+}
+
+// Sorts op indices by (name in byte order, index) and finds duplicate names.
+//
+// Names live in scattered protobuf strings, so comparing them directly costs a cache miss per operand.
+// Instead each op gets a key with the next 8 name bytes (big-endian, zero padded) and how many bytes the
+// name has left (capped at 9); keys sort as integers, and only groups that agree on a whole block go one
+// block deeper. The radix sort does the first block for everyone; small groups are finished with a
+// plain comparison sort after prefetching their names.
+class NameSorter {
+ public:
+  explicit NameSorter(const std::vector<absl::string_view>& names) : names_(names) {}
+
+  // order[c] = index of the op with the c-th smallest (name, index); duplicates = {index, index of the
+  // first op with the same non-empty name}, sorted by index.
+  void Sort(std::vector<int32_t>* order, std::vector<std::pair<int32_t, int32_t>>* duplicates) {
+    const int32_t n = static_cast<int32_t>(names_.size());
+    std::vector<Key> keys(n);
+    for (int32_t i = 0; i < n; ++i) keys[i] = KeyAt(i, 0);
+    {
+      std::vector<Key> scratch;
+      RadixSort(keys, scratch, 0, 64, [](const Key& k) { return k.block; });
+    }
+    for (int32_t begin = 0; begin < n;) {
+      int32_t end = begin + 1;
+      while (end < n && keys[end].block == keys[begin].block) ++end;
+      if (end - begin > 1) SortGroup(keys.data() + begin, keys.data() + end, 0);
+      begin = end;
+    }
+    order->resize(n);
+    for (int32_t i = 0; i < n; ++i) (*order)[i] = keys[i].index;
+    std::sort(duplicates_.begin(), duplicates_.end());
+    *duplicates = std::move(duplicates_);
+  }
+
+ private:
   struct Key {
-    uint64_t prefix;
+    uint64_t block;  // name bytes [offset, offset + 8), big-endian, zero padded
+    int32_t rest;    // min(bytes of the name from offset on, 9): 9 = continues past the block
     int32_t index;
   };
-  const int32_t n = static_cast<int32_t>(names.size());
-  std::vector<Key> keys(n);
-  for (int32_t i = 0; i < n; ++i) {
-    const absl::string_view s = names[i];
-    const size_t k = std::min<size_t>(8, s.size());
-    uint64_t prefix = 0;
+  static constexpr int32_t kSmallGroup = 32;
+
+  Key KeyAt(int32_t index, size_t offset) const {
+    const absl::string_view s = names_[index];
+    const size_t rest = s.size() > offset ? s.size() - offset : 0;
+    const size_t k = std::min<size_t>(8, rest);
+    uint64_t block = 0;
     for (size_t j = 0; j < k; ++j) {
-      prefix |= static_cast<uint64_t>(static_cast<unsigned char>(s[j])) << (56 - 8 * j);
+      block |= static_cast<uint64_t>(static_cast<unsigned char>(s[offset + j])) << (56 - 8 * j);
     }
-    keys[i] = {prefix, i};
+    return {block, static_cast<int32_t>(std::min<size_t>(rest, 9)), index};
   }
-  std::sort(keys.begin(), keys.end(), [&names](const Key& a, const Key& b) {
-    if (a.prefix != b.prefix) return a.prefix < b.prefix;
-    const int c = names[a.index].compare(names[b.index]);
-    if (c != 0) return c < 0;
-    return a.index < b.index;
-  });
-  std::vector<int32_t> order(n);
-  for (int32_t i = 0; i < n; ++i) order[i] = keys[i].index;
-  return order;
+
+  // Sorts [begin, end), whose names agree on their first `offset` bytes (zero padded).
+  void SortGroup(Key* begin, Key* end, size_t offset) {
+    if (end - begin <= kSmallGroup) {
+      SortSmallGroup(begin, end);
+      return;
+    }
+    for (Key* k = begin; k != end; ++k) *k = KeyAt(k->index, offset);
+    std::sort(begin, end, [](const Key& a, const Key& b) {
+      if (a.block != b.block) return a.block < b.block;
+      if (a.rest != b.rest) return a.rest < b.rest;  // zero padding: the shorter name is a prefix
+      return a.index < b.index;
+    });
+    for (Key* first = begin; first != end;) {
+      Key* last = first + 1;
+      while (last != end && last->block == first->block && last->rest == first->rest) ++last;
+      if (last - first > 1) {
+        if (first->rest == 9) {
+          SortGroup(first, last, offset + 8);
+        } else if (offset + first->rest > 0) {  // identical names (empty ones are reported apart)
+          for (Key* k = first + 1; k != last; ++k) duplicates_.push_back({k->index, first->index});
+        }
+      }
+      first = last;
+    }
+  }
+
+  void SortSmallGroup(Key* begin, Key* end) {
+    for (Key* k = begin; k != end; ++k) __builtin_prefetch(names_[k->index].data());
+    const std::vector<absl::string_view>& names = names_;
+    std::sort(begin, end, [&names](const Key& a, const Key& b) {
+      const int c = names[a.index].compare(names[b.index]);
+      return c != 0 ? c < 0 : a.index < b.index;
+    });
+    for (Key* first = begin; first != end;) {
+      Key* last = first + 1;
+      while (last != end && names_[last->index] == names_[first->index]) ++last;
+      if (!names_[first->index].empty()) {
+        for (Key* k = first + 1; k != last; ++k) duplicates_.push_back({k->index, first->index});
+      }
+      first = last;
+    }
+  }
+
+  const std::vector<absl::string_view>& names_;
+  std::vector<std::pair<int32_t, int32_t>> duplicates_;
+};
+
+// A set of ids in [0, n) with insert and extract-min in O(log64 n): a 64-ary tree of bit words (level 0
+// holds one bit per id, a bit of level k+1 says "word i of level k is not empty"). For a million ids it
+// is ~130 KB and stays in cache, unlike a binary heap's unpredictable sift paths.
+class MinIdSet {
+ public:
+  explicit MinIdSet(int32_t n) {
+    size_t words = (static_cast<size_t>(std::max(n, 1)) + 63) / 64;
+    levels_.emplace_back(words, 0);
+    while (words > 1) {
+      words = (words + 63) / 64;
+      levels_.emplace_back(words, 0);
+    }
+  }
+  bool empty() const { return levels_.back()[0] == 0; }
+  void Insert(int32_t id) {
+    size_t i = static_cast<size_t>(id);
+    for (std::vector<uint64_t>& level : levels_) {
+      uint64_t& word = level[i >> 6];
+      const bool was_empty = word == 0;
+      word |= uint64_t{1} << (i & 63);
+      if (!was_empty) return;
+      i >>= 6;
+    }
+  }
+  int32_t PopMin() {
+    size_t i = 0;
+    for (size_t l = levels_.size(); l-- > 0;) {
+      i = (i << 6) | static_cast<size_t>(__builtin_ctzll(levels_[l][i]));
+    }
+    const int32_t id = static_cast<int32_t>(i);
+    for (std::vector<uint64_t>& level : levels_) {
+      uint64_t& word = level[i >> 6];
+      word &= ~(uint64_t{1} << (i & 63));
+      if (word != 0) break;
+      i >>= 6;
+    }
+    return id;
+  }
+
+ private:
+  std::vector<std::vector<uint64_t>> levels_;
+};
+
+// One edge during construction: key = (src << id_bits) | dst (or the reverse), and its bytes.
+struct EdgeRecord {
+  uint64_t key;
+  int64_t bytes;
+};
+
+// Number of bits needed to hold every value in [0, n).
+int BitWidth(int64_t n) {
+  int bits = 1;
+  while ((int64_t{1} << bits) < n) ++bits;
+  return bits;
 }
 
 // floor(memory_bytes * (1 - headroom)) for headroom in [0, 1).
@@ -416,26 +583,15 @@ class Builder {
       return;
     }
     const int32_t n = static_cast<int32_t>(num_ops);
+    // duplicates[k] = {request index, request index of the first op with that name}, by request index.
+    std::vector<std::pair<int32_t, int32_t>> duplicates;
     {
       std::vector<absl::string_view> names(n);
       for (int32_t r = 0; r < n; ++r) names[r] = graph_.ops(r).name();
-      model_.request_index = SortByName(names);
+      NameSorter(names).Sort(&model_.request_index, &duplicates);
     }
     model_.op_of_request_index.resize(n);
     for (OpId c = 0; c < n; ++c) model_.op_of_request_index[model_.request_index[c]] = c;
-
-    // Duplicate names are adjacent in canonical order; the first of a run has the smallest index.
-    // duplicates[k] = {request index, request index of the first op with that name}.
-    std::vector<std::pair<int32_t, int32_t>> duplicates;
-    for (OpId c = 1, first = 0; c < n; ++c) {
-      const std::string& name = graph_.ops(model_.request_index[c]).name();
-      if (name == graph_.ops(model_.request_index[first]).name()) {
-        if (!name.empty()) duplicates.push_back({model_.request_index[c], model_.request_index[first]});
-      } else {
-        first = c;
-      }
-    }
-    std::sort(duplicates.begin(), duplicates.end());
 
     model_.op_name.resize(n);
     model_.op_type.resize(n);
@@ -452,6 +608,17 @@ class Builder {
     for (int32_t r = 0; r < n && !ops_.Full(); ++r) {
       const v1::Op& op = graph_.ops(r);
       const OpId c = model_.op_of_request_index[r];
+      // The request is read in order but the model is written in canonical order, i.e. at random:
+      // announce the writes a few ops ahead so the cache misses overlap instead of queueing.
+      if (r + kPrefetchDistance < n) {
+        const OpId ahead = model_.op_of_request_index[r + kPrefetchDistance];
+        __builtin_prefetch(&model_.op_name[ahead], 1);
+        __builtin_prefetch(&model_.op_type[ahead], 1);
+        __builtin_prefetch(&model_.compute_ns[ahead], 1);
+        __builtin_prefetch(&model_.output_bytes[ahead], 1);
+        __builtin_prefetch(&model_.persistent_bytes[ahead], 1);
+        __builtin_prefetch(&model_.temp_bytes[ahead], 1);
+      }
       CheckOpName(r, op.name());
       while (next_duplicate < duplicates.size() && duplicates[next_duplicate].first == r) {
         ops_.Add(OpPath(r, "name"),
@@ -519,7 +686,7 @@ class Builder {
         constraint_error_[c] = 1;
       }
     }
-    model_.allowed_kind_mask[c] = mask;
+    if (mask != 0) model_.allowed_kind_mask[c] = mask;  // mostly 0: spare the random write
     const std::string& pin = op.pinned_device();
     if (pin.empty()) return;
     auto it = device_by_name_.find(pin);
@@ -552,9 +719,12 @@ class Builder {
     const int32_t n = model_.num_ops();
     const std::vector<OpId>& canonical = model_.op_of_request_index;
     model_.request_edge_count = num_edges;
-    // Pass 1: validate and count each op's (unmerged) in-degree.
-    std::vector<EdgeId> in_start(static_cast<size_t>(n) + 1, 0);
-    std::vector<EdgeId> out_start(static_cast<size_t>(n) + 1, 0);
+    // An edge as one sortable record: key = (canonical src << id_bits) | canonical dst.
+    const int id_bits = BitWidth(n);
+    const uint64_t id_mask = (uint64_t{1} << id_bits) - 1;
+    std::vector<EdgeRecord> records;
+    records.reserve(num_edges);
+    // Pass 1, in request order: validate, and record the valid edges.
     for (int64_t i = 0; i < num_edges && !edges_.Full(); ++i) {
       const v1::Edge& edge = graph_.edges(static_cast<int>(i));
       const int32_t src = edge.src();
@@ -581,118 +751,88 @@ class Builder {
         edges_.Add(EdgePath(i, "bytes"), CheckAmount(bytes, limits_.max_bytes, "bytes"));
       }
       if (in_range) {
-        ++in_start[canonical[dst] + 1];
-        ++out_start[canonical[src] + 1];
+        records.push_back({(static_cast<uint64_t>(canonical[src]) << id_bits) |
+                               static_cast<uint64_t>(canonical[dst]),
+                           bytes});
         total_edge_bytes_ += bytes;
       }
     }
     // Adjacency (and with it the cycle check) needs every edge; a broken edge is already reported.
     if (!edges_.empty()) return;
-    for (int32_t v = 0; v < n; ++v) {
-      in_start[v + 1] += in_start[v];
-      out_start[v + 1] += out_start[v];
-    }
 
-    // Pass 2: bucket the edges by dst (request order within a bucket).
-    std::vector<OpId> bucket_src(num_edges);
-    std::vector<int64_t> bucket_bytes(num_edges);
-    {
-      std::vector<EdgeId> cursor(in_start.begin(), in_start.end() - 1);
-      for (int64_t i = 0; i < num_edges; ++i) {
-        const v1::Edge& edge = graph_.edges(static_cast<int>(i));
-        const EdgeId p = cursor[canonical[edge.dst()]]++;
-        bucket_src[p] = canonical[edge.src()];
-        bucket_bytes[p] = edge.bytes();
-      }
-    }
-    // Pass 3: scatter into forward lists by src, visiting dst in ascending order, so each forward list
-    // comes out sorted by dst and parallel edges end up next to each other.
+    // Pass 2: sort by (src, dst); parallel edges become neighbours and are merged into the forward CSR.
+    // Sums use unsigned arithmetic: an absurd total is rejected later by CheckTotals and must not be
+    // undefined behaviour here.
+    std::vector<EdgeRecord> scratch;
+    auto key = [](const EdgeRecord& record) { return record.key; };
+    RadixSort(records, scratch, 0, 2 * id_bits, key);
+    std::vector<EdgeId>& out_offset = model_.out_offset;
     std::vector<OpId>& out_dst = model_.out_dst;
     std::vector<int64_t>& out_bytes = model_.out_bytes;
-    out_dst.resize(num_edges);
-    out_bytes.resize(num_edges);
-    {
-      std::vector<EdgeId> cursor(out_start.begin(), out_start.end() - 1);
-      for (OpId d = 0; d < n; ++d) {
-        for (EdgeId p = in_start[d]; p < in_start[d + 1]; ++p) {
-          const EdgeId q = cursor[bucket_src[p]]++;
-          out_dst[q] = d;
-          out_bytes[q] = bucket_bytes[p];
-        }
-      }
-    }
-    // Pass 4: merge parallel edges in place. Sums use unsigned arithmetic: an absurd total is rejected
-    // later by CheckTotals and must not be undefined behaviour here.
-    std::vector<EdgeId>& out_offset = model_.out_offset;
     out_offset.assign(static_cast<size_t>(n) + 1, 0);
-    EdgeId w = 0;
-    for (OpId s = 0; s < n; ++s) {
-      const EdgeId list_start = w;
-      for (EdgeId q = out_start[s]; q < out_start[s + 1]; ++q) {
-        if (w > list_start && out_dst[w - 1] == out_dst[q]) {
-          out_bytes[w - 1] = static_cast<int64_t>(static_cast<uint64_t>(out_bytes[w - 1]) +
-                                                  static_cast<uint64_t>(out_bytes[q]));
-        } else {
-          out_dst[w] = out_dst[q];
-          out_bytes[w] = out_bytes[q];
-          ++w;
-        }
+    out_dst.resize(records.size());
+    out_bytes.resize(records.size());
+    EdgeId merged = 0;
+    for (size_t k = 0; k < records.size(); ++k) {
+      const EdgeRecord& record = records[k];
+      if (k > 0 && record.key == records[k - 1].key) {
+        out_bytes[merged - 1] = static_cast<int64_t>(static_cast<uint64_t>(out_bytes[merged - 1]) +
+                                                     static_cast<uint64_t>(record.bytes));
+        continue;
       }
-      out_offset[s + 1] = w;
+      out_dst[merged] = static_cast<OpId>(record.key & id_mask);
+      out_bytes[merged] = record.bytes;
+      ++out_offset[(record.key >> id_bits) + 1];
+      ++merged;
     }
-    out_dst.resize(w);
-    out_bytes.resize(w);
-    out_start = std::vector<EdgeId>();
+    out_dst.resize(merged);
+    out_bytes.resize(merged);
+    for (int32_t v = 0; v < n; ++v) out_offset[v + 1] += out_offset[v];
 
-    // Pass 5: reverse lists from the merged forward ones, visiting src in ascending order so each
-    // reverse list comes out sorted by src. The bucket arrays are reused.
+    // Pass 3: the reverse CSR. Records keyed (dst << id_bits) | src, produced in (src, dst) order and
+    // stably sorted by dst alone, come out in (dst, src) order.
+    records.resize(merged);
+    for (OpId v = 0; v < n; ++v) {
+      for (EdgeId e = out_offset[v]; e < out_offset[v + 1]; ++e) {
+        records[e] = {(static_cast<uint64_t>(out_dst[e]) << id_bits) | static_cast<uint64_t>(v),
+                      out_bytes[e]};
+      }
+    }
+    RadixSort(records, scratch, id_bits, 2 * id_bits, key);
+    scratch = std::vector<EdgeRecord>();
     std::vector<EdgeId>& in_offset = model_.in_offset;
     in_offset.assign(static_cast<size_t>(n) + 1, 0);
-    for (EdgeId q = 0; q < w; ++q) ++in_offset[out_dst[q] + 1];
-    for (int32_t v = 0; v < n; ++v) in_offset[v + 1] += in_offset[v];
-    model_.in_src = std::move(bucket_src);
-    model_.in_bytes = std::move(bucket_bytes);
-    model_.in_src.resize(w);
-    model_.in_bytes.resize(w);
-    {
-      std::vector<EdgeId>& cursor = in_start;  // reuse
-      std::copy(in_offset.begin(), in_offset.end(), cursor.begin());
-      for (OpId s = 0; s < n; ++s) {
-        for (EdgeId q = out_offset[s]; q < out_offset[s + 1]; ++q) {
-          const EdgeId p = cursor[out_dst[q]]++;
-          model_.in_src[p] = s;
-          model_.in_bytes[p] = out_bytes[q];
-        }
-      }
+    model_.in_src.resize(merged);
+    model_.in_bytes.resize(merged);
+    for (EdgeId e = 0; e < merged; ++e) {
+      model_.in_src[e] = static_cast<OpId>(records[e].key & id_mask);
+      model_.in_bytes[e] = records[e].bytes;
+      ++in_offset[(records[e].key >> id_bits) + 1];
     }
+    for (int32_t v = 0; v < n; ++v) in_offset[v + 1] += in_offset[v];
+    records = std::vector<EdgeRecord>();
     BuildTopoOrder();
   }
 
-  // Kahn's algorithm with a min-heap: the topological order whose ties go to the smaller OpId. Ops left
-  // over lie on or behind a cycle.
+  // Kahn's algorithm, taking the smallest ready OpId each time: the topological order whose ties go to
+  // the smaller id. Ops left over lie on or behind a cycle.
   void BuildTopoOrder() {
     const int32_t n = model_.num_ops();
     std::vector<int32_t> pending(n);
-    std::vector<OpId> heap;
+    MinIdSet ready(n);
     for (OpId v = 0; v < n; ++v) {
       pending[v] = static_cast<int32_t>(model_.in_end(v) - model_.in_begin(v));
-      if (pending[v] == 0) heap.push_back(v);  // ascending, hence already a min-heap
+      if (pending[v] == 0) ready.Insert(v);
     }
     std::vector<OpId>& order = model_.topo_order;
     order.clear();
     order.reserve(n);
-    const std::greater<OpId> later;
-    while (!heap.empty()) {
-      std::pop_heap(heap.begin(), heap.end(), later);
-      const OpId v = heap.back();
-      heap.pop_back();
+    while (!ready.empty()) {
+      const OpId v = ready.PopMin();
       order.push_back(v);
       for (EdgeId e = model_.out_begin(v); e < model_.out_end(v); ++e) {
         const OpId w = model_.out_dst[e];
-        if (--pending[w] == 0) {
-          heap.push_back(w);
-          std::push_heap(heap.begin(), heap.end(), later);
-        }
+        if (--pending[w] == 0) ready.Insert(w);
       }
     }
     if (static_cast<int32_t>(order.size()) < n) ReportCycle(pending);

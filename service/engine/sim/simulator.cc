@@ -1,13 +1,17 @@
 // simulator.cc — event-driven list scheduler implementing api.md §2 (see simulator.h and README.md).
 //
-// One Run has three phases, each linear or O(log) per item:
-//   1. PrepareTransfers: op durations, and the transfers (one per producer and destination device, of the
-//      largest bytes of the producer's edges into that device) with their durations.
-//   2. ComputeBottomLevels: priorities, in reverse topological order.
+// The constructor renumbers ops by their position in the model's topological order ("rank") and copies
+// the graph in that order: consumers then sit near their producers, which keeps the random accesses of
+// the simulation in cache (canonical ids follow names and scatter every neighbour). One Run has four
+// phases, each linear or O(log) per item:
+//   1. PrepareTransfers: op durations and the transfers (one per producer and destination device, of the
+//      largest bytes of the producer's edges into that device) with their durations; memory holders.
+//   2. ComputeBottomLevels: priorities, in reverse rank order.
 //   3. Simulate: a min-heap of events (op finishes, ops whose last input will arrive later, and — only when
 //      memory is computed — transfer arrivals), one max-heap of ready ops per device, and memory accounted
 //      online: per-device usage changes at event times and the peak is sampled once per distinct time,
 //      after every change at that time (which is what the half-open rule asks for).
+//   4. WriteResult: back to canonical ids.
 #include "service/engine/sim/simulator.h"
 
 #include <algorithm>
@@ -20,7 +24,8 @@ namespace {
 
 constexpr int64_t kNsPerSecond = 1'000'000'000;
 
-// Crashes with a message: broken preconditions (an assignment out of range) are programming errors.
+// Crashes with a message: broken preconditions (an assignment out of range) and broken invariants are
+// programming errors, not input errors.
 [[noreturn]] void Die(const char* message, long long value) {
   std::fprintf(stderr, "placement simulator: %s (%lld)\n", message, value);
   std::abort();
@@ -47,22 +52,45 @@ bool SimResult::MemoryFits(const Model& model) const {
 Simulator::Simulator(const Model& model) : model_(model) {
   const int32_t num_ops = model.num_ops();
   const int32_t num_devices = model.num_devices();
-  // in_to_out_: the in CSR of v lists each producer once; walking producers in increasing id order fills
-  // every in-list front to back, so a cursor per consumer finds the slot when in-lists are sorted by
-  // source. A linear search covers any other order.
-  in_to_out_.assign(model.num_edges(), 0);
-  std::vector<EdgeId> cursor(num_ops, 0);
-  for (OpId u = 0; u < num_ops; ++u) {
-    for (EdgeId e = model.out_begin(u); e < model.out_end(u); ++e) {
-      const OpId v = model.out_dst[e];
-      EdgeId i = model.in_begin(v) + cursor[v];
-      if (i >= model.in_end(v) || model.in_src[i] != u) {
-        for (i = model.in_begin(v); i < model.in_end(v) && model.in_src[i] != u; ++i) {
-        }
-        if (i == model.in_end(v)) Die("in and out CSR disagree at op", u);
-      }
-      in_to_out_[i] = e;
-      ++cursor[v];
+  const EdgeId num_edges = model.num_edges();
+  // Per-edge indices (transfers, holders) are int32; the model limits keep E far below 2^31.
+  if (num_edges + num_ops >= std::numeric_limits<int32_t>::max()) Die("graph too large", num_edges);
+  if (static_cast<int32_t>(model.topo_order.size()) != num_ops) Die("model without topo_order", num_ops);
+
+  op_of_rank_ = model.topo_order;
+  std::vector<int32_t> rank(num_ops);
+  for (int32_t i = 0; i < num_ops; ++i) rank[op_of_rank_[i]] = i;
+
+  out_offset_.resize(static_cast<size_t>(num_ops) + 1);
+  in_offset_.resize(static_cast<size_t>(num_ops) + 1);
+  out_dst_.resize(num_edges);
+  out_bytes_.resize(num_edges);
+  out_to_in_.resize(num_edges);
+  compute_ns_.resize(num_ops);
+  temp_bytes_.resize(num_ops);
+  output_bytes_.resize(num_ops);
+  persistent_bytes_.resize(num_ops);
+  out_offset_[0] = 0;
+  in_offset_[0] = 0;
+  for (int32_t i = 0; i < num_ops; ++i) {
+    const OpId u = op_of_rank_[i];
+    out_offset_[i + 1] = out_offset_[i] + (model.out_end(u) - model.out_begin(u));
+    in_offset_[i + 1] = in_offset_[i] + (model.in_end(u) - model.in_begin(u));
+    compute_ns_[i] = model.compute_ns[u];
+    temp_bytes_[i] = model.temp_bytes[u];
+    output_bytes_[i] = model.output_bytes[u];
+    persistent_bytes_[i] = model.persistent_bytes[u];
+  }
+  // Producers in rank order fill each consumer's in-list front to back.
+  std::vector<EdgeId> in_cursor(in_offset_.begin(), in_offset_.end() - 1);
+  for (int32_t i = 0; i < num_ops; ++i) {
+    const OpId u = op_of_rank_[i];
+    EdgeId k = out_offset_[i];
+    for (EdgeId e = model.out_begin(u); e < model.out_end(u); ++e, ++k) {
+      const int32_t v = rank[model.out_dst[e]];
+      out_dst_[k] = v;
+      out_bytes_[k] = model.out_bytes[e];
+      out_to_in_[k] = static_cast<int32_t>(in_cursor[v]++);
     }
   }
   // bytes * 1e9 + bandwidth / 2 <= INT64_MAX  <=>  bytes <= (INT64_MAX - bandwidth / 2) / 1e9.
@@ -70,8 +98,7 @@ Simulator::Simulator(const Model& model) : model_(model) {
   for (size_t i = 0; i < link_fast_bytes_.size(); ++i) {
     const int64_t bandwidth = model.link[i].bandwidth_bytes_per_second;
     if (bandwidth > 0) {
-      link_fast_bytes_[i] =
-          (std::numeric_limits<int64_t>::max() - bandwidth / 2) / kNsPerSecond;
+      link_fast_bytes_[i] = (std::numeric_limits<int64_t>::max() - bandwidth / 2) / kNsPerSecond;
     }
   }
 }
@@ -100,10 +127,6 @@ const SimResult& Simulator::Run(const Assignment& assignment, const SimOptions& 
   }
   SimResult& r = result_;
   r.makespan_ns = 0;
-  r.start_ns.assign(num_ops, 0);
-  r.finish_ns.assign(num_ops, 0);
-  r.bottom_level_ns.assign(num_ops, 0);
-  r.previous_on_device.assign(num_ops, kNone);
   r.peak_memory_bytes.assign(num_devices, 0);
   r.peak_time_ns.assign(num_devices, 0);
   r.busy_ns.assign(num_devices, 0);
@@ -113,35 +136,44 @@ const SimResult& Simulator::Run(const Assignment& assignment, const SimOptions& 
   r.memory_intervals.clear();
   r.transfers.clear();
 
-  PrepareTransfers(assignment);
-  ComputeBottomLevels(assignment);
-  Simulate(assignment, options);
+  PrepareTransfers(assignment, options.compute_memory);
+  ComputeBottomLevels();
+  Simulate(options);
+  WriteResult(options);
   return r;
 }
 
-void Simulator::PrepareTransfers(const Assignment& assignment) {
+void Simulator::PrepareTransfers(const Assignment& assignment, bool memory) {
   const int32_t num_ops = model_.num_ops();
   const int32_t num_devices = model_.num_devices();
-  duration_.resize(num_ops);
-  output_holders_.resize(num_ops);
+  state_.resize(num_ops);
+  for (int32_t i = 0; i < num_ops; ++i) {
+    OpState& s = state_[i];
+    s.device = assignment[op_of_rank_[i]];
+    s.duration = ScaledComputeNs(compute_ns_[i], model_.speed[s.device]);
+    s.ready_time = 0;
+    s.pending = static_cast<int32_t>(in_offset_[i + 1] - in_offset_[i]);
+    result_.busy_ns[s.device] += s.duration;
+    ++result_.op_count[s.device];
+  }
   transfer_offset_.resize(static_cast<size_t>(num_ops) + 1);
-  edge_transfer_.resize(model_.num_edges());
+  edge_transfer_.resize(out_dst_.size());
+  if (memory) {
+    in_holder_.resize(out_dst_.size());
+    holders_.resize(num_ops);
+  }
   device_slot_.assign(num_devices, -1);
   transfer_device_.clear();
   transfer_bytes_.clear();
   transfer_ns_.clear();
-  copy_holders_.clear();
 
   int32_t num_transfers = 0;
-  for (OpId u = 0; u < num_ops; ++u) {
-    const DeviceId a = assignment[u];
-    duration_[u] = model_.OpTimeNs(u, a);
-    result_.busy_ns[a] += duration_[u];
-    ++result_.op_count[a];
+  for (int32_t u = 0; u < num_ops; ++u) {
+    const DeviceId a = state_[u].device;
     transfer_offset_[u] = num_transfers;
     int32_t local_consumers = 0;
-    for (EdgeId e = model_.out_begin(u); e < model_.out_end(u); ++e) {
-      const DeviceId b = assignment[model_.out_dst[e]];
+    for (EdgeId e = out_offset_[u]; e < out_offset_[u + 1]; ++e) {
+      const DeviceId b = state_[out_dst_[e]].device;
       if (b == a) {
         edge_transfer_[e] = -1;
         ++local_consumers;
@@ -152,11 +184,9 @@ void Simulator::PrepareTransfers(const Assignment& assignment) {
         x = num_transfers++;
         device_slot_[b] = x;
         transfer_device_.push_back(b);
-        transfer_bytes_.push_back(model_.out_bytes[e]);
-        copy_holders_.push_back(1);
+        transfer_bytes_.push_back(out_bytes_[e]);
       } else {
-        transfer_bytes_[x] = std::max(transfer_bytes_[x], model_.out_bytes[e]);
-        ++copy_holders_[x];
+        transfer_bytes_[x] = std::max(transfer_bytes_[x], out_bytes_[e]);
       }
       edge_transfer_[e] = x;
     }
@@ -165,35 +195,49 @@ void Simulator::PrepareTransfers(const Assignment& assignment) {
       transfer_ns_.push_back(TransferTimeNs(a, transfer_device_[x], transfer_bytes_[x]));
       result_.transfer_bytes += transfer_bytes_[x];
     }
-    output_holders_[u] = local_consumers + (num_transfers - transfer_offset_[u]);
+    if (memory) {
+      // The output is held by its local consumers and by each of its transfers until it arrives.
+      holders_[u] = Holder{output_bytes_[u], local_consumers + (num_transfers - transfer_offset_[u])};
+    }
   }
   transfer_offset_[num_ops] = num_transfers;
   result_.transfer_count = num_transfers;
   transfer_arrival_.resize(num_transfers);
-}
-
-void Simulator::ComputeBottomLevels(const Assignment& assignment) {
-  std::vector<int64_t>& bottom = result_.bottom_level_ns;
-  for (auto it = model_.topo_order.rbegin(); it != model_.topo_order.rend(); ++it) {
-    const OpId u = *it;
-    int64_t longest_tail = 0;
-    for (EdgeId e = model_.out_begin(u); e < model_.out_end(u); ++e) {
+  if (!memory) return;
+  // Received copies are held by their consumers on the destination device.
+  holders_.resize(static_cast<size_t>(num_ops) + num_transfers);
+  for (int32_t x = 0; x < num_transfers; ++x) holders_[num_ops + x] = Holder{transfer_bytes_[x], 0};
+  for (int32_t u = 0; u < num_ops; ++u) {
+    for (EdgeId e = out_offset_[u]; e < out_offset_[u + 1]; ++e) {
       const int32_t x = edge_transfer_[e];
-      const int64_t tail = bottom[model_.out_dst[e]] + (x < 0 ? 0 : transfer_ns_[x]);
-      longest_tail = std::max(longest_tail, tail);
+      const int32_t holder = x < 0 ? u : num_ops + x;
+      if (x >= 0) ++holders_[holder].count;
+      in_holder_[out_to_in_[e]] = holder;
     }
-    bottom[u] = duration_[u] + longest_tail;
   }
 }
 
-void Simulator::PushEvent(int64_t time, OpId op, int32_t transfer) {
+void Simulator::ComputeBottomLevels() {
+  for (int32_t u = model_.num_ops() - 1; u >= 0; --u) {
+    int64_t longest_tail = 0;
+    for (EdgeId e = out_offset_[u]; e < out_offset_[u + 1]; ++e) {
+      const int32_t x = edge_transfer_[e];
+      const int64_t tail = state_[out_dst_[e]].bottom_level + (x < 0 ? 0 : transfer_ns_[x]);
+      longest_tail = std::max(longest_tail, tail);
+    }
+    state_[u].bottom_level = state_[u].duration + longest_tail;
+  }
+}
+
+void Simulator::PushEvent(int64_t time, int32_t op, int32_t transfer) {
   events_.push_back(Event{time, op, transfer});
   std::push_heap(events_.begin(), events_.end(), kEventLater);
 }
 
-void Simulator::MakeReady(OpId v, DeviceId d) {
+void Simulator::MakeReady(int32_t v) {
+  const DeviceId d = state_[v].device;
   std::vector<ReadyOp>& heap = ready_[d];
-  heap.push_back(ReadyOp{result_.bottom_level_ns[v], v});
+  heap.push_back(ReadyOp{state_[v].bottom_level, op_of_rank_[v], v});
   std::push_heap(heap.begin(), heap.end(), kLessUrgent);
   if (!is_candidate_[d]) {
     is_candidate_[d] = 1;
@@ -209,8 +253,6 @@ void Simulator::Allocate(DeviceId d, int64_t bytes) {
     dirty_.push_back(d);
   }
 }
-
-void Simulator::Release(DeviceId d, int64_t bytes) { Allocate(d, -bytes); }
 
 // Called once per distinct time, after every change at that time: the usage now holds over [now, next).
 // A change at `now` implies something is alive at `now`, hence now < makespan, so the persistent bytes
@@ -228,111 +270,108 @@ void Simulator::RecordPeaks(int64_t now) {
   dirty_.clear();
 }
 
-void Simulator::RecordInterval(DeviceId d, OpId op, MemoryInterval::Kind kind, int64_t bytes,
+void Simulator::RecordInterval(DeviceId d, int32_t rank, MemoryInterval::Kind kind, int64_t bytes,
                                int64_t from, int64_t until) {
   if (bytes == 0 || from >= until) return;
-  result_.memory_intervals.push_back(MemoryInterval{d, op, kind, bytes, from, until});
+  result_.memory_intervals.push_back(MemoryInterval{d, op_of_rank_[rank], kind, bytes, from, until});
 }
 
-void Simulator::StartOp(OpId v, DeviceId d, int64_t now, bool memory) {
-  result_.start_ns[v] = now;
-  const int64_t finish = now + duration_[v];
-  result_.finish_ns[v] = finish;
-  result_.previous_on_device[v] = last_op_[d];
-  last_op_[d] = v;
+void Simulator::StartOp(int32_t v, DeviceId d, int64_t now, bool memory) {
+  start_[v] = now;
+  previous_[v] = last_rank_[d];
+  last_rank_[d] = v;
   busy_[d] = 1;
-  PushEvent(finish, v, kFinish);
-  if (memory) Allocate(d, model_.temp_bytes[v] + model_.output_bytes[v]);
+  PushEvent(now + state_[v].duration, v, kFinish);
+  if (memory) Allocate(d, temp_bytes_[v] + output_bytes_[v]);
 }
 
-void Simulator::FinishOp(OpId u, DeviceId a, int64_t now, const Assignment& assignment,
-                         const SimOptions& options) {
+void Simulator::FinishOp(int32_t u, int64_t now, const SimOptions& options) {
+  const DeviceId a = state_[u].device;
   busy_[a] = 0;
   if (!is_candidate_[a]) {
     is_candidate_[a] = 1;
     candidates_.push_back(a);
   }
-  result_.makespan_ns = std::max(result_.makespan_ns, now);
+  makespan_ = now;  // finishes are applied in time order
   const bool memory = options.compute_memory;
   for (int32_t x = transfer_offset_[u]; x < transfer_offset_[u + 1]; ++x) {
     const int64_t arrival = now + transfer_ns_[x];
     transfer_arrival_[x] = arrival;
     if (memory) PushEvent(arrival, u, x);
     if (options.record_transfers) {
-      result_.transfers.push_back(
-          TransferRecord{u, a, transfer_device_[x], transfer_bytes_[x], now, arrival});
+      result_.transfers.push_back(TransferRecord{op_of_rank_[u], a, transfer_device_[x],
+                                                 transfer_bytes_[x], now, arrival});
     }
   }
-  for (EdgeId e = model_.out_begin(u); e < model_.out_end(u); ++e) {
-    const OpId v = model_.out_dst[e];
+  for (EdgeId e = out_offset_[u]; e < out_offset_[u + 1]; ++e) {
+    const int32_t v = out_dst_[e];
     const int32_t x = edge_transfer_[e];
+    OpState& s = state_[v];
     const int64_t arrival = x < 0 ? now : transfer_arrival_[x];
-    if (arrival > ready_time_[v]) ready_time_[v] = arrival;
-    if (--pending_inputs_[v] == 0) {
+    if (arrival > s.ready_time) s.ready_time = arrival;
+    if (--s.pending == 0) {
       // Inputs arriving now are events at `now`, so the op may be picked in the coming round.
-      if (ready_time_[v] <= now) {
-        MakeReady(v, assignment[v]);
+      if (s.ready_time <= now) {
+        MakeReady(v);
       } else {
-        PushEvent(ready_time_[v], v, kReady);
+        PushEvent(s.ready_time, v, kReady);
       }
     }
   }
   if (!memory) return;
 
+  const int32_t num_ops = model_.num_ops();
   const bool record = options.record_memory_intervals;
-  const int64_t start = result_.start_ns[u];
-  Release(a, model_.temp_bytes[u]);
-  if (record) RecordInterval(a, u, MemoryInterval::Kind::kTemp, model_.temp_bytes[u], start, now);
-  if (output_holders_[u] == 0) {
-    Release(a, model_.output_bytes[u]);
-    if (record) RecordInterval(a, u, MemoryInterval::Kind::kOutput, model_.output_bytes[u], start, now);
+  Release(a, temp_bytes_[u]);
+  if (record) RecordInterval(a, u, MemoryInterval::Kind::kTemp, temp_bytes_[u], start_[u], now);
+  if (holders_[u].count == 0) {
+    Release(a, output_bytes_[u]);
+    if (record) RecordInterval(a, u, MemoryInterval::Kind::kOutput, output_bytes_[u], start_[u], now);
   }
   // u no longer needs its inputs: the last consumer of a local output or of a received copy frees it.
-  for (EdgeId i = model_.in_begin(u); i < model_.in_end(u); ++i) {
-    const OpId p = model_.in_src[i];
-    const int32_t x = edge_transfer_[in_to_out_[i]];
-    if (x < 0) {
-      if (--output_holders_[p] == 0) {
-        Release(a, model_.output_bytes[p]);
-        if (record) {
-          RecordInterval(a, p, MemoryInterval::Kind::kOutput, model_.output_bytes[p],
-                         result_.start_ns[p], now);
-        }
-      }
-    } else if (--copy_holders_[x] == 0) {
-      Release(a, transfer_bytes_[x]);
-      if (record) {
-        RecordInterval(a, p, MemoryInterval::Kind::kReceived, transfer_bytes_[x],
-                       transfer_arrival_[x], now);
-      }
+  for (EdgeId i = in_offset_[u]; i < in_offset_[u + 1]; ++i) {
+    const int32_t h = in_holder_[i];
+    Holder& holder = holders_[h];
+    if (--holder.count != 0) continue;
+    Release(a, holder.bytes);
+    if (!record) continue;
+    if (h < num_ops) {
+      RecordInterval(a, h, MemoryInterval::Kind::kOutput, holder.bytes, start_[h], now);
+    } else {
+      // A copy's producer: the transfer ids of each rank are contiguous, so search the offsets.
+      const int32_t x = h - num_ops;
+      const int32_t producer = static_cast<int32_t>(
+          std::upper_bound(transfer_offset_.begin(), transfer_offset_.end(), x) -
+          transfer_offset_.begin() - 1);
+      RecordInterval(a, producer, MemoryInterval::Kind::kReceived, holder.bytes, transfer_arrival_[x],
+                     now);
     }
   }
 }
 
 // Only scheduled when memory is computed: readiness uses transfer_arrival_ directly.
-void Simulator::ArriveTransfer(OpId u, int32_t x, int64_t now, const Assignment& assignment,
-                               const SimOptions& options) {
+void Simulator::ArriveTransfer(int32_t u, int32_t x, int64_t now, const SimOptions& options) {
   Allocate(transfer_device_[x], transfer_bytes_[x]);
-  if (--output_holders_[u] == 0) {
-    const DeviceId a = assignment[u];
-    Release(a, model_.output_bytes[u]);
+  Holder& output = holders_[u];
+  if (--output.count == 0) {
+    const DeviceId a = state_[u].device;
+    Release(a, output.bytes);
     if (options.record_memory_intervals) {
-      RecordInterval(a, u, MemoryInterval::Kind::kOutput, model_.output_bytes[u],
-                     result_.start_ns[u], now);
+      RecordInterval(a, u, MemoryInterval::Kind::kOutput, output.bytes, start_[u], now);
     }
   }
 }
 
-void Simulator::Simulate(const Assignment& assignment, const SimOptions& options) {
+void Simulator::Simulate(const SimOptions& options) {
   const int32_t num_ops = model_.num_ops();
   const int32_t num_devices = model_.num_devices();
   const bool memory = options.compute_memory;
-  pending_inputs_.resize(num_ops);
-  ready_time_.assign(num_ops, 0);
+  start_.resize(num_ops);
+  previous_.resize(num_ops);
   ready_.resize(std::max<size_t>(ready_.size(), num_devices));
   for (DeviceId d = 0; d < num_devices; ++d) ready_[d].clear();
   busy_.assign(num_devices, 0);
-  last_op_.assign(num_devices, kNone);
+  last_rank_.assign(num_devices, -1);
   usage_.assign(num_devices, 0);
   persistent_.assign(num_devices, 0);
   is_candidate_.assign(num_devices, 0);
@@ -340,15 +379,15 @@ void Simulator::Simulate(const Assignment& assignment, const SimOptions& options
   candidates_.clear();
   dirty_.clear();
   events_.clear();
+  makespan_ = 0;
 
   if (memory) {
-    for (OpId v = 0; v < num_ops; ++v) persistent_[assignment[v]] += model_.persistent_bytes[v];
+    for (int32_t v = 0; v < num_ops; ++v) persistent_[state_[v].device] += persistent_bytes_[v];
     // Usage over [0, first event) is the persistent bytes alone (valid when makespan > 0; see below).
     for (DeviceId d = 0; d < num_devices; ++d) result_.peak_memory_bytes[d] = persistent_[d];
   }
-  for (OpId v = 0; v < num_ops; ++v) {
-    pending_inputs_[v] = static_cast<int32_t>(model_.in_end(v) - model_.in_begin(v));
-    if (pending_inputs_[v] == 0) MakeReady(v, assignment[v]);
+  for (int32_t v = 0; v < num_ops; ++v) {
+    if (state_[v].pending == 0) MakeReady(v);
   }
 
   int64_t now = 0;
@@ -360,7 +399,7 @@ void Simulator::Simulate(const Assignment& assignment, const SimOptions& options
       std::vector<ReadyOp>& heap = ready_[d];
       if (busy_[d] || heap.empty()) continue;
       std::pop_heap(heap.begin(), heap.end(), kLessUrgent);
-      const OpId v = heap.back().op;
+      const int32_t v = heap.back().rank;
       heap.pop_back();
       StartOp(v, d, now, memory);
     }
@@ -378,26 +417,41 @@ void Simulator::Simulate(const Assignment& assignment, const SimOptions& options
       const Event event = events_.back();
       events_.pop_back();
       if (event.transfer == kFinish) {
-        FinishOp(event.op, assignment[event.op], now, assignment, options);
+        FinishOp(event.op, now, options);
       } else if (event.transfer == kReady) {
-        MakeReady(event.op, assignment[event.op]);
+        MakeReady(event.op);
       } else {
-        ArriveTransfer(event.op, event.transfer, now, assignment, options);
+        ArriveTransfer(event.op, event.transfer, now, options);
       }
     }
   }
   if (memory) RecordPeaks(now);
+}
 
-  if (memory) {
-    if (result_.makespan_ns == 0) {
-      // Every interval, the persistent ones included, is empty: nothing is ever held.
-      std::fill(result_.peak_memory_bytes.begin(), result_.peak_memory_bytes.end(), 0);
-      std::fill(result_.peak_time_ns.begin(), result_.peak_time_ns.end(), 0);
-    } else if (options.record_memory_intervals) {
-      for (OpId v = 0; v < num_ops; ++v) {
-        RecordInterval(assignment[v], v, MemoryInterval::Kind::kPersistent,
-                       model_.persistent_bytes[v], 0, result_.makespan_ns);
-      }
+void Simulator::WriteResult(const SimOptions& options) {
+  const int32_t num_ops = model_.num_ops();
+  SimResult& r = result_;
+  r.makespan_ns = makespan_;
+  r.start_ns.resize(num_ops);
+  r.finish_ns.resize(num_ops);
+  r.bottom_level_ns.resize(num_ops);
+  r.previous_on_device.resize(num_ops);
+  for (int32_t i = 0; i < num_ops; ++i) {
+    const OpId v = op_of_rank_[i];
+    r.start_ns[v] = start_[i];
+    r.finish_ns[v] = start_[i] + state_[i].duration;
+    r.bottom_level_ns[v] = state_[i].bottom_level;
+    r.previous_on_device[v] = previous_[i] < 0 ? kNone : op_of_rank_[previous_[i]];
+  }
+  if (!options.compute_memory) return;
+  if (makespan_ == 0) {
+    // Every interval, the persistent ones included, is empty: nothing is ever held.
+    std::fill(r.peak_memory_bytes.begin(), r.peak_memory_bytes.end(), 0);
+    std::fill(r.peak_time_ns.begin(), r.peak_time_ns.end(), 0);
+  } else if (options.record_memory_intervals) {
+    for (int32_t i = 0; i < num_ops; ++i) {
+      RecordInterval(state_[i].device, i, MemoryInterval::Kind::kPersistent, persistent_bytes_[i], 0,
+                     makespan_);
     }
   }
 }

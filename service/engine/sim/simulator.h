@@ -99,67 +99,90 @@ class Simulator {
   const Model& model() const { return model_; }
 
  private:
-  // A pending event of the simulation. `transfer` tells the kind: kFinish / kReady for op events, or the
-  // id (>= 0) of a transfer of `op`'s output that arrives at `time`.
+  // Internally ops are numbered by their position in Model::topo_order ("rank"): consumers then sit
+  // close to their producers, so the per-edge state the simulation touches stays in cache (canonical ids
+  // follow names and are scattered). Results are written back under canonical ids.
+
+  // Hot per-op state, in rank order, one cache access per consumer touched.
+  struct OpState {
+    int64_t ready_time;    // latest arrival of an input known so far
+    int64_t bottom_level;  // priority
+    int64_t duration;      // run time on its device
+    int32_t pending;       // inputs whose arrival time is not known yet
+    DeviceId device;
+  };
+  // Bytes held on behalf of an output (by rank) or a received copy (num_ops + transfer id), released
+  // when `count` holders are done.
+  struct Holder {
+    int64_t bytes;
+    int32_t count;
+  };
+  // A pending event. `transfer` gives the kind: kFinish / kReady for op events (op = rank), or the id
+  // (>= 0) of a transfer of op's output that arrives at `time`.
   struct Event {
     int64_t time;
-    OpId op;
+    int32_t op;
     int32_t transfer;
   };
-  // An op waiting on its device; the device runs the greatest (bottom level, then smaller id) first.
+  // An op waiting on its device; the device runs the greatest (bottom level, then smaller OpId) first.
   struct ReadyOp {
     int64_t bottom_level;
-    OpId op;
+    OpId op;       // canonical id, for the tie-break
+    int32_t rank;
   };
   static constexpr int32_t kFinish = -1;
   static constexpr int32_t kReady = -2;
 
   // Run's phases (simulator.cc).
-  void PrepareTransfers(const Assignment& assignment);
-  void ComputeBottomLevels(const Assignment& assignment);
-  void Simulate(const Assignment& assignment, const SimOptions& options);
-  void StartOp(OpId v, DeviceId d, int64_t now, bool memory);
-  void FinishOp(OpId u, DeviceId a, int64_t now, const Assignment& assignment,
-                const SimOptions& options);
-  void ArriveTransfer(OpId u, int32_t x, int64_t now, const Assignment& assignment,
-                      const SimOptions& options);
-  void MakeReady(OpId v, DeviceId d);
-  void PushEvent(int64_t time, OpId op, int32_t transfer);
+  void PrepareTransfers(const Assignment& assignment, bool memory);
+  void ComputeBottomLevels();
+  void Simulate(const SimOptions& options);
+  void WriteResult(const SimOptions& options);
+  void StartOp(int32_t v, DeviceId d, int64_t now, bool memory);
+  void FinishOp(int32_t u, int64_t now, const SimOptions& options);
+  void ArriveTransfer(int32_t u, int32_t x, int64_t now, const SimOptions& options);
+  void MakeReady(int32_t v);
+  void PushEvent(int64_t time, int32_t op, int32_t transfer);
   void Allocate(DeviceId d, int64_t bytes);
-  void Release(DeviceId d, int64_t bytes);
+  void Release(DeviceId d, int64_t bytes) { Allocate(d, -bytes); }
   void RecordPeaks(int64_t now);
-  void RecordInterval(DeviceId d, OpId op, MemoryInterval::Kind kind, int64_t bytes, int64_t from,
+  void RecordInterval(DeviceId d, int32_t rank, MemoryInterval::Kind kind, int64_t bytes, int64_t from,
                       int64_t until);
   int64_t TransferTimeNs(DeviceId a, DeviceId b, int64_t bytes) const;
 
   const Model& model_;
   SimResult result_;
 
-  // ---- Built once per model ----
-  // For in-edge i (in CSR), the index of the same edge in the out CSR.
-  std::vector<EdgeId> in_to_out_;
+  // ---- Built once per model, in rank order ----
+  std::vector<OpId> op_of_rank_;           // = model.topo_order
+  std::vector<EdgeId> out_offset_;         // out CSR over ranks, edges in the model's order
+  std::vector<int32_t> out_dst_;           // consumer rank
+  std::vector<int64_t> out_bytes_;
+  std::vector<int32_t> out_to_in_;         // position of the same edge in the in CSR
+  std::vector<EdgeId> in_offset_;          // in CSR over ranks (only its shape is needed)
+  std::vector<int64_t> compute_ns_, temp_bytes_, output_bytes_, persistent_bytes_;
   // Per ordered device pair: the largest byte count whose transfer time is exact in 64-bit arithmetic
   // (-1 when the link has no positive bandwidth).
   std::vector<int64_t> link_fast_bytes_;
 
   // ---- Scratch reused across runs (sized on the first run, never shrunk) ----
-  std::vector<int64_t> duration_;          // per op: run time on its device
-  std::vector<int32_t> pending_inputs_;    // per op: inputs not yet known
-  std::vector<int64_t> ready_time_;        // per op: latest arrival of a known input
-  std::vector<int32_t> output_holders_;    // per op: local consumers + transfers still needing its output
-  std::vector<int32_t> transfer_offset_;   // per op + 1: its transfers, contiguous
+  std::vector<OpState> state_;
+  std::vector<int64_t> start_;             // per rank
+  std::vector<int32_t> previous_;          // per rank: rank that ran before on the device, or -1
+  std::vector<int32_t> transfer_offset_;   // per rank + 1: its transfers, contiguous
   std::vector<int32_t> edge_transfer_;     // per out-edge: transfer carrying it, or -1 inside a device
+  std::vector<int32_t> in_holder_;         // per in-edge: the holder its consumer releases
+  std::vector<Holder> holders_;            // outputs (by rank), then received copies (by transfer)
   // Per transfer (one per producer and destination device).
   std::vector<DeviceId> transfer_device_;
   std::vector<int64_t> transfer_bytes_;
   std::vector<int64_t> transfer_ns_;
   std::vector<int64_t> transfer_arrival_;
-  std::vector<int32_t> copy_holders_;      // consumers on the destination that have not finished
   // Per device.
   std::vector<int32_t> device_slot_;       // transfer of the current producer into the device, or -1
   std::vector<std::vector<ReadyOp>> ready_;
   std::vector<uint8_t> busy_;
-  std::vector<OpId> last_op_;
+  std::vector<int32_t> last_rank_;
   std::vector<int64_t> usage_;             // memory in use, persistent bytes excluded
   std::vector<int64_t> persistent_;
   std::vector<uint8_t> is_candidate_;
@@ -167,6 +190,7 @@ class Simulator {
   std::vector<uint8_t> is_dirty_;
   std::vector<DeviceId> dirty_;            // devices whose memory changed at the current time
   std::vector<Event> events_;              // min-heap on time
+  int64_t makespan_ = 0;
 };
 
 // max(longest path of op times on the fastest device with free communication (each op's time rounded

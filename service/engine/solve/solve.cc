@@ -16,9 +16,10 @@ namespace {
 absl::StatusOr<const Partitioner*> LookUp(std::string_view name) {
   const Partitioner* partitioner = FindAlgorithm(name);
   if (partitioner == nullptr) {
-    std::vector<std::string_view> known;
-    for (const Partitioner* p : AllAlgorithms()) known.push_back(p->name());
-    return absl::InvalidArgumentError(absl::StrCat("options.algorithm: unknown algorithm \"", name,
+    std::vector<std::string> known;
+    for (const Partitioner* p : AllAlgorithms()) known.emplace_back(p->name());
+    return absl::InvalidArgumentError(absl::StrCat("options.algorithm: unknown algorithm \"",
+                                                   std::string(name),
                                                    "\" (known: ", absl::StrJoin(known, ", "), ")"));
   }
   return partitioner;
@@ -110,7 +111,7 @@ absl::StatusOr<v1::Placement> Solve(const Model& model, const v1::PlacementOptio
       std::any_of(result->assignment.begin(), result->assignment.end(),
                   [&](DeviceId d) { return d < 0 || d >= model.num_devices(); })) {
     return absl::InternalError(
-        absl::StrCat("algorithm ", partitioner.name(), " returned a malformed assignment"));
+        absl::StrCat("algorithm ", std::string(partitioner.name()), " returned a malformed assignment"));
   }
 
   v1::Placement placement = ScoreAssignment(model, result->assignment);
