@@ -161,6 +161,8 @@ std::string MessageToJson(const google::protobuf::Message& message, bool compact
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = !compact;
   options.preserve_proto_field_names = true;
+  // Print zeros and empty strings too: consumers get the same keys in every answer.
+  options.always_print_primitive_fields = true;
   std::string json;
   // Printing a well-formed message cannot fail; an empty result would show it anyway.
   (void)google::protobuf::util::MessageToJsonString(message, &json, options);
