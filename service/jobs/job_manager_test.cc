@@ -1,0 +1,449 @@
+#include "service/jobs/job_manager.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "service/jobs/status_payloads.h"
+
+namespace placement::jobs {
+namespace {
+
+using ::testing::HasSubstr;
+
+PlacementPtr MakePlacement(int32_t device) {
+  auto placement = std::make_shared<v1::Placement>();
+  placement->add_device(device);
+  return placement;
+}
+
+// Blocks until the job is done (via a listener, no polling).
+const JobResult& AwaitDone(const std::shared_ptr<Job>& job) {
+  auto done = std::make_shared<absl::Notification>();
+  const uint64_t id = job->AddListener([done](const Job& j) {
+    if (j.done() && !done->HasBeenNotified()) done->Notify();
+  });
+  if (id != 0) done->WaitForNotification();
+  return job->result();
+}
+
+// A work function that signals when it starts and returns once released (or cancelled).
+struct Gate {
+  absl::Notification started;
+  absl::Notification release;
+  std::atomic<int> runs{0};
+
+  JobWork Work(int32_t device = 1) {
+    return [this, device](const JobContext& context) -> absl::StatusOr<PlacementPtr> {
+      ++runs;
+      started.Notify();
+      // Partitioners poll the cancellation flag at loop boundaries; so does this one.
+      while (!release.WaitForNotificationWithTimeout(absl::Milliseconds(1))) {
+        if (context.cancelled()) return absl::CancelledError("saw the flag");
+      }
+      return MakePlacement(device);
+    };
+  }
+};
+
+JobSpec Spec(std::string digest, JobWork work, std::string tenant = "") {
+  JobSpec spec;
+  spec.request_digest = std::move(digest);
+  spec.tenant = std::move(tenant);
+  spec.algorithm = "test";
+  spec.time_limit = absl::Seconds(10);
+  spec.work = std::move(work);
+  return spec;
+}
+
+JobWork Immediate(int32_t device) {
+  return [device](const JobContext&) -> absl::StatusOr<PlacementPtr> {
+    return MakePlacement(device);
+  };
+}
+
+class RecordingObserver : public JobObserver {
+ public:
+  void OnAdmissionRejected(absl::string_view reason) override {
+    absl::MutexLock lock(&mu_);
+    rejections_.emplace_back(reason);
+  }
+  void OnJobFinished(const Job& job, const JobResult& result) override {
+    absl::MutexLock lock(&mu_);
+    if (result.ran) ++ran_;
+  }
+  std::vector<std::string> rejections() {
+    absl::MutexLock lock(&mu_);
+    return rejections_;
+  }
+  int ran() {
+    absl::MutexLock lock(&mu_);
+    return ran_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> rejections_ ABSL_GUARDED_BY(mu_);
+  int ran_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST(JobManagerTest, RunsAJobAndMeasuresQueueTimeWithTheInjectedClock) {
+  FakeClock clock;
+  JobManager jobs({.workers = 1, .clock = &clock});
+  Gate blocker;
+  absl::StatusOr<Admission> first = jobs.Acquire(Spec("a", blocker.Work()));
+  ASSERT_TRUE(first.ok());
+  blocker.started.WaitForNotification();
+
+  absl::StatusOr<Admission> second = jobs.Acquire(Spec("b", Immediate(7)));
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(second->coalesced);
+  clock.Advance(absl::Seconds(3));  // b waits 3 s (fake) for the worker
+  blocker.release.Notify();
+
+  const JobResult& result = AwaitDone(second->job);
+  ASSERT_TRUE(result.placement.ok()) << result.placement.status();
+  EXPECT_EQ((*result.placement)->device(0), 7);
+  EXPECT_TRUE(result.ran);
+  EXPECT_EQ(result.queue_time, absl::Seconds(3));
+  EXPECT_EQ(second->job->progress().stage, "done");
+  jobs.Release(first->job);
+  jobs.Release(second->job);
+}
+
+TEST(JobManagerTest, IdenticalDigestsShareOneComputation) {
+  JobManager jobs({.workers = 2});
+  Gate gate;
+  absl::StatusOr<Admission> first = jobs.Acquire(Spec("same", gate.Work(3)));
+  ASSERT_TRUE(first.ok());
+  std::vector<Admission> others;
+  for (int i = 0; i < 15; ++i) {
+    absl::StatusOr<Admission> other = jobs.Acquire(Spec("same", gate.Work(99)));
+    ASSERT_TRUE(other.ok());
+    EXPECT_TRUE(other->coalesced);
+    EXPECT_EQ(other->job, first->job);
+    others.push_back(*std::move(other));
+  }
+  EXPECT_EQ(jobs.Stats().in_flight, 1);
+  gate.release.Notify();
+  const JobResult& result = AwaitDone(first->job);
+  ASSERT_TRUE(result.placement.ok());
+  EXPECT_EQ((*result.placement)->device(0), 3);
+  EXPECT_EQ(gate.runs.load(), 1);
+  for (Admission& other : others) jobs.Release(other.job);
+  jobs.Release(first->job);
+  EXPECT_EQ(jobs.Stats().in_flight, 0);
+}
+
+TEST(JobManagerTest, EmptyDigestIsNeverShared) {
+  JobManager jobs({.workers = 1});
+  Gate gate;
+  absl::StatusOr<Admission> first = jobs.Acquire(Spec("", gate.Work()));
+  absl::StatusOr<Admission> second = jobs.Acquire(Spec("", Immediate(1)));
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_FALSE(second->coalesced);
+  EXPECT_NE(first->job, second->job);
+  gate.release.Notify();
+  AwaitDone(second->job);
+  jobs.Release(first->job);
+  jobs.Release(second->job);
+}
+
+TEST(JobManagerTest, FullQueueIsUnavailableWithARetryDelay) {
+  RecordingObserver observer;
+  JobManager jobs({.workers = 1,
+                   .max_queued_jobs = 1,
+                   .retry_delay = absl::Seconds(2),
+                   .observer = &observer});
+  Gate gate;
+  absl::StatusOr<Admission> running = jobs.Acquire(Spec("a", gate.Work()));
+  ASSERT_TRUE(running.ok());
+  gate.started.WaitForNotification();
+  absl::StatusOr<Admission> queued = jobs.Acquire(Spec("b", Immediate(1)));
+  ASSERT_TRUE(queued.ok());
+  EXPECT_EQ(jobs.Stats().queued, 1);
+
+  absl::StatusOr<Admission> rejected = jobs.Acquire(Spec("c", Immediate(1)));
+  ASSERT_FALSE(rejected.ok());
+  EXPECT_EQ(rejected.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(rejected.status().message()), HasSubstr("queue is full"));
+  EXPECT_EQ(RetryDelayOf(rejected.status()), absl::Seconds(2));
+  EXPECT_EQ(observer.rejections(), std::vector<std::string>{"queue_full"});
+
+  // Joining an in-flight job needs no queue slot.
+  absl::StatusOr<Admission> joined = jobs.Acquire(Spec("b", Immediate(1)));
+  ASSERT_TRUE(joined.ok());
+  EXPECT_TRUE(joined->coalesced);
+
+  gate.release.Notify();
+  AwaitDone(queued->job);
+  jobs.Release(running->job);
+  jobs.Release(queued->job);
+  jobs.Release(joined->job);
+}
+
+TEST(JobManagerTest, MemoryBudgetBoundsAdmission) {
+  JobManager jobs({.workers = 1, .memory_budget_bytes = 100});
+  Gate gate;
+  JobSpec big = Spec("a", gate.Work());
+  big.estimated_memory_bytes = 80;
+  absl::StatusOr<Admission> running = jobs.Acquire(std::move(big));
+  ASSERT_TRUE(running.ok());
+  EXPECT_EQ(jobs.Stats().memory_in_use_bytes, 80);
+
+  JobSpec more = Spec("b", Immediate(1));
+  more.estimated_memory_bytes = 30;
+  absl::StatusOr<Admission> rejected = jobs.Acquire(std::move(more));
+  ASSERT_FALSE(rejected.ok());
+  EXPECT_EQ(rejected.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(rejected.status().message()), HasSubstr("memory budget"));
+
+  gate.release.Notify();
+  AwaitDone(running->job);
+  jobs.Release(running->job);
+  EXPECT_EQ(jobs.Stats().memory_in_use_bytes, 0);
+
+  // Alone, a job larger than the whole budget is still admitted (it could never run otherwise).
+  JobSpec huge = Spec("c", Immediate(1));
+  huge.estimated_memory_bytes = 500;
+  absl::StatusOr<Admission> admitted = jobs.Acquire(std::move(huge));
+  ASSERT_TRUE(admitted.ok());
+  AwaitDone(admitted->job);
+  jobs.Release(admitted->job);
+}
+
+TEST(JobManagerTest, DeadlineTooShortIsRejectedAtOnce) {
+  FakeClock clock;
+  RecordingObserver observer;
+  JobManager jobs({.workers = 1,
+                   .min_time_budget = absl::Milliseconds(100),
+                   .clock = &clock,
+                   .observer = &observer});
+  JobSpec spec = Spec("a", Immediate(1));
+  spec.deadline = clock.Now() + absl::Milliseconds(50);
+  absl::StatusOr<Admission> rejected = jobs.Acquire(std::move(spec));
+  ASSERT_FALSE(rejected.ok());
+  EXPECT_EQ(rejected.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(observer.rejections(), std::vector<std::string>{"deadline"});
+  EXPECT_EQ(observer.ran(), 0);
+}
+
+TEST(JobManagerTest, WorkDeadlineIsTheTimeLimitCappedByTheCallersDeadline) {
+  FakeClock clock;
+  JobManager jobs({.workers = 1, .clock = &clock});
+  auto seen = std::make_shared<absl::Time>();
+  auto capture = [seen](const JobContext& context) -> absl::StatusOr<PlacementPtr> {
+    *seen = context.deadline();
+    return MakePlacement(0);
+  };
+  JobSpec limited = Spec("a", capture);
+  limited.time_limit = absl::Seconds(5);
+  limited.deadline = clock.Now() + absl::Seconds(60);
+  absl::StatusOr<Admission> first = jobs.Acquire(std::move(limited));
+  ASSERT_TRUE(first.ok());
+  AwaitDone(first->job);
+  EXPECT_EQ(*seen, clock.Now() + absl::Seconds(5));
+
+  JobSpec capped = Spec("b", capture);
+  capped.time_limit = absl::Seconds(60);
+  capped.deadline = clock.Now() + absl::Seconds(2);
+  absl::StatusOr<Admission> second = jobs.Acquire(std::move(capped));
+  ASSERT_TRUE(second.ok());
+  AwaitDone(second->job);
+  EXPECT_EQ(*seen, clock.Now() + absl::Seconds(2));
+  jobs.Release(first->job);
+  jobs.Release(second->job);
+}
+
+TEST(JobManagerTest, DeadlinePassingWhileQueuedEndsTheJobWithoutRunningIt) {
+  FakeClock clock;
+  RecordingObserver observer;
+  JobManager jobs({.workers = 1, .clock = &clock, .observer = &observer});
+  Gate gate;
+  absl::StatusOr<Admission> blocker = jobs.Acquire(Spec("a", gate.Work()));
+  ASSERT_TRUE(blocker.ok());
+  gate.started.WaitForNotification();
+  JobSpec doomed = Spec("b", Immediate(1));
+  doomed.deadline = clock.Now() + absl::Seconds(1);
+  absl::StatusOr<Admission> queued = jobs.Acquire(std::move(doomed));
+  ASSERT_TRUE(queued.ok());
+  clock.Advance(absl::Seconds(2));
+  gate.release.Notify();
+  const JobResult& result = AwaitDone(queued->job);
+  EXPECT_EQ(result.placement.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_FALSE(result.ran);
+  EXPECT_EQ(observer.ran(), 1);  // only the blocker
+  jobs.Release(blocker->job);
+  jobs.Release(queued->job);
+}
+
+TEST(JobManagerTest, ReleasingTheLastWaiterOfAQueuedJobDropsIt) {
+  JobManager jobs({.workers = 1});
+  Gate gate;
+  absl::StatusOr<Admission> blocker = jobs.Acquire(Spec("a", gate.Work()));
+  ASSERT_TRUE(blocker.ok());
+  gate.started.WaitForNotification();
+  Gate never;
+  absl::StatusOr<Admission> queued = jobs.Acquire(Spec("b", never.Work()));
+  ASSERT_TRUE(queued.ok());
+  jobs.Release(queued->job);
+  ASSERT_TRUE(queued->job->done());
+  EXPECT_EQ(queued->job->result().placement.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(jobs.Stats().queued, 0);
+  gate.release.Notify();
+  AwaitDone(blocker->job);
+  jobs.Release(blocker->job);
+  EXPECT_EQ(never.runs.load(), 0);
+}
+
+TEST(JobManagerTest, ReleasingTheLastWaiterCancelsARunningJobAndFreesTheWorker) {
+  JobManager jobs({.workers = 1});
+  Gate gate;  // never released: only cancellation ends it
+  absl::StatusOr<Admission> running = jobs.Acquire(Spec("a", gate.Work()));
+  ASSERT_TRUE(running.ok());
+  gate.started.WaitForNotification();
+  jobs.Release(running->job);
+  const JobResult& cancelled = AwaitDone(running->job);
+  EXPECT_EQ(cancelled.placement.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(cancelled.ran);
+
+  // The one worker is free again.
+  absl::StatusOr<Admission> next = jobs.Acquire(Spec("b", Immediate(4)));
+  ASSERT_TRUE(next.ok());
+  const JobResult& result = AwaitDone(next->job);
+  ASSERT_TRUE(result.placement.ok());
+  jobs.Release(next->job);
+}
+
+TEST(JobManagerTest, ReleasingOneOfTwoWaitersDoesNotCancel) {
+  JobManager jobs({.workers = 1});
+  Gate gate;
+  absl::StatusOr<Admission> first = jobs.Acquire(Spec("a", gate.Work(5)));
+  absl::StatusOr<Admission> second = jobs.Acquire(Spec("a", gate.Work(6)));
+  ASSERT_TRUE(first.ok() && second.ok());
+  jobs.Release(first->job);
+  gate.release.Notify();
+  const JobResult& result = AwaitDone(second->job);
+  ASSERT_TRUE(result.placement.ok()) << result.placement.status();
+  EXPECT_EQ((*result.placement)->device(0), 5);
+  jobs.Release(second->job);
+}
+
+TEST(JobManagerTest, ACancelledDigestIsNotJoinedAgain) {
+  JobManager jobs({.workers = 1});
+  Gate gate;
+  absl::StatusOr<Admission> first = jobs.Acquire(Spec("a", gate.Work()));
+  ASSERT_TRUE(first.ok());
+  gate.started.WaitForNotification();
+  jobs.Release(first->job);  // cancelled; its worker may still be finishing
+  absl::StatusOr<Admission> again = jobs.Acquire(Spec("a", Immediate(2)));
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->coalesced);
+  EXPECT_NE(again->job, first->job);
+  const JobResult& result = AwaitDone(again->job);
+  ASSERT_TRUE(result.placement.ok());
+  jobs.Release(again->job);
+}
+
+TEST(JobManagerTest, TenantsAreServedRoundRobin) {
+  JobManager jobs({.workers = 1});
+  Gate gate;
+  absl::StatusOr<Admission> blocker = jobs.Acquire(Spec("block", gate.Work()));
+  ASSERT_TRUE(blocker.ok());
+  gate.started.WaitForNotification();
+
+  absl::Mutex mu;
+  std::vector<std::string> order;
+  auto record = [&](std::string label) -> JobWork {
+    return [&mu, &order, label](const JobContext&) -> absl::StatusOr<PlacementPtr> {
+      absl::MutexLock lock(&mu);
+      order.push_back(label);
+      return MakePlacement(0);
+    };
+  };
+  std::vector<Admission> admitted;
+  for (const auto& [digest, tenant] : std::vector<std::pair<std::string, std::string>>{
+           {"a1", "a"}, {"a2", "a"}, {"a3", "a"}, {"b1", "b"}}) {
+    absl::StatusOr<Admission> a = jobs.Acquire(Spec(digest, record(digest), tenant));
+    ASSERT_TRUE(a.ok());
+    admitted.push_back(*std::move(a));
+  }
+  gate.release.Notify();
+  for (Admission& a : admitted) AwaitDone(a.job);
+  EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "a2", "a3"}));
+  for (Admission& a : admitted) jobs.Release(a.job);
+  jobs.Release(blocker->job);
+}
+
+TEST(JobManagerTest, ProgressIsThrottledByTheInjectedClock) {
+  FakeClock clock;
+  JobManager jobs({.workers = 1, .progress_interval = absl::Milliseconds(100), .clock = &clock});
+  absl::Notification go;
+  absl::Notification reported;
+  auto work = [&](const JobContext& context) -> absl::StatusOr<PlacementPtr> {
+    go.WaitForNotification();
+    context.ReportProgress("mapping", 0.1, 0);   // stage change: notified
+    context.ReportProgress("mapping", 0.2, 0);   // same stage, no time passed: dropped
+    context.ReportProgress("mapping", 0.3, 0);   // dropped
+    clock.Advance(absl::Milliseconds(150));
+    context.ReportProgress("mapping", 0.4, 42);  // interval passed: notified
+    reported.Notify();
+    return MakePlacement(0);
+  };
+  absl::StatusOr<Admission> admitted = jobs.Acquire(Spec("a", work));
+  ASSERT_TRUE(admitted.ok());
+  absl::Mutex mu;
+  std::vector<std::string> seen;
+  admitted->job->AddListener([&](const Job& job) {
+    const JobProgress progress = job.progress();
+    absl::MutexLock lock(&mu);
+    seen.push_back(absl::StrCat(progress.stage, "@", progress.fraction));
+  });
+  go.Notify();
+  AwaitDone(admitted->job);
+  absl::MutexLock lock(&mu);
+  // "running" may or may not be seen (the listener may be added after the worker started).
+  std::vector<std::string> without_running;
+  for (const std::string& s : seen) {
+    if (s.rfind("running", 0) != 0) without_running.push_back(s);
+  }
+  EXPECT_EQ(without_running, (std::vector<std::string>{"mapping@0.1", "mapping@0.4", "done@1"}));
+  EXPECT_EQ(admitted->job->progress().best_makespan_ns, 42);
+  jobs.Release(admitted->job);
+}
+
+TEST(JobManagerTest, StopAdmittingAnswersUnavailable) {
+  JobManager jobs({.workers = 1});
+  jobs.StopAdmitting();
+  absl::StatusOr<Admission> rejected = jobs.Acquire(Spec("a", Immediate(1)));
+  ASSERT_FALSE(rejected.ok());
+  EXPECT_EQ(rejected.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(RetryDelayOf(rejected.status()).has_value());
+}
+
+TEST(JobManagerTest, ShutdownEndsQueuedAndRunningJobs) {
+  JobManager jobs({.workers = 1});
+  Gate gate;
+  absl::StatusOr<Admission> running = jobs.Acquire(Spec("a", gate.Work()));
+  ASSERT_TRUE(running.ok());
+  gate.started.WaitForNotification();
+  absl::StatusOr<Admission> queued = jobs.Acquire(Spec("b", Immediate(1)));
+  ASSERT_TRUE(queued.ok());
+  jobs.Shutdown();
+  ASSERT_TRUE(running->job->done());
+  ASSERT_TRUE(queued->job->done());
+  EXPECT_EQ(running->job->result().placement.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(queued->job->result().placement.status().code(), absl::StatusCode::kUnavailable);
+  jobs.Release(running->job);
+  jobs.Release(queued->job);
+  jobs.Shutdown();  // idempotent
+}
+
+}  // namespace
+}  // namespace placement::jobs

@@ -1,0 +1,327 @@
+#include "service/jobs/operation_registry.h"
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "service/jobs/status_payloads.h"
+
+namespace placement::jobs {
+namespace {
+
+std::string RequestIdKey(const std::string& tenant, const std::string& request_id) {
+  return absl::StrCat(tenant, absl::string_view("\0", 1), request_id);
+}
+
+}  // namespace
+
+std::string NewOperationName() {
+  unsigned char bytes[16];
+  size_t filled = 0;
+  while (filled < sizeof(bytes)) {
+    const ssize_t got = getrandom(bytes + filled, sizeof(bytes) - filled, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      // No entropy source at all is a broken environment, not bad input.
+      std::abort();
+    }
+    filled += static_cast<size_t>(got);
+  }
+  return absl::StrCat(
+      "operations/",
+      absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes))));
+}
+
+// ---- Operation ----
+
+Operation::Operation(std::string name, OperationSpec spec, absl::Time created_at, JobManager* jobs,
+                     std::weak_ptr<OperationIndex> index, const Clock* clock)
+    : name_(std::move(name)),
+      spec_(std::move(spec)),
+      created_at_(created_at),
+      jobs_(jobs),
+      index_(std::move(index)),
+      clock_(clock) {}
+
+Operation::~Operation() = default;
+
+Operation::Snapshot Operation::snapshot() const {
+  absl::MutexLock lock(&mu_);
+  return state_;
+}
+
+bool Operation::done() const {
+  absl::MutexLock lock(&mu_);
+  return state_.done;
+}
+
+uint64_t Operation::AddListener(Listener listener) {
+  absl::MutexLock lock(&mu_);
+  if (state_.done) return 0;
+  const uint64_t id = next_listener_id_++;
+  listeners_.emplace_back(id, std::make_shared<Listener>(std::move(listener)));
+  return id;
+}
+
+void Operation::RemoveListener(uint64_t id) {
+  if (id == 0) return;
+  absl::MutexLock lock(&mu_);
+  listeners_.erase(std::remove_if(listeners_.begin(), listeners_.end(),
+                                  [id](const auto& entry) { return entry.first == id; }),
+                   listeners_.end());
+}
+
+std::vector<std::shared_ptr<Operation::Listener>> Operation::TakeListenersLocked(bool clear) {
+  std::vector<std::shared_ptr<Listener>> copy;
+  copy.reserve(listeners_.size());
+  for (const auto& entry : listeners_) copy.push_back(entry.second);
+  if (clear) listeners_.clear();
+  return copy;
+}
+
+void Operation::Notify(const std::vector<std::shared_ptr<Listener>>& listeners) const {
+  for (const std::shared_ptr<Listener>& listener : listeners) (*listener)(*this);
+}
+
+void Operation::NoteDone() const {
+  std::shared_ptr<OperationIndex> index = index_.lock();
+  if (index == nullptr) return;
+  const absl::Time now = clock_ != nullptr ? clock_->Now() : absl::Now();
+  absl::MutexLock lock(&index->mu);
+  index->expiry.emplace_back(now + index->ttl, name_);
+}
+
+void Operation::Attach(std::shared_ptr<Job> job, bool coalesced) {
+  bool cancelled_already = false;
+  {
+    absl::MutexLock lock(&mu_);
+    state_.cache = coalesced ? v1::COALESCED : v1::MISS;
+    if (state_.done) {
+      cancelled_already = true;
+    } else {
+      job_ = job;
+      state_.progress = job->progress();
+    }
+  }
+  if (cancelled_already) {
+    jobs_->Release(job);
+    return;
+  }
+  // The listener holds only a weak reference: the registry may drop a finished operation.
+  std::weak_ptr<Operation> self = weak_from_this();
+  const uint64_t id = job->AddListener([self](const Job& changed) {
+    if (std::shared_ptr<Operation> op = self.lock()) op->OnJobChanged(changed);
+  });
+  if (id == 0) {
+    OnJobChanged(*job);  // the job was done already
+    return;
+  }
+  bool stale = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (job_ == job) {
+      job_listener_ = id;
+    } else {
+      stale = true;  // finished or cancelled while the listener was being added
+    }
+  }
+  if (stale) job->RemoveListener(id);
+}
+
+void Operation::OnJobChanged(const Job& job) {
+  std::vector<std::shared_ptr<Listener>> to_notify;
+  std::shared_ptr<Job> finished;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_.done || job_.get() != &job) return;
+    state_.progress = job.progress();
+    if (job.done()) {
+      const JobResult& result = job.result();
+      state_.done = true;
+      state_.queue_time = result.queue_time;
+      state_.solve_time = result.solve_time;
+      if (result.placement.ok()) {
+        state_.placement = *result.placement;
+      } else {
+        state_.error = result.placement.status();
+      }
+      finished = std::move(job_);
+      job_ = nullptr;
+      job_listener_ = 0;
+    }
+    to_notify = TakeListenersLocked(/*clear=*/finished != nullptr);
+  }
+  if (finished != nullptr) {
+    jobs_->Release(finished);
+    NoteDone();
+  }
+  Notify(to_notify);
+}
+
+void Operation::InitDone(PlacementPtr placement, v1::CacheResult cache) {
+  absl::MutexLock lock(&mu_);
+  state_.done = true;
+  state_.cache = cache;
+  state_.placement = std::move(placement);
+  state_.progress.stage = "done";
+  state_.progress.fraction = 1.0;
+}
+
+bool Operation::Cancel(absl::Status error) {
+  std::vector<std::shared_ptr<Listener>> to_notify;
+  std::shared_ptr<Job> job;
+  uint64_t job_listener = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_.done) return false;
+    state_.done = true;
+    state_.error = std::move(error);
+    state_.progress.stage = "cancelled";
+    job = std::move(job_);
+    job_ = nullptr;
+    job_listener = job_listener_;
+    job_listener_ = 0;
+    to_notify = TakeListenersLocked(/*clear=*/true);
+  }
+  if (job != nullptr) {
+    job->RemoveListener(job_listener);
+    jobs_->Release(job);
+  }
+  NoteDone();
+  Notify(to_notify);
+  return true;
+}
+
+// ---- OperationRegistry ----
+
+OperationRegistry::OperationRegistry(OperationRegistryOptions options, JobManager* jobs)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
+      jobs_(jobs),
+      index_(std::make_shared<OperationIndex>()) {
+  index_->ttl = options_.ttl_after_done;
+}
+
+OperationRegistry::~OperationRegistry() = default;
+
+void OperationRegistry::ExpireLocked(absl::Time now) {
+  while (!index_->expiry.empty() && index_->expiry.front().first <= now) {
+    const std::string name = std::move(index_->expiry.front().second);
+    index_->expiry.pop_front();
+    auto it = index_->by_name.find(name);
+    if (it == index_->by_name.end()) continue;
+    const std::shared_ptr<Operation>& op = it->second;
+    if (!op->request_id().empty()) {
+      auto by_id = index_->by_request_id.find(RequestIdKey(op->tenant(), op->request_id()));
+      if (by_id != index_->by_request_id.end() && by_id->second == name) {
+        index_->by_request_id.erase(by_id);
+      }
+    }
+    index_->by_name.erase(it);
+  }
+}
+
+std::shared_ptr<Operation> OperationRegistry::NewOperation(OperationSpec spec) {
+  return std::make_shared<Operation>(NewOperationName(), std::move(spec), clock_->Now(), jobs_,
+                                     index_, clock_);
+}
+
+absl::StatusOr<std::shared_ptr<Operation>> OperationRegistry::Insert(std::shared_ptr<Operation> op,
+                                                                     bool* inserted) {
+  *inserted = false;
+  absl::MutexLock lock(&index_->mu);
+  ExpireLocked(clock_->Now());
+  if (!op->request_id().empty()) {
+    auto by_id = index_->by_request_id.find(RequestIdKey(op->tenant(), op->request_id()));
+    if (by_id != index_->by_request_id.end()) {
+      auto it = index_->by_name.find(by_id->second);
+      if (it != index_->by_name.end()) {
+        if (it->second->request_digest() != op->request_digest()) {
+          return absl::AlreadyExistsError(absl::StrCat(
+              "request_id: \"", op->request_id(), "\" was already used for another request (",
+              it->second->name(), ")"));
+        }
+        return it->second;
+      }
+    }
+  }
+  if (index_->by_name.size() >= options_.max_operations) {
+    return WithRetryDelay(
+        absl::UnavailableError(absl::StrCat("too many operations are kept (",
+                                            index_->by_name.size(), "); retry later")),
+        options_.retry_delay);
+  }
+  if (!op->request_id().empty()) {
+    index_->by_request_id[RequestIdKey(op->tenant(), op->request_id())] = op->name();
+  }
+  index_->by_name.emplace(op->name(), op);
+  *inserted = true;
+  return op;
+}
+
+absl::StatusOr<std::shared_ptr<Operation>> OperationRegistry::AddPending(OperationSpec spec,
+                                                                         Admission admission) {
+  bool inserted = false;
+  absl::StatusOr<std::shared_ptr<Operation>> op =
+      Insert(NewOperation(std::move(spec)), &inserted);
+  if (!op.ok() || !inserted) {
+    jobs_->Release(admission.job);
+    return op;
+  }
+  (*op)->Attach(std::move(admission.job), admission.coalesced);
+  return op;
+}
+
+absl::StatusOr<std::shared_ptr<Operation>> OperationRegistry::AddDone(OperationSpec spec,
+                                                                      PlacementPtr placement,
+                                                                      v1::CacheResult cache) {
+  std::shared_ptr<Operation> fresh = NewOperation(std::move(spec));
+  fresh->InitDone(std::move(placement), cache);
+  bool inserted = false;
+  absl::StatusOr<std::shared_ptr<Operation>> op = Insert(std::move(fresh), &inserted);
+  if (op.ok() && inserted) (*op)->NoteDone();
+  return op;
+}
+
+absl::StatusOr<std::shared_ptr<Operation>> OperationRegistry::Find(const std::string& name,
+                                                                   const std::string& tenant) {
+  absl::MutexLock lock(&index_->mu);
+  ExpireLocked(clock_->Now());
+  auto it = index_->by_name.find(name);
+  if (it == index_->by_name.end() || it->second->tenant() != tenant) {
+    return absl::NotFoundError(absl::StrCat("name: no operation \"", name,
+                                            "\" (unknown, or expired after finishing)"));
+  }
+  return it->second;
+}
+
+std::shared_ptr<Operation> OperationRegistry::FindByRequestId(const std::string& tenant,
+                                                              const std::string& request_id) {
+  if (request_id.empty()) return nullptr;
+  absl::MutexLock lock(&index_->mu);
+  ExpireLocked(clock_->Now());
+  auto by_id = index_->by_request_id.find(RequestIdKey(tenant, request_id));
+  if (by_id == index_->by_request_id.end()) return nullptr;
+  auto it = index_->by_name.find(by_id->second);
+  return it == index_->by_name.end() ? nullptr : it->second;
+}
+
+absl::StatusOr<std::shared_ptr<Operation>> OperationRegistry::Cancel(const std::string& name,
+                                                                     const std::string& tenant) {
+  absl::StatusOr<std::shared_ptr<Operation>> op = Find(name, tenant);
+  if (!op.ok()) return op;
+  (*op)->Cancel(absl::CancelledError("the operation was cancelled"));
+  return op;
+}
+
+size_t OperationRegistry::size() {
+  absl::MutexLock lock(&index_->mu);
+  ExpireLocked(clock_->Now());
+  return index_->by_name.size();
+}
+
+}  // namespace placement::jobs

@@ -1,0 +1,42 @@
+#include "service/jobs/worker_count.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace placement::jobs {
+
+std::optional<int> CpuLimitFromCpuMax(absl::string_view contents) {
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(absl::StripAsciiWhitespace(contents), ' ', absl::SkipEmpty());
+  if (fields.size() != 2 || fields[0] == "max") return std::nullopt;
+  int64_t quota = 0;
+  int64_t period = 0;
+  if (!absl::SimpleAtoi(fields[0], &quota) || !absl::SimpleAtoi(fields[1], &period) ||
+      quota <= 0 || period <= 0) {
+    return std::nullopt;
+  }
+  return static_cast<int>(std::max<int64_t>(1, (quota + period - 1) / period));
+}
+
+int DefaultWorkerCount(const std::string& cpu_max_path) {
+  int count = static_cast<int>(std::thread::hardware_concurrency());
+  if (count <= 0) count = 1;
+  std::ifstream file(cpu_max_path);
+  if (file) {
+    std::stringstream contents;
+    contents << file.rdbuf();
+    if (std::optional<int> limit = CpuLimitFromCpuMax(contents.str())) {
+      count = std::min(count, *limit);
+    }
+  }
+  return std::max(1, count);
+}
+
+}  // namespace placement::jobs
