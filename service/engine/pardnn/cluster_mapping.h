@@ -1,0 +1,68 @@
+// cluster_mapping.h — ParDNN stage 1, mapping: puts the linear clusters of linear_clustering.h onto
+// devices.
+//
+//  1. Colocation groups become indivisible: every group is pulled into one cluster (the lowest cluster
+//     id holding a member, i.e. a primary if any, else the most critical secondary).
+//  2. Primaries are matched to devices, heaviest first: each takes the device on which most of its work
+//     is allowed, then the fastest, then the one with the cheapest links to the others. Units of a
+//     primary (or of a secondary) that pins or kinds forbid on every device its cluster could use become
+//     clusters of their own, so constraints hold by construction (nothing is patched afterwards).
+//  3. Secondaries are placed one by one in decreasing weighted level. For each allowed device k the
+//     estimated delay is
+//         max(0, load_k(span) + work_k - |span|)            (queueing inside the cluster's window)
+//       + sum_{j != k} comm(cluster, j) * link_factor(j, k)  (transfers to already placed neighbours)
+//     where load_k(span) comes from per-device Fenwick trees over the top-level time slots, work_k is
+//     the cluster's work at device k's speed and comm(cluster, j) is kept in a dense, incrementally
+//     updated cluster x device table. The span starts at the latest parent finish and ends at the
+//     earliest start of an outside child (reference §8.8 corrected); a merged cluster is never counted
+//     twice (§8.9).
+//  4. A worklist improvement pass re-evaluates clusters with everything placed and moves a cluster when
+//     its estimated delay drops clearly; only the neighbours of a moved cluster are re-queued (no
+//     sweeping until nothing changes). Its length is bounded by MappingOptions.
+//
+// Example:
+//   absl::StatusOr<ClusterMapping> mapping =
+//       MapClustersToDevices(model, costs, clusters, MappingOptions(), context);
+//   Assignment assignment = mapping->assignment;
+#ifndef PLACEMENT_SERVICE_ENGINE_PARDNN_CLUSTER_MAPPING_H_
+#define PLACEMENT_SERVICE_ENGINE_PARDNN_CLUSTER_MAPPING_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "service/engine/model/model.h"
+#include "service/engine/pardnn/linear_clustering.h"
+#include "service/engine/partition/partitioner.h"
+
+namespace placement::engine::pardnn {
+
+struct MappingOptions {
+  // Re-evaluations in the improvement pass, as a multiple of the number of secondaries (0 = none).
+  double improvement_evaluations_per_cluster = 3.0;
+  // A cluster moves only when its estimated delay drops by more than this fraction of its own work
+  // (and at least 1 ns): hysteresis against ping-pong between equally good devices.
+  double min_relative_gain = 0.02;
+  // Above this many cluster x device entries the communication rows are computed on demand from the
+  // cluster's edges instead of being kept in the dense table (same results, less memory).
+  int64_t max_dense_table_entries = int64_t{1} << 23;
+};
+
+struct ClusterMapping {
+  Assignment assignment;
+  // Device of each primary (kNone when the graph had fewer paths than devices).
+  std::vector<DeviceId> primary_device;
+  int32_t num_secondaries = 0;  // after colocation pulls and constraint splits
+  int64_t improvement_moves = 0;
+  bool time_limited = false;
+};
+
+// INVALID_ARGUMENT when some colocation group has no device that all its members allow.
+absl::StatusOr<ClusterMapping> MapClustersToDevices(const Model& model, const SlicingCosts& costs,
+                                                    const LinearClusters& clusters,
+                                                    const MappingOptions& options,
+                                                    const SolveContext& context);
+
+}  // namespace placement::engine::pardnn
+
+#endif  // PLACEMENT_SERVICE_ENGINE_PARDNN_CLUSTER_MAPPING_H_

@@ -1,0 +1,187 @@
+#include "service/engine/pardnn/pardnn_partitioner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "service/engine/pardnn/cluster_mapping.h"
+#include "service/engine/pardnn/linear_clustering.h"
+#include "service/engine/pardnn/list_schedule_seed.h"
+#include "service/engine/pardnn/refinement.h"
+#include "service/engine/partition/placement_rules.h"
+#include "service/engine/repair/memory_repair.h"
+#include "service/engine/sim/simulator.h"
+
+namespace placement::engine {
+namespace {
+
+struct Score {
+  int64_t overflow = INT64_MAX;
+  int64_t makespan = INT64_MAX;
+  bool Better(const Score& other) const {
+    return overflow != other.overflow ? overflow < other.overflow : makespan < other.makespan;
+  }
+};
+
+class PardnnPartitioner final : public Partitioner {
+ public:
+  explicit PardnnPartitioner(const PardnnOptions& options) : options_(options) {}
+
+  std::string_view name() const override { return "pardnn"; }
+  std::string_view version() const override { return "1"; }
+  std::string_view description() const override {
+    return "ParDNN: critical-path slicing into linear clusters, span/communication-aware mapping "
+           "(Fenwick trees), memory repair on the simulated timeline, critical-path refinement.";
+  }
+  absl::StatusOr<PartitionResult> Partition(const Model& model,
+                                            const SolveContext& context) const override;
+
+ private:
+  PardnnOptions options_;
+};
+
+Score Simulate(const Model& model, Simulator& sim, const Assignment& assignment) {
+  SimOptions sim_options;
+  sim_options.compute_memory = true;
+  const SimResult& r = sim.Run(assignment, sim_options);
+  Score s;
+  s.makespan = r.makespan_ns;
+  s.overflow = 0;
+  for (DeviceId d = 0; d < model.num_devices(); ++d) {
+    s.overflow += std::max<int64_t>(0, r.peak_memory_bytes[d] - model.capacity_bytes[d]);
+  }
+  return s;
+}
+
+Assignment FastestDeviceSeed(const Model& model, const PlacementRules& rules) {
+  DeviceId best = 0;
+  for (DeviceId d = 1; d < model.num_devices(); ++d) {
+    if (model.speed[d] > model.speed[best] ||
+        (model.speed[d] == model.speed[best] && model.capacity_bytes[d] > model.capacity_bytes[best])) {
+      best = d;
+    }
+  }
+  Assignment a(model.num_ops(), best);
+  rules.Enforce(a);
+  return a;
+}
+
+Assignment RoundRobinSeed(const Model& model, const PlacementRules& rules) {
+  Assignment a(model.num_ops(), 0);
+  for (size_t k = 0; k < model.topo_order.size(); ++k) {
+    a[model.topo_order[k]] = static_cast<DeviceId>(k % model.num_devices());
+  }
+  rules.Enforce(a);
+  return a;
+}
+
+absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
+                                                             const SolveContext& context) const {
+  PartitionResult out;
+  const int32_t n = model.num_ops();
+  if (n == 0) return out;
+  const int32_t devices = model.num_devices();
+  Simulator sim(model);
+  PlacementRules rules(model);
+
+  // ---- Stage 1: slicing and mapping ----
+  context.Report("slicing", 0.0);
+  const pardnn::SlicingCosts costs = pardnn::ComputeSlicingCosts(model);
+  const pardnn::LinearClusters clusters = pardnn::SliceIntoLinearClusters(model, costs, devices);
+  out.ccr = clusters.ccr;
+  out.dop = clusters.dop;
+  context.Report("mapping", 0.1);
+  absl::StatusOr<pardnn::ClusterMapping> mapping =
+      pardnn::MapClustersToDevices(model, costs, clusters, options_.mapping, context);
+  if (!mapping.ok()) return mapping.status();
+  out.time_limited |= mapping->time_limited;
+
+  // Seeds: the ParDNN mapping first; reference points beside it.
+  std::vector<Assignment> seeds;
+  seeds.push_back(std::move(mapping->assignment));
+  if (options_.compare_reference_points) {
+    seeds.push_back(pardnn::EarliestFinishSeed(model, costs));
+    seeds.push_back(FastestDeviceSeed(model, rules));
+  }
+  std::vector<Score> scores;
+  Assignment best;
+  Score best_score;
+  auto consider = [&](const Assignment& a, const Score& s) {
+    if (best.empty() || s.Better(best_score)) {
+      best = a;
+      best_score = s;
+    }
+  };
+  for (const Assignment& seed : seeds) {
+    scores.push_back(Simulate(model, sim, seed));
+    consider(seed, scores.back());
+  }
+  context.Report("mapping", 0.2, best_score.overflow == 0 ? best_score.makespan : 0);
+
+  // ---- Stage 2: memory, for the seeds that overflow (the list schedule and the mapping) ----
+  if (best_score.overflow > 0) {
+    RepairOptions repair = options_.repair;
+    repair.progress_from = 0.2;
+    repair.progress_to = 0.4;
+    const size_t repairable = std::min<size_t>(seeds.size(), 2);
+    for (size_t i = 0; i < repairable && !context.ShouldStop(); ++i) {
+      if (scores[i].overflow == 0) continue;
+      Assignment a = seeds[i];
+      const RepairOutcome outcome = RepairMemory(model, context, repair, a);
+      out.time_limited |= outcome.time_limited;
+      consider(a, Score{outcome.overflow_bytes, outcome.makespan_ns});
+    }
+    // Last resorts when nothing fits yet: spread by memory from the trivial placements.
+    if (best_score.overflow > 0) {
+      Assignment fallbacks[2] = {seeds.size() > 2 ? seeds[2] : FastestDeviceSeed(model, rules),
+                                 RoundRobinSeed(model, rules)};
+      for (Assignment& a : fallbacks) {
+        if (context.ShouldStop() || best_score.overflow == 0) break;
+        const RepairOutcome outcome = RepairMemory(model, context, repair, a);
+        out.time_limited |= outcome.time_limited;
+        consider(a, Score{outcome.overflow_bytes, outcome.makespan_ns});
+      }
+    }
+  }
+
+  // ---- Refinement: critical-path local search on the best ----
+  pardnn::RefinementOptions refinement;
+  refinement.max_simulations = PardnnRefinementBudget(options_, n, model.num_edges());
+  refinement.progress_from = 0.4;
+  refinement.progress_to = 1.0;
+  if (refinement.max_simulations > 0 && devices > 1 && !context.ShouldStop()) {
+    const pardnn::RefinementResult r =
+        pardnn::RefineAlongCriticalPath(model, refinement, context, sim, best);
+    out.time_limited |= r.time_limited;
+  }
+  if (context.ShouldStop()) out.time_limited = true;
+  out.assignment = std::move(best);
+  context.Report("done", 1.0);
+  return out;
+}
+
+}  // namespace
+
+int64_t PardnnRefinementBudget(const PardnnOptions& options, int64_t num_ops, int64_t num_edges) {
+  if (options.refinement_max_simulations <= 0) return 0;
+  const double size = static_cast<double>(std::max<int64_t>(1, num_ops + num_edges));
+  const double sims =
+      options.refinement_scale * std::pow(1e4 / size, options.refinement_exponent);
+  return std::clamp<int64_t>(static_cast<int64_t>(std::llround(std::min(sims, 1e12))),
+                             options.refinement_min_simulations,
+                             options.refinement_max_simulations);
+}
+
+std::unique_ptr<Partitioner> MakePardnnPartitioner() {
+  return std::make_unique<PardnnPartitioner>(PardnnOptions());
+}
+
+std::unique_ptr<Partitioner> MakePardnnPartitioner(const PardnnOptions& options) {
+  return std::make_unique<PardnnPartitioner>(options);
+}
+
+}  // namespace placement::engine

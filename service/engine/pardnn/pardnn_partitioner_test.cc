@@ -1,0 +1,259 @@
+#include "service/engine/pardnn/pardnn_partitioner.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "service/engine/model/model_builder.h"
+#include "service/engine/partition/placement_rules.h"
+#include "service/engine/repair/test_model.h"
+#include "service/engine/sim/constraints.h"
+#include "service/engine/sim/simulator.h"
+#include "tests/testutil/random_graph.h"
+
+namespace placement::engine {
+namespace {
+
+PartitionResult Place(const Model& model, const SolveContext& context = SolveContext()) {
+  std::unique_ptr<Partitioner> pardnn = MakePardnnPartitioner();
+  absl::StatusOr<PartitionResult> result = pardnn->Partition(model, context);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return PartitionResult();
+  EXPECT_EQ(static_cast<int32_t>(result->assignment.size()), model.num_ops());
+  return *std::move(result);
+}
+
+TEST(PardnnPartitionerTest, NameAndSingleOp) {
+  std::unique_ptr<Partitioner> pardnn = MakePardnnPartitioner();
+  EXPECT_EQ(pardnn->name(), "pardnn");
+  EXPECT_FALSE(pardnn->version().empty());
+  TestModel t;
+  t.AddOp(100);
+  t.AddDevices(2, 1 << 20);
+  const Model model = t.Build();
+  absl::StatusOr<PartitionResult> result = pardnn->Partition(model, SolveContext());
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->assignment.size(), 1u);
+}
+
+TEST(PardnnPartitionerTest, AChainStaysOnOneDevice) {
+  TestModel t;
+  for (int i = 0; i < 10; ++i) t.AddOp(1000, 1000);
+  for (int i = 0; i + 1 < 10; ++i) t.AddEdge(i, i + 1, 1000);
+  t.AddDevices(4, 1 << 30);
+  t.SetLink(1'000'000'000, 5'000);
+  const Model model = t.Build();
+  const PartitionResult r = Place(model);
+  EXPECT_EQ(std::set<DeviceId>(r.assignment.begin(), r.assignment.end()).size(), 1u);
+  EXPECT_DOUBLE_EQ(r.dop, 1.0);
+  EXPECT_GT(r.ccr, 0.0);
+}
+
+TEST(PardnnPartitionerTest, TwoIndependentHeavyChainsSplitAcrossTwoDevices) {
+  TestModel t;
+  for (int c = 0; c < 2; ++c) {
+    int prev = t.AddOp(100'000);
+    for (int i = 1; i < 5; ++i) {
+      const int v = t.AddOp(100'000);
+      t.AddEdge(prev, v, 1 << 20);
+      prev = v;
+    }
+  }
+  t.AddDevices(2, 1 << 30);
+  const Model model = t.Build();
+  const PartitionResult r = Place(model);
+  Simulator sim(model);
+  EXPECT_EQ(sim.Run(r.assignment).makespan_ns, 500'000);
+  EXPECT_NE(r.assignment[0], r.assignment[5]);
+  EXPECT_NEAR(r.dop, 2.0, 1e-9);
+}
+
+TEST(PardnnPartitionerTest, ForkJoinWithExpensiveEdgesStaysTogether) {
+  TestModel t;
+  const int s = t.AddOp(1000), e = t.AddOp(1000);
+  for (int i = 0; i < 3; ++i) {
+    const int m = t.AddOp(1000);
+    t.AddEdge(s, m, 10'000'000);
+    t.AddEdge(m, e, 10'000'000);
+  }
+  t.AddDevices(3, 1 << 30);
+  t.SetLink(1'000'000'000, 1000);
+  const Model model = t.Build();
+  const PartitionResult r = Place(model);
+  EXPECT_EQ(std::set<DeviceId>(r.assignment.begin(), r.assignment.end()).size(), 1u);
+}
+
+TEST(PardnnPartitionerTest, TwiceFasterDeviceReceivesTheCriticalPath) {
+  TestModel t;
+  for (int i = 0; i < 6; ++i) t.AddOp(1'000'000);
+  for (int i = 0; i + 1 < 6; ++i) t.AddEdge(i, i + 1, 1 << 20);
+  for (int i = 0; i < 3; ++i) t.AddOp(10'000);  // light independent ops
+  t.AddDevice(1 << 30, 1.0);
+  t.AddDevice(1 << 30, 1.0);
+  t.AddDevice(1 << 30, 2.0);
+  const Model model = t.Build();
+  const PartitionResult r = Place(model);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(r.assignment[i], 2) << "op " << i;
+}
+
+TEST(PardnnPartitionerTest, RepairsAMappingThatOverflows) {
+  // Two heavy chains whose weights do not fit on one device: stage 1 keeps each chain together, but
+  // the critical one alone is too big, so stage 2 must split it.
+  TestModel t;
+  for (int c = 0; c < 2; ++c) {
+    int prev = t.AddOp(100'000, 0, 300);
+    for (int i = 1; i < 4; ++i) {
+      const int v = t.AddOp(100'000, 0, 300);
+      t.AddEdge(prev, v, 10);
+      prev = v;
+    }
+  }
+  t.AddDevices(3, 1000);
+  const Model model = t.Build();
+  Simulator sim(model);
+  const PartitionResult r = Place(model);
+  EXPECT_TRUE(sim.Run(r.assignment).MemoryFits(model));
+}
+
+TEST(PardnnPartitionerTest, ColocationPinsAndKindsHold) {
+  TestModel t;
+  for (int i = 0; i < 12; ++i) t.AddOp(1000 * (i % 4 + 1), 100);
+  for (int i = 0; i + 1 < 12; ++i) t.AddEdge(i, i + 1, 100);
+  t.AddEdge(0, 6, 100);
+  t.Colocate(1, "g");
+  t.Colocate(9, "g");
+  t.Pin(4, 1);
+  t.op(7)->add_allowed_kinds("cpu");
+  t.AddDevice(1 << 30, 1.0, "gpu");
+  t.AddDevice(1 << 30, 1.0, "gpu");
+  t.AddDevice(1 << 30, 1.0, "cpu");
+  const Model model = t.Build();
+  const PartitionResult r = Place(model);
+  EXPECT_TRUE(CheckConstraints(model, r.assignment).empty());
+  EXPECT_EQ(r.assignment[4], 1);
+  EXPECT_EQ(r.assignment[7], 2);
+  EXPECT_EQ(r.assignment[1], r.assignment[9]);
+}
+
+TEST(PardnnPartitionerTest, DeterministicAndReportsProgress) {
+  testutil::RandomGraphOptions options;
+  options.num_ops = 400;
+  options.num_devices = 4;
+  options.colocation_fraction = 0.1;
+  options.seed = 9;
+  absl::StatusOr<Model> model = BuildModel(testutil::RandomLayeredRequest(options));
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<std::string> stages;
+  double last_fraction = -1.0;
+  bool monotone = true;
+  SolveContext context;
+  context.on_progress = [&](const Progress& p) {
+    if (stages.empty() || stages.back() != p.stage) stages.emplace_back(p.stage);
+    monotone &= p.fraction >= last_fraction;
+    last_fraction = p.fraction;
+  };
+  const PartitionResult a = Place(*model, context);
+  const PartitionResult b = Place(*model);
+  EXPECT_EQ(a.assignment, b.assignment);
+  EXPECT_TRUE(monotone);
+  EXPECT_EQ(stages.front(), "slicing");
+  EXPECT_EQ(stages.back(), "done");
+  EXPECT_DOUBLE_EQ(last_fraction, 1.0);
+}
+
+TEST(PardnnPartitionerTest, ExpiredDeadlineStillReturnsAValidAssignment) {
+  testutil::RandomGraphOptions options;
+  options.num_ops = 300;
+  options.num_devices = 3;
+  options.pinned_fraction = 0.05;
+  options.colocation_fraction = 0.1;
+  options.seed = 4;
+  absl::StatusOr<Model> model = BuildModel(testutil::RandomLayeredRequest(options));
+  ASSERT_TRUE(model.ok()) << model.status();
+  SolveContext context;
+  context.deadline = absl::InfinitePast();
+  const PartitionResult r = Place(*model, context);
+  EXPECT_TRUE(r.time_limited);
+  EXPECT_TRUE(CheckConstraints(*model, r.assignment).empty());
+}
+
+// The trivial placements, computed here as the test's own oracle.
+Assignment AllOn(const Model& model, DeviceId d) {
+  Assignment a(model.num_ops(), d);
+  PlacementRules(model).Enforce(a);
+  return a;
+}
+Assignment RoundRobin(const Model& model) {
+  Assignment a(model.num_ops(), 0);
+  for (size_t k = 0; k < model.topo_order.size(); ++k) {
+    a[model.topo_order[k]] = static_cast<DeviceId>(k % model.num_devices());
+  }
+  PlacementRules(model).Enforce(a);
+  return a;
+}
+
+TEST(PardnnPartitionerTest, PropertiesOnRandomDags) {
+  int tight_cases = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    testutil::Rng rng(seed * 7919);
+    testutil::RandomGraphOptions options;
+    options.num_ops = static_cast<int32_t>(rng.Uniform(20, 600));
+    options.avg_out_degree = 1.0 + rng.UniformDouble() * 2.0;
+    options.num_devices = static_cast<int32_t>(rng.Uniform(1, 8));
+    options.num_nodes = static_cast<int32_t>(rng.Uniform(1, 2));
+    options.heterogeneous_speeds = rng.Bernoulli(0.5);
+    options.colocation_fraction = rng.Bernoulli(0.5) ? 0.2 : 0.0;
+    options.pinned_fraction = rng.Bernoulli(0.3) ? 0.03 : 0.0;
+    options.kind_restricted_fraction = rng.Bernoulli(0.3) ? 0.1 : 0.0;
+    if (options.kind_restricted_fraction > 0) {
+      options.device_kinds = {"gpu", "cpu"};
+      options.num_devices = std::max(options.num_devices, 2);
+    }
+    options.max_output_bytes = 8 << 20;
+    options.seed = seed;
+    v1::PlaceRequest request = testutil::RandomLayeredRequest(options);
+    // Memory: from generous to tight, relative to what one device would need.
+    absl::StatusOr<Model> probe = BuildModel(request);
+    ASSERT_TRUE(probe.ok()) << probe.status();
+    Simulator probe_sim(*probe);
+    const int64_t single_peak = probe_sim.Run(AllOn(*probe, 0)).peak_memory_bytes[0];
+    const double factor = 0.3 + 1.2 * rng.UniformDouble();
+    for (v1::Device& d : *request.mutable_cluster()->mutable_devices()) {
+      d.set_memory_bytes(std::max<int64_t>(1, static_cast<int64_t>(single_peak * factor)));
+    }
+    absl::StatusOr<Model> model = BuildModel(request);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const PartitionResult r = Place(*model);
+    ASSERT_EQ(static_cast<int32_t>(r.assignment.size()), model->num_ops());
+    const auto problems = CheckConstraints(*model, r.assignment);
+    EXPECT_TRUE(problems.empty()) << "seed " << seed << ": " << problems[0].description;
+
+    Simulator sim(*model);
+    const SimResult& mine = sim.Run(r.assignment);
+    const bool feasible = mine.MemoryFits(*model);
+    const int64_t makespan = mine.makespan_ns;
+    // The work bound round(total compute / total speed) ignores that each op's time is rounded on its
+    // own, so a schedule may undercut it by up to half a nanosecond per op.
+    EXPECT_GE(makespan, LowerBoundNs(*model) - model->num_ops() / 2 - 1);
+    bool some_single_fits = false;
+    for (DeviceId d = 0; d < model->num_devices(); ++d) {
+      const SimResult& single = sim.Run(AllOn(*model, d));
+      if (!single.MemoryFits(*model)) continue;
+      some_single_fits = true;
+      EXPECT_LE(makespan, single.makespan_ns) << "seed " << seed << " vs all on device " << d;
+    }
+    const bool round_robin_fits = sim.Run(RoundRobin(*model)).MemoryFits(*model);
+    if (some_single_fits || round_robin_fits) {
+      EXPECT_TRUE(feasible) << "seed " << seed << ": a trivial placement fits but pardnn's does not";
+    }
+    if (!some_single_fits) ++tight_cases;
+  }
+  EXPECT_GT(tight_cases, 5);  // the test exercises memory pressure, not only easy cases
+}
+
+}  // namespace
+}  // namespace placement::engine

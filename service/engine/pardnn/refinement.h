@@ -1,0 +1,59 @@
+// refinement.h — the last ParDNN stage: local search along the simulated critical path.
+//
+// Each round simulates the current assignment, walks its critical path (simulator.h CriticalPath) and
+// proposes moves where the path pays for a placement decision:
+//   * a cross-device edge a -> b on the path: move b's unit to a's device, a's unit to b's device, or the
+//     whole run of path ops around the edge that shares a device (so a chain does not just shift its cut);
+//   * a wait for the device (b waited for the previous op a on its device): move b's or a's unit to
+//     another allowed device;
+//   * a path op on a slower device than the fastest allowed one: move it there.
+// Candidates are tried in order of the time the path spends on them (the transfer or the wait), each
+// judged by a full simulation; the first one that shortens the step without breaking memory (a
+// feasible assignment stays feasible; an infeasible one may not overflow more) is kept. The search ends
+// at a local optimum, when the simulation budget is spent, or when the context says stop; the
+// assignment in hand is always the best seen.
+//
+// Example:
+//   Simulator sim(model);
+//   RefinementOptions options;
+//   options.max_simulations = 500;
+//   RefinementResult r = RefineAlongCriticalPath(model, options, context, sim, assignment);
+#ifndef PLACEMENT_SERVICE_ENGINE_PARDNN_REFINEMENT_H_
+#define PLACEMENT_SERVICE_ENGINE_PARDNN_REFINEMENT_H_
+
+#include <cstdint>
+
+#include "service/engine/model/model.h"
+#include "service/engine/partition/partitioner.h"
+#include "service/engine/sim/simulator.h"
+
+namespace placement::engine::pardnn {
+
+struct RefinementOptions {
+  // Simulations at most (the deterministic budget; the deadline may cut it shorter).
+  int64_t max_simulations = 1000;
+  // Candidates tried per critical path before giving up on it.
+  int32_t max_candidates_per_round = 48;
+  // Progress reports: stage name and the fraction range this stage covers.
+  const char* progress_stage = "refinement";
+  double progress_from = 0.0;
+  double progress_to = 1.0;
+};
+
+struct RefinementResult {
+  int64_t simulations = 0;
+  int64_t moves = 0;          // accepted moves
+  int64_t makespan_ns = 0;    // of the returned assignment
+  int64_t overflow_bytes = 0;  // sum over devices of max(0, peak - capacity)
+  bool local_optimum = false;
+  bool time_limited = false;
+};
+
+// Improves `assignment` in place. Precondition: constraints hold; they still hold afterwards.
+RefinementResult RefineAlongCriticalPath(const Model& model, const RefinementOptions& options,
+                                         const SolveContext& context, Simulator& sim,
+                                         Assignment& assignment);
+
+}  // namespace placement::engine::pardnn
+
+#endif  // PLACEMENT_SERVICE_ENGINE_PARDNN_REFINEMENT_H_

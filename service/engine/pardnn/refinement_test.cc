@@ -1,0 +1,101 @@
+#include "service/engine/pardnn/refinement.h"
+
+#include <cstdint>
+
+#include "gtest/gtest.h"
+#include "service/engine/repair/test_model.h"
+#include "service/engine/sim/simulator.h"
+
+namespace placement::engine::pardnn {
+namespace {
+
+Model SplitChain(int64_t persistent_bytes, int64_t memory_bytes, int64_t edge_bytes = 1'000'000) {
+  TestModel t;
+  for (int i = 0; i < 6; ++i) t.AddOp(1000, 0, persistent_bytes);
+  for (int i = 0; i + 1 < 6; ++i) t.AddEdge(i, i + 1, edge_bytes);  // 1 ms per cut at 1 GB/s
+  t.AddDevices(2, memory_bytes);
+  t.SetLink(1'000'000'000, 0);
+  return t.Build();
+}
+
+TEST(RefinementTest, JoinsAChainCutAcrossDevices) {
+  const Model model = SplitChain(0, 1 << 20);
+  Assignment a = {0, 1, 0, 1, 0, 1};
+  Simulator sim(model);
+  const int64_t before = sim.Run(a).makespan_ns;
+  const RefinementResult r = RefineAlongCriticalPath(model, RefinementOptions(), SolveContext(), sim, a);
+  EXPECT_LT(r.makespan_ns, before);
+  EXPECT_EQ(r.makespan_ns, 6000);  // the whole chain on one device, no transfer
+  EXPECT_EQ(sim.Run(a).makespan_ns, r.makespan_ns);
+  EXPECT_TRUE(r.local_optimum);
+}
+
+TEST(RefinementTest, KeepsAFeasibleAssignmentFeasible) {
+  // Each op holds 1 MB for the whole step; a device takes 3 ops (and a 0.1 MB received copy) at most.
+  const Model model = SplitChain(1'000'000, 3'200'000, /*edge_bytes=*/100'000);
+  Assignment a = {0, 0, 0, 1, 1, 1};
+  Simulator sim(model);
+  const RefinementResult r = RefineAlongCriticalPath(model, RefinementOptions(), SolveContext(), sim, a);
+  EXPECT_EQ(r.overflow_bytes, 0);
+  EXPECT_TRUE(sim.Run(a).MemoryFits(model));
+  EXPECT_EQ(r.makespan_ns, 6000 + 100'000);  // one cut is unavoidable
+}
+
+TEST(RefinementTest, RespectsTheSimulationBudget) {
+  const Model model = SplitChain(0, 1 << 20);
+  Assignment a = {0, 1, 0, 1, 0, 1};
+  Simulator sim(model);
+  RefinementOptions options;
+  options.max_simulations = 3;
+  const RefinementResult r = RefineAlongCriticalPath(model, options, SolveContext(), sim, a);
+  EXPECT_LE(r.simulations, 3);
+  EXPECT_FALSE(r.local_optimum);
+  EXPECT_EQ(sim.Run(a).makespan_ns, r.makespan_ns);
+}
+
+TEST(RefinementTest, StopsAtTheDeadline) {
+  const Model model = SplitChain(0, 1 << 20);
+  Assignment a = {0, 1, 0, 1, 0, 1};
+  const Assignment before = a;
+  Simulator sim(model);
+  SolveContext context;
+  context.deadline = absl::InfinitePast();
+  const RefinementResult r = RefineAlongCriticalPath(model, RefinementOptions(), context, sim, a);
+  EXPECT_TRUE(r.time_limited);
+  EXPECT_EQ(r.moves, 0);
+  EXPECT_EQ(a, before);
+}
+
+TEST(RefinementTest, MovesAWaitingOpToAnIdleDevice) {
+  // Two independent heavy ops on one device: one waits for the other; moving it halves the step.
+  TestModel t;
+  t.AddOp(1'000'000);
+  t.AddOp(1'000'000);
+  t.AddDevices(2, 1 << 20);
+  const Model model = t.Build();
+  Assignment a = {0, 0};
+  Simulator sim(model);
+  const RefinementResult r = RefineAlongCriticalPath(model, RefinementOptions(), SolveContext(), sim, a);
+  EXPECT_EQ(r.makespan_ns, 1'000'000);
+  EXPECT_NE(a[0], a[1]);
+}
+
+TEST(RefinementTest, ColocatedOpsMoveTogetherAndPinsStay) {
+  TestModel t;
+  const int a = t.AddOp(1000), b = t.AddOp(1000), c = t.AddOp(1000);
+  t.AddEdge(a, b, 1'000'000);
+  t.AddEdge(b, c, 1'000'000);
+  t.Colocate(b, "g");
+  t.Colocate(c, "g");
+  t.Pin(a, 0);
+  t.AddDevices(2, 1 << 20);
+  t.SetLink(1'000'000'000, 0);
+  const Model model = t.Build();
+  Assignment assignment = {0, 1, 1};
+  Simulator sim(model);
+  RefineAlongCriticalPath(model, RefinementOptions(), SolveContext(), sim, assignment);
+  EXPECT_EQ(assignment, (Assignment{0, 0, 0}));
+}
+
+}  // namespace
+}  // namespace placement::engine::pardnn
