@@ -1,0 +1,44 @@
+// msr_importer.h — imports the NeurIPS'20 device-placement inputs (msr-fiddle/dnn-partitioning).
+//
+// Format (one JSON object): maxSizePerFPGA (bytes), maxFPGAs, maxCPUs, nodes[] {id, name,
+// supportedOnFpga, cpuLatency, fpgaLatency, isBackwardNode, colorClass?, size, layerId?}, edges[]
+// {sourceId, destId, cost, size}.
+//
+// Mapping (times in the files are milliseconds: the LayerGraphs equal the PipeDream profiles in ms, and
+// edge costs are exactly size / 2^31 B/s in ms):
+//   op name      = node name (made unique with "#k"), type "forward" / "backward" (isBackwardNode)
+//   compute_ns   = fpgaLatency ms (cpuLatency for nodes not supportedOnFpga, which may only run on "cpu")
+//   persistent   = size (msr's memory model charges a node's size on its device for the whole run)
+//   output_bytes = 0, or the largest out-edge size with ImportOptions::msr_count_activations
+//   colocation   = "color<k>" for every colorClass with two or more nodes
+//   edges        = sourceId -> destId with `size` bytes
+// Cluster (unless --cluster): maxFPGAs devices "acc0".. of kind "gpu" with maxSizePerFPGA bytes on one
+// node, plus maxCPUs "cpu<k>" devices (kind "cpu", 64 GiB) only when some node is CPU-only; the link
+// bandwidth is the files' own (median size / cost), latency 0.
+//
+// Example:
+//   absl::StatusOr<v1::PlaceRequest> r = ImportMsr("bert_l-3_training.json", ImportOptions());
+#ifndef PLACEMENT_SERVICE_ENGINE_IMPORTERS_MSR_IMPORTER_H_
+#define PLACEMENT_SERVICE_ENGINE_IMPORTERS_MSR_IMPORTER_H_
+
+#include <cstdint>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "placement/v1/placement.pb.h"
+#include "service/engine/importers/import_options.h"
+
+namespace placement::engine::importers {
+
+absl::StatusOr<v1::PlaceRequest> ImportMsr(absl::string_view path, const ImportOptions& options);
+
+// Same, from the file's text (`path` only names it in errors). When `layer_of_op` is given it receives
+// each op's `layerId` (-1 where the node has none), in op order (used by the scaled generators).
+absl::StatusOr<v1::PlaceRequest> ImportMsrText(absl::string_view path, absl::string_view text,
+                                               const ImportOptions& options,
+                                               std::vector<int64_t>* layer_of_op = nullptr);
+
+}  // namespace placement::engine::importers
+
+#endif  // PLACEMENT_SERVICE_ENGINE_IMPORTERS_MSR_IMPORTER_H_

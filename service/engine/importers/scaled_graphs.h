@@ -1,0 +1,61 @@
+// scaled_graphs.h — large graphs built from real structure and real costs, for benchmarks.
+//
+// No public graph with costs reaches 100K-1M ops, so these generators scale real ones up and say so in
+// every op name prefix and in the corpus README ("scaled from X"):
+//   * StackLayers: replicate one transformer layer of an msr operator graph (e.g. BERT-L12 training,
+//     layer 6: its ops, costs, memory, colocation classes and edges) between the model's unchanged
+//     embedding / head, chaining copy r's forward output into copy r+1 and copy r+1's gradient into
+//     copy r exactly as the original layers are chained.
+//   * UnrolledRnn: a synthetic-structure L-layer LSTM unrolled over T steps (forward cell, backward cell,
+//     per-step loss, one weight update per layer colocated with all its cells), costs from the roofline.
+//
+// Example:
+//   std::vector<int64_t> layer_of_op;
+//   auto bert = ImportMsrText(path, text, ImportOptions(), &layer_of_op);
+//   StackSpec spec{.template_layer = 6, .first_layer = 2, .last_layer = 12, .target_ops = 1'000'000};
+//   absl::StatusOr<v1::Graph> big = StackLayers(bert->graph(), layer_of_op, spec);
+#ifndef PLACEMENT_SERVICE_ENGINE_IMPORTERS_SCALED_GRAPHS_H_
+#define PLACEMENT_SERVICE_ENGINE_IMPORTERS_SCALED_GRAPHS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "placement/v1/placement.pb.h"
+#include "service/engine/importers/import_options.h"
+
+namespace placement::engine::importers {
+
+struct StackSpec {
+  int64_t template_layer = 6;  // the layer copied; first_layer < template_layer < last_layer
+  int64_t first_layer = 2;     // layers first..last are replaced by the copies
+  int64_t last_layer = 12;
+  int64_t target_ops = 100'000;  // copies = (target_ops - ops kept) / ops per layer, at least 1
+};
+
+// `layer_of_op[i]` is op i's layer id (-1 = none). Unlabelled ops whose every neighbour lies in one
+// replaced layer belong to that layer (msr leaves the per-layer Gelu / AccumulateGrad nodes unlabelled).
+// FAILED_PRECONDITION when the layers are not chained through one forward output and one gradient
+// output per layer (the structure this replication relies on).
+absl::StatusOr<v1::Graph> StackLayers(const v1::Graph& graph, const std::vector<int64_t>& layer_of_op,
+                                      const StackSpec& spec);
+
+struct RnnSpec {
+  int32_t layers = 4;
+  int32_t steps = 1000;
+  int64_t batch = 64;
+  int64_t hidden = 1024;
+  int32_t optimizer_state_copies = 1;
+  RooflineModel roofline;
+};
+
+// Ops: layers x steps x 2 cells + steps x 2 loss ops + layers updates.
+v1::Graph UnrolledRnn(const RnnSpec& spec);
+
+// A cluster with enough devices of `device_memory_bytes` (at least `min_devices`, at most 1024) for the
+// graph's persistent bytes to fill about half of them; links as DefaultCluster().
+v1::Cluster ClusterForGraph(const v1::Graph& graph, int64_t device_memory_bytes, int32_t min_devices);
+
+}  // namespace placement::engine::importers
+
+#endif  // PLACEMENT_SERVICE_ENGINE_IMPORTERS_SCALED_GRAPHS_H_
