@@ -241,21 +241,39 @@ void FillRandomLayeredRequest(const RandomGraphOptions& options, v1::PlaceReques
   const int64_t expected_extra = std::max<int64_t>(0, target_edges - chained);
   graph->mutable_edges()->Reserve(static_cast<int>(
       std::min<int64_t>(INT32_MAX, (target_edges + 16) * (1.0 + options.parallel_edge_fraction) + 16)));
-  auto add_edge = [&](int32_t src, int32_t dst) {
-    int64_t bytes = options.edge_bytes_from_output
-                        ? output_bytes[src]
-                        : rng.Uniform(options.min_edge_bytes, options.max_edge_bytes);
-    if (rng.Bernoulli(options.control_edge_fraction)) bytes = 0;
-    v1::Edge* edge = graph->add_edges();
-    edge->set_src(src);
-    edge->set_dst(dst);
-    edge->set_bytes(bytes);
-    if (rng.Bernoulli(options.parallel_edge_fraction)) {
-      v1::Edge* copy = graph->add_edges();
-      copy->set_src(src);
-      copy->set_dst(dst);
-      copy->set_bytes(bytes / 2);
+  // Endpoints are drawn in batches and the producers' output sizes gathered in a tight loop, so the
+  // random reads of output_bytes overlap instead of each waiting behind a protobuf allocation.
+  constexpr int kBatch = 256;
+  int32_t batch_src[kBatch];
+  int32_t batch_dst[kBatch];
+  int64_t batch_bytes[kBatch];
+  int batch_size = 0;
+  auto flush = [&]() {
+    for (int k = 0; k < batch_size; ++k) {
+      batch_bytes[k] = options.edge_bytes_from_output ? output_bytes[batch_src[k]] : 0;
     }
+    for (int k = 0; k < batch_size; ++k) {
+      int64_t bytes = options.edge_bytes_from_output
+                          ? batch_bytes[k]
+                          : rng.Uniform(options.min_edge_bytes, options.max_edge_bytes);
+      if (rng.Bernoulli(options.control_edge_fraction)) bytes = 0;
+      v1::Edge* edge = graph->add_edges();
+      edge->set_src(batch_src[k]);
+      edge->set_dst(batch_dst[k]);
+      edge->set_bytes(bytes);
+      if (rng.Bernoulli(options.parallel_edge_fraction)) {
+        v1::Edge* copy = graph->add_edges();
+        copy->set_src(batch_src[k]);
+        copy->set_dst(batch_dst[k]);
+        copy->set_bytes(bytes / 2);
+      }
+    }
+    batch_size = 0;
+  };
+  auto add_edge = [&](int32_t src, int32_t dst) {
+    batch_src[batch_size] = src;
+    batch_dst[batch_size] = dst;
+    if (++batch_size == kBatch) flush();
   };
   // Every op after the first layer reads from the layer before it, so the DAG really has num_layers
   // levels (unless fewer edges than ops were asked for).
@@ -280,6 +298,7 @@ void FillRandomLayeredRequest(const RandomGraphOptions& options, v1::PlaceReques
       add_edge(src, static_cast<int32_t>(rng.Uniform(first, last)));
     }
   }
+  flush();
 }
 
 v1::PlaceRequest RandomLayeredRequest(const RandomGraphOptions& options) {

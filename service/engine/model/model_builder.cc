@@ -726,6 +726,11 @@ class Builder {
     records.reserve(num_edges);
     // Pass 1, in request order: validate, and record the valid edges.
     for (int64_t i = 0; i < num_edges && !edges_.Full(); ++i) {
+      if (i + kPrefetchDistance < num_edges) {
+        const v1::Edge& ahead = graph_.edges(static_cast<int>(i + kPrefetchDistance));
+        if (ahead.src() >= 0 && ahead.src() < n) __builtin_prefetch(&canonical[ahead.src()]);
+        if (ahead.dst() >= 0 && ahead.dst() < n) __builtin_prefetch(&canonical[ahead.dst()]);
+      }
       const v1::Edge& edge = graph_.edges(static_cast<int>(i));
       const int32_t src = edge.src();
       const int32_t dst = edge.dst();
@@ -832,7 +837,12 @@ class Builder {
       order.push_back(v);
       for (EdgeId e = model_.out_begin(v); e < model_.out_end(v); ++e) {
         const OpId w = model_.out_dst[e];
-        if (--pending[w] == 0) ready.Insert(w);
+        if (--pending[w] == 0) {
+          ready.Insert(w);
+          // Which op comes next depends on the set, so the CPU cannot run ahead on its own; most ops
+          // become ready shortly before they are taken, so fetch their adjacency now.
+          __builtin_prefetch(&model_.out_offset[w]);
+        }
       }
     }
     if (static_cast<int32_t>(order.size()) < n) ReportCycle(pending);
