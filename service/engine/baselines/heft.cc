@@ -1,0 +1,207 @@
+#include "service/engine/baselines/heft.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "service/engine/baselines/free_slots.h"
+#include "service/engine/baselines/placement_units.h"
+
+namespace placement::engine {
+namespace {
+
+using baselines::FreeSlots;
+using baselines::PlacementUnits;
+using baselines::SaturatingAdd;
+
+class HeftScheduler {
+ public:
+  HeftScheduler(const Model& model, const SolveContext& context)
+      : model_(model),
+        context_(context),
+        units_(baselines::BuildPlacementUnits(model)),
+        num_ops_(model.num_ops()),
+        num_devices_(model.num_devices()) {}
+
+  PartitionResult Run() {
+    PartitionResult result;
+    const std::vector<OpId> order = RankOrder();
+    device_.assign(num_ops_, kNone);
+    finish_.assign(num_ops_, 0);
+    unit_device_.assign(units_.num_units(), kNone);
+    used_.assign(num_devices_, 0);
+    slots_.assign(num_devices_, FreeSlots());
+    consumers_unplaced_.resize(num_ops_);
+    for (OpId v = 0; v < num_ops_; ++v) {
+      consumers_unplaced_[v] = static_cast<int32_t>(model_.out_end(v) - model_.out_begin(v));
+    }
+    copy_head_.assign(num_ops_, -1);
+
+    baselines::StopChecker stop(context_, "heft", 256);
+    std::vector<int64_t> arrival(num_devices_);
+    int32_t placed = 0;
+    for (const OpId v : order) {
+      if (stop.Step(static_cast<double>(placed) / num_ops_)) break;
+      const int32_t u = units_.unit_of_op[v];
+      const DeviceId fixed = unit_device_[u];
+      // Arrival of the last input on each device.
+      std::fill(arrival.begin(), arrival.end(), 0);
+      for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
+        const OpId p = model_.in_src[e];
+        for (DeviceId d = 0; d < num_devices_; ++d) {
+          arrival[d] = std::max(arrival[d],
+                                finish_[p] + model_.TransferNs(device_[p], d, model_.in_bytes[e]));
+        }
+      }
+      DeviceId best = kNone;
+      int64_t best_start = 0, best_finish = 0;
+      DeviceId roomiest = kNone;
+      int64_t roomiest_room = std::numeric_limits<int64_t>::min();
+      for (DeviceId d = 0; d < num_devices_; ++d) {
+        if (fixed != kNone ? d != fixed : !units_.Allowed(model_, u, d)) continue;
+        const int64_t run = model_.OpTimeNs(v, d);
+        const int64_t start = slots_[d].EarliestStart(arrival[d], run);
+        const int64_t room = model_.capacity_bytes[d] - used_[d] - Need(v, d);
+        if (room >= 0 && (best == kNone || start + run < best_finish)) {
+          best = d;
+          best_start = start;
+          best_finish = start + run;
+        }
+        if (room > roomiest_room) {
+          roomiest_room = room;
+          roomiest = d;
+        }
+      }
+      if (best == kNone) {
+        best = roomiest;
+        best_start = slots_[best].EarliestStart(arrival[best], model_.OpTimeNs(v, best));
+        best_finish = best_start + model_.OpTimeNs(v, best);
+      }
+      Place(v, best, best_start, best_finish);
+      ++placed;
+    }
+    result.assignment = device_;
+    if (placed < num_ops_) {
+      result.time_limited = true;
+      baselines::CompleteAssignment(model_, units_, result.assignment);
+    }
+    return result;
+  }
+
+ private:
+  struct Copy {
+    DeviceId device;
+    int64_t bytes;
+    int32_t next;
+  };
+
+  // Ops by decreasing upward rank; ties by topological position.
+  std::vector<OpId> RankOrder() const {
+    const baselines::MeanLinkCost mean_link(model_);
+    std::vector<int64_t> rank(num_ops_, 0);
+    std::vector<int32_t> position(num_ops_);
+    for (int32_t i = num_ops_ - 1; i >= 0; --i) {
+      const OpId v = model_.topo_order[i];
+      position[v] = i;
+      int64_t tail = 0;
+      for (EdgeId e = model_.out_begin(v); e < model_.out_end(v); ++e) {
+        tail = std::max(tail, mean_link.TransferNs(model_.out_bytes[e]) + rank[model_.out_dst[e]]);
+      }
+      rank[v] = baselines::MeanOpTimeNs(model_, units_, v) + tail;
+    }
+    std::vector<OpId> order(model_.topo_order);
+    std::sort(order.begin(), order.end(), [&](OpId a, OpId b) {
+      if (rank[a] != rank[b]) return rank[a] > rank[b];
+      return position[a] < position[b];
+    });
+    return order;
+  }
+
+  bool HasCopy(OpId producer, DeviceId d) const {
+    for (int32_t c = copy_head_[producer]; c != -1; c = copies_[c].next) {
+      if (copies_[c].device == d) return true;
+    }
+    return false;
+  }
+
+  int64_t Need(OpId v, DeviceId d) const {
+    const int32_t u = units_.unit_of_op[v];
+    int64_t need = SaturatingAdd(model_.temp_bytes[v], model_.output_bytes[v]);
+    if (unit_device_[u] == kNone) need = SaturatingAdd(need, units_.persistent_bytes[u]);
+    for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
+      const OpId p = model_.in_src[e];
+      if (device_[p] != d && !HasCopy(p, d)) need = SaturatingAdd(need, model_.in_bytes[e]);
+    }
+    return need;
+  }
+
+  void Release(OpId p) {
+    used_[device_[p]] -= model_.output_bytes[p];
+    for (int32_t c = copy_head_[p]; c != -1; c = copies_[c].next) used_[copies_[c].device] -= copies_[c].bytes;
+    copy_head_[p] = -1;
+  }
+
+  void Place(OpId v, DeviceId d, int64_t start, int64_t finish) {
+    const int32_t u = units_.unit_of_op[v];
+    if (unit_device_[u] == kNone) {
+      unit_device_[u] = d;
+      used_[d] = SaturatingAdd(used_[d], units_.persistent_bytes[u]);
+    }
+    for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
+      const OpId p = model_.in_src[e];
+      if (device_[p] == d || HasCopy(p, d)) continue;
+      copies_.push_back(Copy{d, model_.in_bytes[e], copy_head_[p]});
+      copy_head_[p] = static_cast<int32_t>(copies_.size()) - 1;
+      used_[d] = SaturatingAdd(used_[d], model_.in_bytes[e]);
+    }
+    device_[v] = d;
+    finish_[v] = finish;
+    slots_[d].Occupy(start, finish - start);
+    used_[d] = SaturatingAdd(used_[d], model_.output_bytes[v]);
+    if (consumers_unplaced_[v] == 0) Release(v);
+    for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
+      const OpId p = model_.in_src[e];
+      if (--consumers_unplaced_[p] == 0) Release(p);
+    }
+  }
+
+  const Model& model_;
+  const SolveContext& context_;
+  const PlacementUnits units_;
+  const OpId num_ops_;
+  const DeviceId num_devices_;
+  std::vector<DeviceId> device_;
+  std::vector<int64_t> finish_;
+  std::vector<DeviceId> unit_device_;
+  std::vector<int64_t> used_;
+  std::vector<FreeSlots> slots_;
+  std::vector<int32_t> consumers_unplaced_;
+  std::vector<int32_t> copy_head_;
+  std::vector<Copy> copies_;
+};
+
+class HeftPartitioner final : public Partitioner {
+ public:
+  std::string_view name() const override { return "heft"; }
+  std::string_view version() const override { return "1"; }
+  std::string_view description() const override {
+    return "HEFT: upward rank with mean costs, insertion-based earliest finish time on heterogeneous "
+           "devices and links, with a memory check";
+  }
+  absl::StatusOr<PartitionResult> Partition(const Model& model,
+                                            const SolveContext& context) const override {
+    if (model.num_ops() == 0 || model.num_devices() == 0) {
+      PartitionResult empty;
+      empty.assignment.assign(model.num_ops(), kNone);
+      return empty;
+    }
+    return HeftScheduler(model, context).Run();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Partitioner> MakeHeftPartitioner() { return std::make_unique<HeftPartitioner>(); }
+
+}  // namespace placement::engine

@@ -1,0 +1,341 @@
+#include "service/engine/baselines/m_etf.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <queue>
+#include <tuple>
+#include <vector>
+
+#include "service/engine/baselines/placement_units.h"
+
+namespace placement::engine {
+namespace {
+
+using baselines::PlacementUnits;
+using baselines::SaturatingAdd;
+
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+// A candidate (op, device) in one of a device's heaps; ordered by (key, tie, op), smallest first.
+struct Entry {
+  int64_t key;
+  int64_t tie;
+  OpId op;
+  int64_t arrival;  // when the op's last input is on this device
+};
+struct EntryAfter {
+  bool operator()(const Entry& a, const Entry& b) const {
+    return std::tie(a.key, a.tie, a.op) > std::tie(b.key, b.tie, b.op);
+  }
+};
+using EntryHeap = std::priority_queue<Entry, std::vector<Entry>, EntryAfter>;
+
+struct Event {
+  int64_t time;
+  OpId op;
+  bool operator>(const Event& other) const {
+    return std::tie(time, op) > std::tie(other.time, other.op);
+  }
+};
+
+// A received copy of a producer's output on another device (singly linked per producer, pooled).
+struct Copy {
+  DeviceId device;
+  int64_t bytes;
+  int32_t next;
+};
+
+class EtfScheduler {
+ public:
+  EtfScheduler(const Model& model, const SolveContext& context)
+      : model_(model),
+        context_(context),
+        units_(baselines::BuildPlacementUnits(model)),
+        num_ops_(model.num_ops()),
+        num_devices_(model.num_devices()) {}
+
+  PartitionResult Run() {
+    PartitionResult result;
+    Initialise();
+    baselines::StopChecker stop(context_, "m_etf", 256);
+    int64_t now = 0;
+    while (scheduled_ < num_ops_) {
+      if (stop.Step(static_cast<double>(scheduled_) / num_ops_)) break;
+      while (!events_.empty() && events_.top().time <= now) {
+        const Event event = events_.top();
+        events_.pop();
+        Finish(event.op);
+      }
+      for (DeviceId d = 0; d < num_devices_; ++d) Unblock(d);
+
+      // The best (op, device) pair over the idle devices.
+      bool found = false;
+      std::tuple<int64_t, int64_t, OpId, int64_t, DeviceId> best;
+      int64_t best_arrival = 0;
+      for (DeviceId d = 0; d < num_devices_; ++d) {
+        if (free_at_[d] > now) continue;
+        Entry entry;
+        if (!BestCandidate(d, now, entry)) continue;
+        const int64_t start = std::max(now, entry.arrival);
+        const std::tuple<int64_t, int64_t, OpId, int64_t, DeviceId> key(
+            start, -level_[entry.op], entry.op, start + model_.OpTimeNs(entry.op, d), d);
+        if (!found || key < best) {
+          best = key;
+          best_arrival = entry.arrival;
+          found = true;
+        }
+      }
+      const int64_t next_moment = events_.empty() ? kNever : events_.top().time;
+      // Strictly earlier than the next moment: on a tie, waiting lets the device freeing up then compete.
+      if (found && (std::get<0>(best) < next_moment || next_moment == kNever)) {
+        Schedule(std::get<2>(best), std::get<4>(best), std::max(now, best_arrival));
+        continue;
+      }
+      if (next_moment != kNever) {
+        now = next_moment;
+        continue;
+      }
+      // Nothing runs, nothing will be released and nothing fits: place the most urgent ready op where
+      // the overflow is smallest.
+      ForceOne(now);
+    }
+    result.assignment = device_;
+    if (scheduled_ < num_ops_) {
+      result.time_limited = true;
+      baselines::CompleteAssignment(model_, units_, result.assignment);
+    }
+    return result;
+  }
+
+ private:
+  void Initialise() {
+    device_.assign(num_ops_, kNone);
+    finish_.assign(num_ops_, 0);
+    unit_device_.assign(units_.num_units(), kNone);
+    free_at_.assign(num_devices_, 0);
+    used_.assign(num_devices_, 0);
+    pending_.resize(num_devices_);
+    arrived_.resize(num_devices_);
+    blocked_.resize(num_devices_);
+    copy_head_.assign(num_ops_, -1);
+    consumers_left_.resize(num_ops_);
+    inputs_left_.resize(num_ops_);
+    // Static level: own mean time + the longest such path to an exit, communication ignored (ETF's
+    // tie-breaker).
+    level_.assign(num_ops_, 0);
+    for (int32_t i = num_ops_ - 1; i >= 0; --i) {
+      const OpId v = model_.topo_order[i];
+      int64_t tail = 0;
+      for (EdgeId e = model_.out_begin(v); e < model_.out_end(v); ++e) {
+        tail = std::max(tail, level_[model_.out_dst[e]]);
+      }
+      level_[v] = baselines::MeanOpTimeNs(model_, units_, v) + tail;
+    }
+    for (OpId v = 0; v < num_ops_; ++v) {
+      consumers_left_[v] = static_cast<int32_t>(model_.out_end(v) - model_.out_begin(v));
+      inputs_left_[v] = static_cast<int32_t>(model_.in_end(v) - model_.in_begin(v));
+    }
+    for (OpId v : model_.topo_order) {
+      if (inputs_left_[v] == 0) MakeReady(v);
+    }
+  }
+
+  bool Valid(OpId v, DeviceId d) const {
+    if (device_[v] != kNone) return false;
+    const DeviceId fixed = unit_device_[units_.unit_of_op[v]];
+    return fixed == kNone || fixed == d;
+  }
+
+  int64_t ArrivalOn(OpId v, DeviceId d) const {
+    int64_t arrival = 0;
+    for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
+      const OpId u = model_.in_src[e];
+      arrival = std::max(arrival, finish_[u] + model_.TransferNs(device_[u], d, model_.in_bytes[e]));
+    }
+    return arrival;
+  }
+
+  const Copy* FindCopy(OpId producer, DeviceId d) const {
+    for (int32_t c = copy_head_[producer]; c != -1; c = copies_[c].next) {
+      if (copies_[c].device == d) return &copies_[c];
+    }
+    return nullptr;
+  }
+
+  // Bytes that placing v on d adds to d right now.
+  int64_t Need(OpId v, DeviceId d) const {
+    const int32_t u = units_.unit_of_op[v];
+    int64_t need = SaturatingAdd(model_.temp_bytes[v], model_.output_bytes[v]);
+    if (unit_device_[u] == kNone) need = SaturatingAdd(need, units_.persistent_bytes[u]);
+    for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
+      const OpId p = model_.in_src[e];
+      if (device_[p] != d && FindCopy(p, d) == nullptr) need = SaturatingAdd(need, model_.in_bytes[e]);
+    }
+    return need;
+  }
+
+  bool Fits(OpId v, DeviceId d, int64_t* need) const {
+    *need = Need(v, d);
+    return *need <= model_.capacity_bytes[d] - used_[d];
+  }
+
+  void MakeReady(OpId v) {
+    const int32_t u = units_.unit_of_op[v];
+    ready_.push(Entry{-level_[v], 0, v, 0});
+    const DeviceId fixed = unit_device_[u];
+    for (DeviceId d = 0; d < num_devices_; ++d) {
+      if (fixed != kNone ? d != fixed : !units_.Allowed(model_, u, d)) continue;
+      const int64_t arrival = ArrivalOn(v, d);
+      pending_[d].push(Entry{arrival, -level_[v], v, arrival});
+    }
+  }
+
+  // The best op for idle device d at `now` whose memory fits (entries that do not fit are parked in
+  // blocked_[d] until memory is released on d).
+  bool BestCandidate(DeviceId d, int64_t now, Entry& out) {
+    EntryHeap& pending = pending_[d];
+    EntryHeap& arrived = arrived_[d];
+    while (!pending.empty() && pending.top().key <= now) {
+      const Entry entry = pending.top();
+      pending.pop();
+      if (Valid(entry.op, d)) arrived.push(Entry{-level_[entry.op], 0, entry.op, entry.arrival});
+    }
+    for (EntryHeap* heap : {&arrived, &pending}) {
+      while (!heap->empty()) {
+        const Entry entry = heap->top();
+        if (!Valid(entry.op, d)) {
+          heap->pop();
+          continue;
+        }
+        int64_t need;
+        if (Fits(entry.op, d, &need)) {
+          out = entry;
+          return true;
+        }
+        heap->pop();
+        blocked_[d].push(Entry{need, 0, entry.op, entry.arrival});
+      }
+    }
+    return false;
+  }
+
+  // Moves parked entries of d whose need now fits back to the pending heap.
+  void Unblock(DeviceId d) {
+    EntryHeap& blocked = blocked_[d];
+    const int64_t room = model_.capacity_bytes[d] - used_[d];
+    while (!blocked.empty() && blocked.top().key <= room) {
+      const Entry entry = blocked.top();
+      blocked.pop();
+      if (Valid(entry.op, d)) pending_[d].push(Entry{entry.arrival, -level_[entry.op], entry.op, entry.arrival});
+    }
+  }
+
+  void Schedule(OpId v, DeviceId d, int64_t start) {
+    const int32_t u = units_.unit_of_op[v];
+    if (unit_device_[u] == kNone) {
+      unit_device_[u] = d;
+      used_[d] = SaturatingAdd(used_[d], units_.persistent_bytes[u]);
+    }
+    for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
+      const OpId p = model_.in_src[e];
+      if (device_[p] == d || FindCopy(p, d) != nullptr) continue;
+      copies_.push_back(Copy{d, model_.in_bytes[e], copy_head_[p]});
+      copy_head_[p] = static_cast<int32_t>(copies_.size()) - 1;
+      used_[d] = SaturatingAdd(used_[d], model_.in_bytes[e]);
+    }
+    used_[d] = SaturatingAdd(used_[d], SaturatingAdd(model_.temp_bytes[v], model_.output_bytes[v]));
+    device_[v] = d;
+    finish_[v] = start + model_.OpTimeNs(v, d);
+    free_at_[d] = finish_[v];
+    events_.push(Event{finish_[v], v});
+    ++scheduled_;
+    for (EdgeId e = model_.out_begin(v); e < model_.out_end(v); ++e) {
+      const OpId w = model_.out_dst[e];
+      if (--inputs_left_[w] == 0) MakeReady(w);
+    }
+  }
+
+  void ReleaseOutput(OpId u) {
+    used_[device_[u]] -= model_.output_bytes[u];
+    for (int32_t c = copy_head_[u]; c != -1; c = copies_[c].next) used_[copies_[c].device] -= copies_[c].bytes;
+    copy_head_[u] = -1;
+  }
+
+  void Finish(OpId v) {
+    used_[device_[v]] -= model_.temp_bytes[v];
+    if (consumers_left_[v] == 0) ReleaseOutput(v);
+    for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
+      const OpId u = model_.in_src[e];
+      if (--consumers_left_[u] == 0) ReleaseOutput(u);
+    }
+  }
+
+  void ForceOne(int64_t now) {
+    while (!ready_.empty() && device_[ready_.top().op] != kNone) ready_.pop();
+    if (ready_.empty()) return;  // cannot happen in a DAG with unscheduled ops left
+    const OpId v = ready_.top().op;
+    const int32_t u = units_.unit_of_op[v];
+    DeviceId chosen = unit_device_[u];
+    if (chosen == kNone) {
+      int64_t best_room = std::numeric_limits<int64_t>::min();
+      for (DeviceId d = 0; d < num_devices_; ++d) {
+        if (!units_.Allowed(model_, u, d)) continue;
+        const int64_t room = model_.capacity_bytes[d] - used_[d] - Need(v, d);
+        if (room > best_room) {
+          best_room = room;
+          chosen = d;
+        }
+      }
+    }
+    Schedule(v, chosen, std::max({now, free_at_[chosen], ArrivalOn(v, chosen)}));
+  }
+
+  const Model& model_;
+  const SolveContext& context_;
+  const PlacementUnits units_;
+  const OpId num_ops_;
+  const DeviceId num_devices_;
+
+  std::vector<DeviceId> device_;
+  std::vector<int64_t> finish_;
+  std::vector<int64_t> level_;
+  std::vector<int32_t> inputs_left_;
+  std::vector<int32_t> consumers_left_;
+  std::vector<DeviceId> unit_device_;
+  std::vector<int64_t> free_at_;
+  std::vector<int64_t> used_;
+  std::vector<EntryHeap> pending_;  // by arrival of the last input
+  std::vector<EntryHeap> arrived_;  // inputs there by now: by level
+  std::vector<EntryHeap> blocked_;  // did not fit: by bytes needed
+  EntryHeap ready_;                 // every ready op, by level (for ForceOne)
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  std::vector<int32_t> copy_head_;
+  std::vector<Copy> copies_;
+  int32_t scheduled_ = 0;
+};
+
+class MEtfPartitioner final : public Partitioner {
+ public:
+  std::string_view name() const override { return "m_etf"; }
+  std::string_view version() const override { return "1"; }
+  std::string_view description() const override {
+    return "Baechi m-ETF: earliest-start-time-first list scheduling that only places an op where its "
+           "memory fits, tensor lifetimes tracked";
+  }
+  absl::StatusOr<PartitionResult> Partition(const Model& model,
+                                            const SolveContext& context) const override {
+    if (model.num_ops() == 0 || model.num_devices() == 0) {
+      PartitionResult empty;
+      empty.assignment.assign(model.num_ops(), kNone);
+      return empty;
+    }
+    return EtfScheduler(model, context).Run();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Partitioner> MakeMEtfPartitioner() { return std::make_unique<MEtfPartitioner>(); }
+
+}  // namespace placement::engine

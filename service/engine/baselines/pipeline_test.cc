@@ -1,0 +1,87 @@
+#include "service/engine/baselines/pipeline.h"
+
+#include <memory>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "service/engine/baselines/baselines_test_util.h"
+#include "service/engine/sim/simulator.h"
+
+namespace placement::engine::baselines {
+namespace {
+
+using ::testing::ElementsAre;
+
+TEST(PipelineTest, SplitsAChainIntoBalancedContiguousStages) {
+  ProblemBuilder p;
+  for (int i = 0; i < 6; ++i) p.AddOp(100);
+  for (int i = 0; i + 1 < 6; ++i) p.AddEdge(i, i + 1, 10);
+  p.AddDevices(3, int64_t{1} << 30);
+  const Model model = p.Build();
+  EXPECT_THAT(PlaceWith(*MakePipelinePartitioner(), model), ElementsAre(0, 0, 1, 1, 2, 2));
+}
+
+TEST(PipelineTest, BalancesTimeNotOpCount) {
+  // One heavy op (400) then four light ones (100): the bottleneck is 400 either way; the first stage
+  // takes the heavy op alone.
+  ProblemBuilder p;
+  p.AddOp(400);
+  for (int i = 0; i < 4; ++i) p.AddOp(100);
+  for (int i = 0; i + 1 < 5; ++i) p.AddEdge(i, i + 1, 10);
+  p.AddDevices(2, int64_t{1} << 30);
+  const Model model = p.Build();
+  EXPECT_THAT(PlaceWith(*MakePipelinePartitioner(), model), ElementsAre(0, 1, 1, 1, 1));
+}
+
+TEST(PipelineTest, GivesAFasterDeviceALongerStage) {
+  ProblemBuilder p;
+  for (int i = 0; i < 6; ++i) p.AddOp(100);
+  for (int i = 0; i + 1 < 6; ++i) p.AddEdge(i, i + 1, 10);
+  p.AddDevice(int64_t{1} << 30, 2.0);
+  p.AddDevice(int64_t{1} << 30, 1.0);
+  const Model model = p.Build();
+  // Stage times: 4 ops / speed 2 = 200 and 2 ops / speed 1 = 200.
+  EXPECT_THAT(PlaceWith(*MakePipelinePartitioner(), model), ElementsAre(0, 0, 0, 0, 1, 1));
+}
+
+TEST(PipelineTest, ClosesAStageWhenMemoryWouldOverflow) {
+  // Time alone would split 3 + 1, but every op's weights take 40% of a device: at most two per stage.
+  ProblemBuilder p;
+  for (int i = 0; i < 4; ++i) p.AddOp(100, 0, /*persistent_bytes=*/400);
+  for (int i = 0; i + 1 < 4; ++i) p.AddEdge(i, i + 1, 0);
+  p.AddDevices(3, 1000);
+  const Model model = p.Build();
+  const Assignment assignment = PlaceWith(*MakePipelinePartitioner(), model);
+  Simulator simulator(model);
+  EXPECT_TRUE(simulator.Run(assignment).MemoryFits(model));
+  EXPECT_LE(assignment[0], assignment[1]);
+  EXPECT_LE(assignment[1], assignment[2]);
+}
+
+TEST(PipelineTest, ChainsDevicesAlongFastLinks) {
+  // dev0-dev1 is slow; dev0-dev2 and dev2-dev1 are fast: neighbours must be (0,2) and (2,1).
+  ProblemBuilder p;
+  p.AddOp(100);
+  p.AddDevices(3, int64_t{1} << 30);
+  p.SetLink(100'000'000'000, 0);
+  p.SetPairLink(0, 1, 1'000'000, 0);
+  const Model model = p.Build();
+  const std::vector<DeviceId> chain = PipelineDeviceChain(model, {0, 1, 2});
+  ASSERT_EQ(chain.size(), 3u);
+  EXPECT_EQ(chain[1], 2);
+}
+
+TEST(PipelineTest, KeepsAColocationGroupInTheStageOfItsFirstMember) {
+  ProblemBuilder p;
+  for (int i = 0; i < 4; ++i) p.AddOp(100);
+  for (int i = 0; i + 1 < 4; ++i) p.AddEdge(i, i + 1, 10);
+  p.Colocate(0, "weights");
+  p.Colocate(3, "weights");
+  p.AddDevices(2, int64_t{1} << 30);
+  const Model model = p.Build();
+  const Assignment assignment = PlaceWith(*MakePipelinePartitioner(), model);
+  EXPECT_EQ(assignment[3], assignment[0]);
+}
+
+}  // namespace
+}  // namespace placement::engine::baselines

@@ -1,0 +1,133 @@
+// placement_units.h — what every baseline needs before it places anything: colocation groups collapsed
+// into *units* (a unit is a colocation group, or a single op without a group), the devices each unit may
+// use (the intersection of its members' pins and allowed kinds), and small shared helpers (a stop checker
+// that polls the deadline cheaply, a fallback that completes a partial assignment when time runs out).
+//
+// Baselines place units, never single members of a group, so colocation holds by construction; they only
+// offer a unit devices for which `Allowed` is true, so pins and kinds hold too. When the constraints of a
+// unit contradict each other (two members pinned to different devices, or kinds that no device has), no
+// assignment can satisfy them; the unit is then allowed on the devices its first member accepts (or on
+// every device when even that set is empty) and the simulator/constraint checker reports the violation.
+//
+// Example:
+//   PlacementUnits units = BuildPlacementUnits(model);
+//   int32_t u = units.unit_of_op[v];
+//   for (DeviceId d = 0; d < model.num_devices(); ++d)
+//     if (units.Allowed(u, d)) Consider(u, d);
+#ifndef PLACEMENT_SERVICE_ENGINE_BASELINES_PLACEMENT_UNITS_H_
+#define PLACEMENT_SERVICE_ENGINE_BASELINES_PLACEMENT_UNITS_H_
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "service/engine/model/model.h"
+#include "service/engine/partition/partitioner.h"
+
+namespace placement::engine::baselines {
+
+// a + b clamped to the int64 range: sums of byte counts over a million ops may exceed it in absurd inputs.
+inline int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t sum;
+  if (__builtin_add_overflow(a, b, &sum)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return sum;
+}
+
+struct PlacementUnits {
+  // Unit of every op; units are numbered in order of their smallest member's OpId.
+  std::vector<int32_t> unit_of_op;
+  // Members of each unit, CSR, ascending OpId.
+  std::vector<int32_t> offset;
+  std::vector<OpId> member;
+  // Effective constraints of each unit. `pin` = kNone when free; `kind_mask` = 0 when any kind is fine.
+  // `any_device` = true when the constraints are contradictory or unsatisfiable (see the file comment)
+  // and the unit has been relaxed to "every device".
+  std::vector<DeviceId> pin;
+  std::vector<uint64_t> kind_mask;
+  std::vector<uint8_t> any_device;
+  // Sums over the members.
+  std::vector<int64_t> compute_ns;
+  std::vector<int64_t> persistent_bytes;
+
+  int32_t num_units() const { return static_cast<int32_t>(pin.size()); }
+  int32_t begin(int32_t unit) const { return offset[unit]; }
+  int32_t end(int32_t unit) const { return offset[unit + 1]; }
+  int32_t size(int32_t unit) const { return offset[unit + 1] - offset[unit]; }
+  bool Constrained(int32_t unit) const {
+    return any_device[unit] == 0 && (pin[unit] != kNone || kind_mask[unit] != 0);
+  }
+
+  bool Allowed(const Model& model, int32_t unit, DeviceId d) const {
+    if (any_device[unit] != 0) return true;
+    if (pin[unit] != kNone && pin[unit] != d) return false;
+    const uint64_t mask = kind_mask[unit];
+    return mask == 0 || ((mask >> model.device_kind[d]) & 1) != 0;
+  }
+  // The allowed device with the smallest id (always exists).
+  DeviceId FirstAllowed(const Model& model, int32_t unit) const;
+};
+
+PlacementUnits BuildPlacementUnits(const Model& model);
+
+// Polls SolveContext::ShouldStop every `stride` calls (reading the clock costs more than a loop step on a
+// million-op graph) and reports progress at most every 50 ms of wall time.
+class StopChecker {
+ public:
+  StopChecker(const SolveContext& context, std::string_view stage, int32_t stride = 1024)
+      : context_(context), stage_(stage), stride_(stride) {}
+
+  // Call once per loop step with the fraction of the work done; true = stop now.
+  bool Step(double fraction) {
+    if (stopped_) return true;
+    if (++count_ < stride_) return false;
+    count_ = 0;
+    if (context_.ShouldStop()) {
+      stopped_ = true;
+      return true;
+    }
+    if (context_.on_progress) {
+      const absl::Time now = context_.Now();
+      if (now - last_report_ >= absl::Milliseconds(50)) {
+        last_report_ = now;
+        context_.Report(stage_, fraction);
+      }
+    }
+    return false;
+  }
+  bool stopped() const { return stopped_; }
+
+ private:
+  const SolveContext& context_;
+  std::string_view stage_;
+  int32_t stride_;
+  int32_t count_ = 0;
+  bool stopped_ = false;
+  absl::Time last_report_ = absl::InfinitePast();
+};
+
+// Gives every op whose entry is kNone a device, cheaply, for runs cut short by the deadline: the device of
+// its unit if another member is placed, else the device of its heaviest placed input when allowed, else
+// the allowed device with the least work per speed. Walks the topological order, so inputs come first.
+void CompleteAssignment(const Model& model, const PlacementUnits& units, Assignment& assignment);
+
+// Sum of bottom levels with mean op times and mean transfer costs is used by several list schedulers;
+// these are the means they share. Mean op time of `op` over the devices its unit may use.
+int64_t MeanOpTimeNs(const Model& model, const PlacementUnits& units, OpId op);
+
+// Mean over ordered pairs of distinct devices of the transfer time of `bytes` (0 with one device), as
+// latency + bytes * mean seconds-per-byte; computed once per model.
+class MeanLinkCost {
+ public:
+  explicit MeanLinkCost(const Model& model);
+  int64_t TransferNs(int64_t bytes) const;
+
+ private:
+  double mean_latency_ns_ = 0.0;
+  double mean_ns_per_byte_ = 0.0;
+  bool single_device_ = true;
+};
+
+}  // namespace placement::engine::baselines
+
+#endif  // PLACEMENT_SERVICE_ENGINE_BASELINES_PLACEMENT_UNITS_H_
