@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/random_graph.h"
@@ -647,6 +648,80 @@ std::vector<OpId> ReferenceTopoOrder(const Model& model) {
     }
   }
   return order;
+}
+
+// Names that defeat the 8-byte prefix: long shared prefixes (groups larger than the small-group cutoff
+// go block by block), embedded and trailing NUL bytes, names ending exactly at a block boundary.
+std::vector<std::string> HardNames() {
+  std::vector<std::string> names;
+  const std::string stem = "transformer/encoder/layer_";
+  for (int i = 0; i < 300; ++i) {
+    std::string name = stem + std::to_string(i % 60) + "/attention/";
+    name += std::string(1 + i % 5, static_cast<char>('a' + (i * 7) % 26));
+    if (i % 11 == 0) name.push_back('\0');
+    if (i % 13 == 0) name += std::string(2, '\0');
+    names.push_back(name);
+  }
+  for (int i = 0; i < 40; ++i) names.push_back(std::string(8 + i % 3, 'k') + std::string(i / 3, '\0'));
+  names.push_back("");
+  names.push_back(std::string(16, 'z'));
+  names.push_back(std::string(17, 'z'));
+  names.push_back(std::string(15, 'z'));
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  names.erase(names.begin());  // the empty one
+  return names;
+}
+
+TEST(ModelBuilderTest, HardNamesSortInByteOrder) {
+  std::vector<std::string> names = HardNames();
+  ASSERT_GT(names.size(), 200u);
+  // Shuffle deterministically into request order.
+  testutil::Rng rng(3);
+  for (size_t i = names.size() - 1; i > 0; --i) std::swap(names[i], names[rng.Uniform(0, i)]);
+  v1::PlaceRequest request = SmallRequest();
+  request.mutable_graph()->Clear();
+  for (const std::string& name : names) AddOp(request.mutable_graph(), name, 1);
+  std::vector<FieldViolation> violations;
+  absl::StatusOr<Model> model = BuildModel(request, &violations);
+  ASSERT_TRUE(model.ok()) << FormatViolations(violations);
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(model->op_name, sorted);
+  for (OpId v = 0; v < model->num_ops(); ++v) EXPECT_EQ(names[model->request_index[v]], sorted[v]);
+}
+
+TEST(ModelBuilderTest, DuplicatesAmongHardNamesAreAllFound) {
+  const std::vector<std::string> names = HardNames();
+  v1::PlaceRequest request = SmallRequest();
+  request.mutable_graph()->Clear();
+  for (const std::string& name : names) AddOp(request.mutable_graph(), name, 1);
+  // Repeat every 10th name (ops keep their indices; the copies go at the end, in reverse order).
+  std::vector<std::string> expected;
+  int32_t next = static_cast<int32_t>(names.size());
+  for (int32_t i = static_cast<int32_t>(names.size()) - 1; i >= 0; i -= 10) {
+    AddOp(request.mutable_graph(), names[i], 1);
+    expected.push_back(absl::StrCat("graph.ops[", next, "].name: duplicate of graph.ops[", i, "].name"));
+    ++next;
+  }
+  const std::vector<FieldViolation> violations = ViolationsOf(request);
+  ASSERT_EQ(violations.size(), expected.size());
+  for (size_t k = 0; k < expected.size(); ++k) {
+    EXPECT_EQ(absl::StrCat(violations[k].field, ": ", violations[k].description)
+                  .substr(0, expected[k].size()),
+              expected[k]);
+  }
+}
+
+TEST(ModelBuilderTest, TopologicalOrderOfALargeGraphMatchesTheReference) {
+  testutil::RandomGraphOptions options;
+  options.num_ops = 20000;  // three levels of the ready-set bit tree
+  options.avg_out_degree = 2.5;
+  options.max_layer_skip = 5;
+  options.seed = 11;
+  absl::StatusOr<Model> model = BuildModel(testutil::RandomLayeredRequest(options));
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->topo_order, ReferenceTopoOrder(*model));
 }
 
 TEST(ModelBuilderTest, RandomLayeredGraphsSatisfyModelInvariants) {
