@@ -2,6 +2,13 @@
 
 #include <memory>
 
+#include "service/engine/baselines/heft.h"
+#include "service/engine/baselines/m_etf.h"
+#include "service/engine/baselines/m_topo.h"
+#include "service/engine/baselines/metis.h"
+#include "service/engine/baselines/pipeline.h"
+#include "service/engine/baselines/portfolio.h"
+#include "service/engine/pardnn/pardnn_partitioner.h"
 #include "service/engine/partition/simple_partitioners.h"
 
 namespace placement::engine {
@@ -11,9 +18,18 @@ struct Registry {
   std::vector<std::unique_ptr<Partitioner>> owned;
   std::vector<const Partitioner*> all;
 
+  // api.md order: pardnn (the default) first, the portfolio of all the others last.
   Registry() {
-    Add(MakeSingleDevicePartitioner());
+    Add(MakePardnnPartitioner());
+    Add(MakeMEtfPartitioner());
+    Add(MakeMTopoPartitioner());
+    Add(MakeHeftPartitioner());
+    Add(MakeMetisPartitioner());
+    Add(MakePipelinePartitioner());
     Add(MakeRoundRobinPartitioner());
+    Add(MakeSingleDevicePartitioner());
+    std::vector<const Partitioner*> members = all;
+    Add(MakePortfolioPartitioner(std::move(members)));
   }
   void Add(std::unique_ptr<Partitioner> partitioner) {
     all.push_back(partitioner.get());

@@ -68,6 +68,21 @@ TEST(SolveTest, FillsProvenanceAndMapsDevicesToRequestOrder) {
   EXPECT_EQ(*digest, provenance.request_digest());
 }
 
+TEST(SolveTest, EveryAlgorithmGivesAFeasiblePlacementOfASmallGraph) {
+  const v1::PlaceRequest request = TwoOpRequest();
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (const Partitioner* algorithm : AllAlgorithms()) {
+    v1::PlacementOptions options;
+    options.set_algorithm(std::string(algorithm->name()));
+    absl::StatusOr<v1::Placement> placement = Solve(*model, options, SolveContext());
+    ASSERT_TRUE(placement.ok()) << algorithm->name() << ": " << placement.status();
+    EXPECT_EQ(placement->outcome(), v1::FEASIBLE) << algorithm->name();
+    // Both ops on one device is optimal here: 150 ns, no transfer.
+    EXPECT_LE(placement->metrics().makespan_ns(), 1155) << algorithm->name();
+  }
+}
+
 TEST(SolveTest, UnknownAlgorithmIsInvalidArgument) {
   absl::StatusOr<Model> model = BuildModel(TwoOpRequest());
   ASSERT_TRUE(model.ok()) << model.status();
@@ -150,8 +165,14 @@ TEST(EvaluateTest, ReportsConstraintViolationsByRequestIndex) {
   EXPECT_EQ(response->violations(0).field(), "device[1]");
 }
 
-TEST(RegistryTest, DefaultIsPardnnAndNamesAreUnique) {
+TEST(RegistryTest, OffersEveryApiAlgorithmWithPardnnAsDefault) {
+  for (const char* name : {"pardnn", "m_etf", "m_topo", "heft", "metis", "pipeline", "round_robin",
+                           "single_device", "auto"}) {
+    ASSERT_NE(FindAlgorithm(name), nullptr) << name;
+    EXPECT_EQ(FindAlgorithm(name)->name(), name);
+  }
   EXPECT_EQ(FindAlgorithm(""), FindAlgorithm("pardnn"));
+  EXPECT_EQ(AllAlgorithms().front()->name(), "pardnn");
   EXPECT_EQ(FindAlgorithm("no_such_algorithm"), nullptr);
   const auto& all = AllAlgorithms();
   for (size_t i = 0; i < all.size(); ++i) {
