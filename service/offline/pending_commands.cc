@@ -13,7 +13,6 @@ int NotBuilt(const char* verb) {
 }
 }  // namespace
 
-int RunCompare(const std::vector<std::string>&) { return NotBuilt("compare"); }
 int RunConvert(const std::vector<std::string>&) { return NotBuilt("convert"); }
 int RunExport(const std::vector<std::string>&) { return NotBuilt("export"); }
 
