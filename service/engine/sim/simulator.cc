@@ -1,7 +1,7 @@
 // simulator.cc — event-driven list scheduler implementing api.md §2 (see simulator.h and README.md).
 //
-// The constructor renumbers ops by their position in the model's topological order ("rank") and copies
-// the graph in that order: consumers then sit near their producers, which keeps the random accesses of
+// The constructor renumbers ops by depth ("rank", a topological order) and copies the graph in that
+// order: consumers then sit near their producers, which keeps the random accesses of
 // the simulation in cache (canonical ids follow names and scatter every neighbour). One Run has four
 // phases, each linear or O(log) per item:
 //   1. PrepareTransfers: op durations and the transfers (one per producer and destination device, of the
@@ -57,9 +57,27 @@ Simulator::Simulator(const Model& model) : model_(model) {
   if (num_edges + num_ops >= std::numeric_limits<int32_t>::max()) Die("graph too large", num_edges);
   if (static_cast<int32_t>(model.topo_order.size()) != num_ops) Die("model without topo_order", num_ops);
 
-  op_of_rank_ = model.topo_order;
-  std::vector<int32_t> rank(num_ops);
-  for (int32_t i = 0; i < num_ops; ++i) rank[op_of_rank_[i]] = i;
+  // Rank = position in (depth, OpId) order, depth = ops on the longest path from a source. Every edge
+  // goes to a greater depth, so ranks are a topological order; and list scheduling runs roughly level by
+  // level, so this order follows the simulation far better than Model::topo_order, whose smallest-id-first
+  // Kahn order wanders deep into the graph.
+  std::vector<int32_t> rank(num_ops, 0);  // depth first, rank below
+  int32_t max_depth = 0;
+  for (const OpId u : model.topo_order) {
+    for (EdgeId e = model.out_begin(u); e < model.out_end(u); ++e) {
+      const OpId v = model.out_dst[e];
+      rank[v] = std::max(rank[v], rank[u] + 1);
+    }
+    max_depth = std::max(max_depth, rank[u]);
+  }
+  std::vector<int32_t> depth_start(static_cast<size_t>(max_depth) + 2, 0);
+  for (OpId v = 0; v < num_ops; ++v) ++depth_start[rank[v] + 1];
+  for (int32_t k = 0; k <= max_depth; ++k) depth_start[k + 1] += depth_start[k];
+  op_of_rank_.resize(num_ops);
+  for (OpId v = 0; v < num_ops; ++v) {
+    rank[v] = depth_start[rank[v]]++;
+    op_of_rank_[rank[v]] = v;
+  }
 
   out_offset_.resize(static_cast<size_t>(num_ops) + 1);
   in_offset_.resize(static_cast<size_t>(num_ops) + 1);
@@ -67,8 +85,7 @@ Simulator::Simulator(const Model& model) : model_(model) {
   out_bytes_.resize(num_edges);
   out_to_in_.resize(num_edges);
   compute_ns_.resize(num_ops);
-  temp_bytes_.resize(num_ops);
-  output_bytes_.resize(num_ops);
+  temp_output_bytes_.resize(num_ops);
   persistent_bytes_.resize(num_ops);
   out_offset_[0] = 0;
   in_offset_[0] = 0;
@@ -77,8 +94,7 @@ Simulator::Simulator(const Model& model) : model_(model) {
     out_offset_[i + 1] = out_offset_[i] + (model.out_end(u) - model.out_begin(u));
     in_offset_[i + 1] = in_offset_[i] + (model.in_end(u) - model.in_begin(u));
     compute_ns_[i] = model.compute_ns[u];
-    temp_bytes_[i] = model.temp_bytes[u];
-    output_bytes_[i] = model.output_bytes[u];
+    temp_output_bytes_[i] = {model.temp_bytes[u], model.output_bytes[u]};
     persistent_bytes_[i] = model.persistent_bytes[u];
   }
   // Producers in rank order fill each consumer's in-list front to back.
@@ -160,12 +176,10 @@ void Simulator::PrepareTransfers(const Assignment& assignment, bool memory) {
   edge_transfer_.resize(out_dst_.size());
   if (memory) {
     in_holder_.resize(out_dst_.size());
-    holders_.resize(num_ops);
+    output_holders_.resize(num_ops);
   }
   device_slot_.assign(num_devices, -1);
-  transfer_device_.clear();
-  transfer_bytes_.clear();
-  transfer_ns_.clear();
+  transfers_.clear();
 
   int32_t num_transfers = 0;
   for (int32_t u = 0; u < num_ops; ++u) {
@@ -183,38 +197,29 @@ void Simulator::PrepareTransfers(const Assignment& assignment, bool memory) {
       if (x < 0) {
         x = num_transfers++;
         device_slot_[b] = x;
-        transfer_device_.push_back(b);
-        transfer_bytes_.push_back(out_bytes_[e]);
+        transfers_.push_back(Transfer{0, 0, out_bytes_[e], b, 0});
       } else {
-        transfer_bytes_[x] = std::max(transfer_bytes_[x], out_bytes_[e]);
+        transfers_[x].bytes = std::max(transfers_[x].bytes, out_bytes_[e]);
       }
+      ++transfers_[x].copy_holders;
       edge_transfer_[e] = x;
     }
     for (int32_t x = transfer_offset_[u]; x < num_transfers; ++x) {
-      device_slot_[transfer_device_[x]] = -1;
-      transfer_ns_.push_back(TransferTimeNs(a, transfer_device_[x], transfer_bytes_[x]));
-      result_.transfer_bytes += transfer_bytes_[x];
+      Transfer& t = transfers_[x];
+      device_slot_[t.device] = -1;
+      t.duration = TransferTimeNs(a, t.device, t.bytes);
+      result_.transfer_bytes += t.bytes;
     }
-    if (memory) {
-      // The output is held by its local consumers and by each of its transfers until it arrives.
-      holders_[u] = Holder{output_bytes_[u], local_consumers + (num_transfers - transfer_offset_[u])};
+    if (!memory) continue;
+    // The output is held by its local consumers and by each of its transfers until it arrives; a
+    // consumer holds the output (local) or the copy (remote) it reads until it finishes.
+    output_holders_[u] = local_consumers + (num_transfers - transfer_offset_[u]);
+    for (EdgeId e = out_offset_[u]; e < out_offset_[u + 1]; ++e) {
+      in_holder_[out_to_in_[e]] = edge_transfer_[e] < 0 ? u : ~edge_transfer_[e];
     }
   }
   transfer_offset_[num_ops] = num_transfers;
   result_.transfer_count = num_transfers;
-  transfer_arrival_.resize(num_transfers);
-  if (!memory) return;
-  // Received copies are held by their consumers on the destination device.
-  holders_.resize(static_cast<size_t>(num_ops) + num_transfers);
-  for (int32_t x = 0; x < num_transfers; ++x) holders_[num_ops + x] = Holder{transfer_bytes_[x], 0};
-  for (int32_t u = 0; u < num_ops; ++u) {
-    for (EdgeId e = out_offset_[u]; e < out_offset_[u + 1]; ++e) {
-      const int32_t x = edge_transfer_[e];
-      const int32_t holder = x < 0 ? u : num_ops + x;
-      if (x >= 0) ++holders_[holder].count;
-      in_holder_[out_to_in_[e]] = holder;
-    }
-  }
 }
 
 void Simulator::ComputeBottomLevels() {
@@ -222,7 +227,7 @@ void Simulator::ComputeBottomLevels() {
     int64_t longest_tail = 0;
     for (EdgeId e = out_offset_[u]; e < out_offset_[u + 1]; ++e) {
       const int32_t x = edge_transfer_[e];
-      const int64_t tail = state_[out_dst_[e]].bottom_level + (x < 0 ? 0 : transfer_ns_[x]);
+      const int64_t tail = state_[out_dst_[e]].bottom_level + (x < 0 ? 0 : transfers_[x].duration);
       longest_tail = std::max(longest_tail, tail);
     }
     state_[u].bottom_level = state_[u].duration + longest_tail;
@@ -282,7 +287,7 @@ void Simulator::StartOp(int32_t v, DeviceId d, int64_t now, bool memory) {
   last_rank_[d] = v;
   busy_[d] = 1;
   PushEvent(now + state_[v].duration, v, kFinish);
-  if (memory) Allocate(d, temp_bytes_[v] + output_bytes_[v]);
+  if (memory) Allocate(d, temp_output_bytes_[v].first + temp_output_bytes_[v].second);
 }
 
 void Simulator::FinishOp(int32_t u, int64_t now, const SimOptions& options) {
@@ -295,19 +300,19 @@ void Simulator::FinishOp(int32_t u, int64_t now, const SimOptions& options) {
   makespan_ = now;  // finishes are applied in time order
   const bool memory = options.compute_memory;
   for (int32_t x = transfer_offset_[u]; x < transfer_offset_[u + 1]; ++x) {
-    const int64_t arrival = now + transfer_ns_[x];
-    transfer_arrival_[x] = arrival;
-    if (memory) PushEvent(arrival, u, x);
+    Transfer& t = transfers_[x];
+    t.arrival = now + t.duration;
+    if (memory) PushEvent(t.arrival, u, x);
     if (options.record_transfers) {
-      result_.transfers.push_back(TransferRecord{op_of_rank_[u], a, transfer_device_[x],
-                                                 transfer_bytes_[x], now, arrival});
+      result_.transfers.push_back(
+          TransferRecord{op_of_rank_[u], a, t.device, t.bytes, now, t.arrival});
     }
   }
   for (EdgeId e = out_offset_[u]; e < out_offset_[u + 1]; ++e) {
     const int32_t v = out_dst_[e];
     const int32_t x = edge_transfer_[e];
     OpState& s = state_[v];
-    const int64_t arrival = x < 0 ? now : transfer_arrival_[x];
+    const int64_t arrival = x < 0 ? now : transfers_[x].arrival;
     if (arrival > s.ready_time) s.ready_time = arrival;
     if (--s.pending == 0) {
       // Inputs arriving now are events at `now`, so the op may be picked in the coming round.
@@ -320,44 +325,48 @@ void Simulator::FinishOp(int32_t u, int64_t now, const SimOptions& options) {
   }
   if (!memory) return;
 
-  const int32_t num_ops = model_.num_ops();
   const bool record = options.record_memory_intervals;
-  Release(a, temp_bytes_[u]);
-  if (record) RecordInterval(a, u, MemoryInterval::Kind::kTemp, temp_bytes_[u], start_[u], now);
-  if (holders_[u].count == 0) {
-    Release(a, output_bytes_[u]);
-    if (record) RecordInterval(a, u, MemoryInterval::Kind::kOutput, output_bytes_[u], start_[u], now);
+  const auto [temp_bytes, output_bytes] = temp_output_bytes_[u];
+  Release(a, temp_bytes);
+  if (record) RecordInterval(a, u, MemoryInterval::Kind::kTemp, temp_bytes, start_[u], now);
+  if (output_holders_[u] == 0) {
+    Release(a, output_bytes);
+    if (record) RecordInterval(a, u, MemoryInterval::Kind::kOutput, output_bytes, start_[u], now);
   }
   // u no longer needs its inputs: the last consumer of a local output or of a received copy frees it.
   for (EdgeId i = in_offset_[u]; i < in_offset_[u + 1]; ++i) {
     const int32_t h = in_holder_[i];
-    Holder& holder = holders_[h];
-    if (--holder.count != 0) continue;
-    Release(a, holder.bytes);
-    if (!record) continue;
-    if (h < num_ops) {
-      RecordInterval(a, h, MemoryInterval::Kind::kOutput, holder.bytes, start_[h], now);
-    } else {
-      // A copy's producer: the transfer ids of each rank are contiguous, so search the offsets.
-      const int32_t x = h - num_ops;
+    if (h >= 0) {
+      if (--output_holders_[h] != 0) continue;
+      const int64_t bytes = temp_output_bytes_[h].second;
+      Release(a, bytes);
+      if (record) RecordInterval(a, h, MemoryInterval::Kind::kOutput, bytes, start_[h], now);
+      continue;
+    }
+    const int32_t x = ~h;
+    Transfer& t = transfers_[x];
+    if (--t.copy_holders != 0) continue;
+    Release(a, t.bytes);
+    if (record) {
+      // The producer: transfer ids of each rank are contiguous, so search the offsets.
       const int32_t producer = static_cast<int32_t>(
           std::upper_bound(transfer_offset_.begin(), transfer_offset_.end(), x) -
           transfer_offset_.begin() - 1);
-      RecordInterval(a, producer, MemoryInterval::Kind::kReceived, holder.bytes, transfer_arrival_[x],
-                     now);
+      RecordInterval(a, producer, MemoryInterval::Kind::kReceived, t.bytes, t.arrival, now);
     }
   }
 }
 
-// Only scheduled when memory is computed: readiness uses transfer_arrival_ directly.
+// Only scheduled when memory is computed: readiness uses Transfer::arrival directly.
 void Simulator::ArriveTransfer(int32_t u, int32_t x, int64_t now, const SimOptions& options) {
-  Allocate(transfer_device_[x], transfer_bytes_[x]);
-  Holder& output = holders_[u];
-  if (--output.count == 0) {
+  const Transfer& t = transfers_[x];
+  Allocate(t.device, t.bytes);
+  if (--output_holders_[u] == 0) {
     const DeviceId a = state_[u].device;
-    Release(a, output.bytes);
+    const int64_t bytes = temp_output_bytes_[u].second;
+    Release(a, bytes);
     if (options.record_memory_intervals) {
-      RecordInterval(a, u, MemoryInterval::Kind::kOutput, output.bytes, start_[u], now);
+      RecordInterval(a, u, MemoryInterval::Kind::kOutput, bytes, start_[u], now);
     }
   }
 }

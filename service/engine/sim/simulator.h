@@ -28,6 +28,7 @@
 #define PLACEMENT_SERVICE_ENGINE_SIM_SIMULATOR_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "service/engine/model/model.h"
@@ -99,7 +100,7 @@ class Simulator {
   const Model& model() const { return model_; }
 
  private:
-  // Internally ops are numbered by their position in Model::topo_order ("rank"): consumers then sit
+  // Internally ops are numbered in (depth, OpId) order ("rank", a topological order): consumers then sit
   // close to their producers, so the per-edge state the simulation touches stays in cache (canonical ids
   // follow names and are scattered). Results are written back under canonical ids.
 
@@ -111,11 +112,13 @@ class Simulator {
     int32_t pending;       // inputs whose arrival time is not known yet
     DeviceId device;
   };
-  // Bytes held on behalf of an output (by rank) or a received copy (num_ops + transfer id), released
-  // when `count` holders are done.
-  struct Holder {
+  // One transfer per producer and destination device; also the received copy it leaves there.
+  struct Transfer {
+    int64_t duration;
+    int64_t arrival;  // set when the producer finishes
     int64_t bytes;
-    int32_t count;
+    DeviceId device;
+    int32_t copy_holders;  // consumers on `device` that have not finished (memory only)
   };
   // A pending event. `transfer` gives the kind: kFinish / kReady for op events (op = rank), or the id
   // (>= 0) of a transfer of op's output that arrives at `time`.
@@ -154,13 +157,15 @@ class Simulator {
   SimResult result_;
 
   // ---- Built once per model, in rank order ----
-  std::vector<OpId> op_of_rank_;           // = model.topo_order
+  std::vector<OpId> op_of_rank_;
   std::vector<EdgeId> out_offset_;         // out CSR over ranks, edges in the model's order
   std::vector<int32_t> out_dst_;           // consumer rank
   std::vector<int64_t> out_bytes_;
   std::vector<int32_t> out_to_in_;         // position of the same edge in the in CSR
   std::vector<EdgeId> in_offset_;          // in CSR over ranks (only its shape is needed)
-  std::vector<int64_t> compute_ns_, temp_bytes_, output_bytes_, persistent_bytes_;
+  std::vector<int64_t> compute_ns_, persistent_bytes_;
+  // temp_bytes and output_bytes side by side: both are read when an op starts and when it finishes.
+  std::vector<std::pair<int64_t, int64_t>> temp_output_bytes_;
   // Per ordered device pair: the largest byte count whose transfer time is exact in 64-bit arithmetic
   // (-1 when the link has no positive bandwidth).
   std::vector<int64_t> link_fast_bytes_;
@@ -169,15 +174,13 @@ class Simulator {
   std::vector<OpState> state_;
   std::vector<int64_t> start_;             // per rank
   std::vector<int32_t> previous_;          // per rank: rank that ran before on the device, or -1
+  std::vector<int32_t> output_holders_;    // per rank: local consumers + transfers not done with it
   std::vector<int32_t> transfer_offset_;   // per rank + 1: its transfers, contiguous
+  std::vector<Transfer> transfers_;
   std::vector<int32_t> edge_transfer_;     // per out-edge: transfer carrying it, or -1 inside a device
-  std::vector<int32_t> in_holder_;         // per in-edge: the holder its consumer releases
-  std::vector<Holder> holders_;            // outputs (by rank), then received copies (by transfer)
-  // Per transfer (one per producer and destination device).
-  std::vector<DeviceId> transfer_device_;
-  std::vector<int64_t> transfer_bytes_;
-  std::vector<int64_t> transfer_ns_;
-  std::vector<int64_t> transfer_arrival_;
+  // Per in-edge: what its consumer holds while it runs: the producer's output (its rank, >= 0) or a
+  // received copy (~transfer id, < 0).
+  std::vector<int32_t> in_holder_;
   // Per device.
   std::vector<int32_t> device_slot_;       // transfer of the current producer into the device, or -1
   std::vector<std::vector<ReadyOp>> ready_;
