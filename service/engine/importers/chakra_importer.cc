@@ -325,12 +325,17 @@ absl::StatusOr<KinetoTimes> ReadKineto(const std::string& path, const std::vecto
     auto it = name_of_external.find(with_rf[i]->rf_id + offset);
     return it != name_of_external.end() && it->second == with_rf[i]->name;
   };
-  constexpr int64_t kWindow = 48;
+  // How far the offset may jump when re-synchronising (one ResNet-18 iteration spans ~1,300 ids; the
+  // optimizer tail of the 2023 pair is recorded ~1,000 ids away from where its rf_ids put it), and how
+  // many unmatched ops in a row end an alignment that has lost track (keeps wrong files cheap).
+  constexpr int64_t kWindow = 2048;
+  constexpr int kMaxMissesInRow = 64;
   // external id of each with_rf node (-1 = unmatched), for one starting offset.
   auto align = [&](int64_t offset, std::vector<int64_t>& external) {
     external.assign(with_rf.size(), -1);
     size_t matched = 0;
-    for (size_t i = 0; i < with_rf.size(); ++i) {
+    int misses_in_row = 0;
+    for (size_t i = 0; i < with_rf.size() && misses_in_row < kMaxMissesInRow; ++i) {
       if (!matches(i, offset)) {
         bool resynced = false;
         for (int64_t d = 1; d <= kWindow && !resynced; ++d) {
@@ -345,8 +350,12 @@ absl::StatusOr<KinetoTimes> ReadKineto(const std::string& path, const std::vecto
             }
           }
         }
-        if (!resynced) continue;
+        if (!resynced) {
+          ++misses_in_row;
+          continue;
+        }
       }
+      misses_in_row = 0;
       external[i] = with_rf[i]->rf_id + offset;
       ++matched;
     }
@@ -373,7 +382,12 @@ absl::StatusOr<KinetoTimes> ReadKineto(const std::string& path, const std::vecto
   std::vector<int64_t> external;
   for (const auto& [id, name] : name_of_external) {
     if (name != with_rf[anchor]->name) continue;
-    const size_t matched = align(id - with_rf[anchor]->rf_id, external);
+    // Cheap filter first: the ops right after the anchor must agree too.
+    const int64_t start = id - with_rf[anchor]->rf_id;
+    int agree = 0;
+    for (size_t j = anchor + 1; j < std::min(with_rf.size(), anchor + 4); ++j) agree += matches(j, start);
+    if (agree < std::min<int>(2, static_cast<int>(with_rf.size() - anchor - 1))) continue;
+    const size_t matched = align(start, external);
     if (matched * 2 < with_rf.size()) continue;
     best = std::max(best, matched);
     alignments.push_back({matched, external});

@@ -13,14 +13,9 @@ namespace {
 
 using nlohmann::json;
 
-// Bandwidth implied by the files' edge costs: size bytes take cost ms. Median over edges with both > 0.
-int64_t BandwidthFromEdges(const std::vector<double>& bytes_per_ms) {
-  if (bytes_per_ms.empty()) return 2'147'483'648;  // 2 GiB/s: what every msr file we have uses
-  std::vector<double> sorted = bytes_per_ms;
-  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
-  const double per_second = sorted[sorted.size() / 2] * 1e3;
-  return std::max<int64_t>(1, static_cast<int64_t>(std::llround(per_second)));
-}
+// The files' edge costs are size / 2^31 B/s: in seconds for the LayerGraphs and milliseconds for the
+// OperatorGraphs (a unit mismatch upstream), so only the bandwidth they share is taken: 2 GiB/s.
+constexpr int64_t kMsrLinkBytesPerSecond = int64_t{1} << 31;
 
 }  // namespace
 
@@ -105,7 +100,6 @@ absl::StatusOr<v1::PlaceRequest> ImportMsrText(absl::string_view path, absl::str
     for (int32_t member : members) graph.mutable_ops(member)->set_colocation_group(group);
   }
 
-  std::vector<double> bytes_per_ms;
   std::vector<int64_t> largest_output(graph.ops_size(), 0);
   graph.mutable_edges()->Reserve(static_cast<int>((*edges)->size()));
   for (size_t i = 0; i < (*edges)->size(); ++i) {
@@ -127,9 +121,6 @@ absl::StatusOr<v1::PlaceRequest> ImportMsrText(absl::string_view path, absl::str
     if (!size.ok()) return size.status();
     absl::StatusOr<int64_t> bytes = ToBytes(*size);
     if (!bytes.ok()) return ctx.Error(where, "size", bytes.status().message());
-    absl::StatusOr<double> cost = ctx.NumberOr(edge, "cost", 0.0, where);
-    if (!cost.ok()) return cost.status();
-    if (*cost > 0 && *size > 0) bytes_per_ms.push_back(*size / *cost);
 
     v1::Edge* out = graph.add_edges();
     out->set_src(src->second);
@@ -176,7 +167,7 @@ absl::StatusOr<v1::PlaceRequest> ImportMsrText(absl::string_view path, absl::str
         device->set_name(absl::StrCat("cpu", k));
       }
     }
-    const int64_t bandwidth = BandwidthFromEdges(bytes_per_ms);
+    const int64_t bandwidth = kMsrLinkBytesPerSecond;
     cluster.mutable_intra_node()->set_bandwidth_bytes_per_second(bandwidth);
     cluster.mutable_intra_node()->set_latency_ns(0);
     cluster.mutable_inter_node()->set_bandwidth_bytes_per_second(bandwidth);

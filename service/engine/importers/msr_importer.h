@@ -4,8 +4,7 @@
 // supportedOnFpga, cpuLatency, fpgaLatency, isBackwardNode, colorClass?, size, layerId?}, edges[]
 // {sourceId, destId, cost, size}.
 //
-// Mapping (times in the files are milliseconds: the LayerGraphs equal the PipeDream profiles in ms, and
-// edge costs are exactly size / 2^31 B/s in ms):
+// Mapping (node latencies are milliseconds: the LayerGraphs equal the PipeDream profiles in ms):
 //   op name      = node name (made unique with "#k"), type "forward" / "backward" (isBackwardNode)
 //   compute_ns   = fpgaLatency ms (cpuLatency for nodes not supportedOnFpga, which may only run on "cpu")
 //   persistent   = size (msr's memory model charges a node's size on its device for the whole run)
@@ -13,8 +12,9 @@
 //   colocation   = "color<k>" for every colorClass with two or more nodes
 //   edges        = sourceId -> destId with `size` bytes
 // Cluster (unless --cluster): maxFPGAs devices "acc0".. of kind "gpu" with maxSizePerFPGA bytes on one
-// node, plus maxCPUs "cpu<k>" devices (kind "cpu", 64 GiB) only when some node is CPU-only; the link
-// bandwidth is the files' own (median size / cost), latency 0.
+// node, plus maxCPUs "cpu<k>" devices (kind "cpu", 64 GiB) only when some node is CPU-only; links of
+// 2 GiB/s and no latency (edge costs are size / 2^31 B/s in every file; their time unit differs between
+// LayerGraphs and OperatorGraphs, so only that bandwidth is taken from them).
 //
 // Example:
 //   absl::StatusOr<v1::PlaceRequest> r = ImportMsr("bert_l-3_training.json", ImportOptions());

@@ -1,6 +1,7 @@
 #include "service/engine/importers/onnx_importer.h"
 
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -39,6 +40,11 @@ int64_t ElementBytes(int32_t type) {
     default:
       return 4;
   }
+}
+
+bool IsFloating(int32_t type) {
+  return type == onnx::TensorProto_DataType_FLOAT || type == onnx::TensorProto_DataType_DOUBLE ||
+         type == onnx::TensorProto_DataType_FLOAT16 || type == onnx::TensorProto_DataType_BFLOAT16;
 }
 
 struct TensorInfo {
@@ -182,8 +188,12 @@ absl::StatusOr<LayerGraph> OnnxLayerGraph(absl::string_view path, absl::string_v
   }
   onnx::GraphProto* graph = model.mutable_graph();
 
-  absl::flat_hash_set<std::string> initializer_names;
-  for (const onnx::TensorProto& tensor : graph->initializer()) initializer_names.insert(tensor.name());
+  // Floating-point initializers are weights; integer ones are shapes and indices (e.g. Reshape targets).
+  absl::flat_hash_set<std::string> initializer_names, weight_initializers;
+  for (const onnx::TensorProto& tensor : graph->initializer()) {
+    initializer_names.insert(tensor.name());
+    if (IsFloating(tensor.data_type())) weight_initializers.insert(tensor.name());
+  }
 
   // Graph inputs that are not initializers: data if any node reads them at input index 0, otherwise
   // (bias / weight slots only) parameters.
@@ -202,7 +212,7 @@ absl::StatusOr<LayerGraph> OnnxLayerGraph(absl::string_view path, absl::string_v
             input.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0);
         batch->set_dim_value(options.onnx_batch_size);
       }
-    } else {
+    } else if (IsFloating(input.type().tensor_type().elem_type())) {
       parameter_inputs.insert(input.name());
     }
   }
@@ -241,7 +251,7 @@ absl::StatusOr<LayerGraph> OnnxLayerGraph(absl::string_view path, absl::string_v
   }
 
   // Parameters: initializers, ConstantOfShape outputs, weight-slot graph inputs.
-  absl::flat_hash_set<std::string> parameters = initializer_names;
+  absl::flat_hash_set<std::string> parameters = weight_initializers;
   parameters.insert(parameter_inputs.begin(), parameter_inputs.end());
   absl::flat_hash_set<std::string> constants;  // Constant outputs: neither ops nor parameters
   for (const onnx::NodeProto& node : graph->node()) {

@@ -91,10 +91,26 @@ absl::StatusOr<v1::Graph> StackLayers(const v1::Graph& graph, const std::vector<
     int32_t source = -1;
     std::vector<std::pair<int32_t, int64_t>> targets;  // (op, bytes)
   };
+  // Kept ops wired to several replaced layers (e.g. BERT's attention mask, fed to every layer) are not
+  // part of the chain: their edges to the template are repeated for every copy instead.
+  std::vector<bool> broadcast(n, false);
+  for (int32_t i = 0; i < n; ++i) {
+    if (in_range(layer[i])) continue;
+    absl::flat_hash_set<int64_t> touched;
+    for (const auto* list : {&nb.in[i], &nb.out[i]}) {
+      for (int32_t e : *list) {
+        const v1::Edge& edge = graph.edges(e);
+        const int64_t other = layer[edge.src() == i ? edge.dst() : edge.src()];
+        if (in_range(other)) touched.insert(other);
+      }
+    }
+    broadcast[i] = touched.size() >= 2;
+  }
   auto interface = [&](int64_t from, int64_t to) -> absl::StatusOr<Interface> {
     Interface out;
     for (const v1::Edge& edge : graph.edges()) {
       if (layer[edge.src()] != from || layer[edge.dst()] != to) continue;
+      if (broadcast[edge.src()] || broadcast[edge.dst()]) continue;
       if (out.source >= 0 && out.source != edge.src()) {
         return absl::FailedPreconditionError(absl::StrCat("layer ", from, " feeds layer ", to,
                                                           " from more than one op"));
@@ -164,7 +180,7 @@ absl::StatusOr<v1::Graph> StackLayers(const v1::Graph& graph, const std::vector<
       for (int64_t r = 0; r < copies; ++r) AddEdge(out, copy_index(r, s), kept[d], edge.bytes());
     } else if (kept[s] >= 0 && layer[d] == t) {
       // The chain into the first replaced layer is rebuilt below; other kept -> layer edges repeat.
-      if (s == model_in->source) continue;
+      if (s == model_in->source && !broadcast[s]) continue;
       for (int64_t r = 0; r < copies; ++r) AddEdge(out, kept[s], copy_index(r, d), edge.bytes());
     }
   }
