@@ -1,0 +1,288 @@
+#include "service/server/placement_core.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "service/cache/canonical_order.h"
+#include "service/engine/solve/solve.h"
+#include "service/jobs/status_payloads.h"
+#include "service/server/status_proto.h"
+
+namespace placement::server {
+namespace {
+
+absl::Duration FromProto(const google::protobuf::Duration& d) {
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+// INVALID_ARGUMENT with every violation both in the message and as a BadRequest payload.
+absl::Status InvalidRequest(const std::vector<std::pair<std::string, std::string>>& violations) {
+  std::vector<std::string> lines;
+  lines.reserve(violations.size());
+  for (const auto& [field, description] : violations) {
+    lines.push_back(field.empty() ? description : absl::StrCat(field, ": ", description));
+  }
+  return jobs::WithFieldViolations(absl::InvalidArgumentError(absl::StrJoin(lines, "\n")),
+                                   violations);
+}
+
+}  // namespace
+
+int64_t EstimateJobMemoryBytes(int64_t num_ops, int64_t num_edges, int64_t num_devices) {
+  // The model (names, SoA attributes, CSR both ways) plus an algorithm's per-op and per-edge scratch.
+  return (int64_t{64} << 10) + num_ops * 512 + num_edges * 96 + num_devices * num_devices * 16;
+}
+
+PlacementCore::PlacementCore(PlacementCoreOptions options, const AlgorithmCatalog* catalog,
+                             cache::ResultCache* cache, jobs::JobManager* jobs,
+                             jobs::OperationRegistry* operations, ServiceMetrics* metrics)
+    : options_(std::move(options)),
+      catalog_(catalog),
+      cache_(cache),
+      jobs_(jobs),
+      operations_(operations),
+      metrics_(metrics) {}
+
+void PlacementCore::CountLookup(v1::CacheResult result) const {
+  if (metrics_ != nullptr) metrics_->RecordCacheLookup(result);
+}
+
+absl::StatusOr<std::shared_ptr<const PreparedRequest>> PlacementCore::Prepare(
+    const v1::PlaceRequest& request) const {
+  std::vector<engine::FieldViolation> found;
+  absl::StatusOr<engine::Model> model = engine::BuildModel(request, &found, options_.model_limits);
+  absl::StatusOr<const Algorithm*> algorithm = catalog_->Find(request.options().algorithm());
+  if (!model.ok() || !algorithm.ok()) {
+    if (!model.ok() && model.status().code() != absl::StatusCode::kInvalidArgument) {
+      return model.status();
+    }
+    std::vector<std::pair<std::string, std::string>> violations;
+    violations.reserve(found.size() + 1);
+    for (engine::FieldViolation& v : found) {
+      violations.emplace_back(std::move(v.field), std::move(v.description));
+    }
+    if (!model.ok() && violations.empty()) {
+      violations = ViolationsFromMessage(model.status().message());
+    }
+    if (!algorithm.ok()) {
+      for (auto& violation : ViolationsFromMessage(algorithm.status().message())) {
+        violations.push_back(std::move(violation));
+      }
+    }
+    return InvalidRequest(violations);
+  }
+
+  auto prepared = std::make_shared<PreparedRequest>();
+  prepared->algorithm = *algorithm;
+  prepared->options = request.options();
+  prepared->options.set_algorithm((*algorithm)->name());
+  prepared->request_id = request.request_id();
+  auto shared_model = std::make_shared<const engine::Model>(*std::move(model));
+  prepared->request_digest = (*algorithm)->RequestDigest(*shared_model, prepared->options);
+  prepared->estimated_memory_bytes = EstimateJobMemoryBytes(
+      shared_model->num_ops(), shared_model->num_edges(), shared_model->num_devices());
+  prepared->model = std::move(shared_model);
+  absl::Duration limit = options_.default_time_limit;
+  if (request.options().has_time_limit()) {
+    const absl::Duration asked = FromProto(request.options().time_limit());
+    if (asked > absl::ZeroDuration()) limit = asked;
+  }
+  prepared->time_limit = std::min(limit, options_.max_time_limit);
+  return prepared;
+}
+
+jobs::JobWork PlacementCore::MakeSolveWork(std::shared_ptr<const PreparedRequest> prepared) {
+  cache::ResultCache* cache = cache_;
+  const bool cache_time_limited = options_.cache_time_limited_results;
+  return [prepared = std::move(prepared), cache,
+          cache_time_limited](const jobs::JobContext& context) -> absl::StatusOr<jobs::PlacementPtr> {
+    engine::SolveContext solve;
+    solve.deadline = context.deadline();
+    solve.cancelled = context.cancelled_flag();
+    solve.seed = prepared->options.seed();
+    const jobs::Clock* clock = &context.clock();
+    solve.now = [clock] { return clock->Now(); };
+    solve.on_progress = [&context](const engine::Progress& progress) {
+      context.ReportProgress(absl::string_view(progress.stage.data(), progress.stage.size()),
+                             progress.fraction, progress.best_makespan_ns);
+    };
+    absl::StatusOr<v1::Placement> placement =
+        prepared->algorithm->Solve(*prepared->model, prepared->options, solve);
+    if (!placement.ok()) return placement.status();
+    jobs::PlacementPtr canonical =
+        cache::ToCanonicalOrder(*placement, prepared->request_index());
+    const bool cut_short = canonical->provenance().time_limited();
+    if (!context.cancelled() && (cache_time_limited || !cut_short)) {
+      cache->Insert(prepared->request_digest, canonical);
+    }
+    return canonical;
+  };
+}
+
+jobs::JobSpec PlacementCore::MakeJobSpec(std::shared_ptr<const PreparedRequest> prepared,
+                                         absl::Time deadline, const std::string& tenant) {
+  jobs::JobSpec spec;
+  spec.request_digest = prepared->request_digest;
+  spec.tenant = tenant;
+  spec.algorithm = prepared->algorithm->name();
+  spec.time_limit = prepared->time_limit;
+  spec.deadline =
+      deadline == absl::InfiniteFuture() ? deadline : deadline - options_.reply_margin;
+  spec.estimated_memory_bytes = prepared->estimated_memory_bytes;
+  spec.work = MakeSolveWork(std::move(prepared));
+  return spec;
+}
+
+absl::StatusOr<PlaceStart> PlacementCore::StartPlace(
+    std::shared_ptr<const PreparedRequest> prepared, absl::Time deadline,
+    const std::string& tenant) {
+  PlaceStart start;
+  if (!prepared->options.skip_cache()) {
+    start.hit = cache_->Lookup(prepared->request_digest);
+    if (start.hit != nullptr) {
+      CountLookup(v1::HIT);
+      return start;
+    }
+  }
+  absl::StatusOr<jobs::Admission> admission =
+      jobs_->Acquire(MakeJobSpec(std::move(prepared), deadline, tenant));
+  if (!admission.ok()) return admission.status();
+  CountLookup(admission->coalesced ? v1::COALESCED : v1::MISS);
+  start.admission = *std::move(admission);
+  return start;
+}
+
+void PlacementCore::FillPlaceResponse(const PreparedRequest& prepared,
+                                      const v1::Placement& canonical, v1::CacheResult cache,
+                                      absl::Duration queue_time, v1::PlaceResponse* out) const {
+  v1::Placement* placement = out->mutable_placement();
+  cache::ToRequestOrder(canonical, prepared.request_index(), placement);
+  v1::Provenance* provenance = placement->mutable_provenance();
+  provenance->set_cache(cache);
+  provenance->set_queue_ns(cache == v1::HIT ? 0 : absl::ToInt64Nanoseconds(queue_time));
+}
+
+absl::StatusOr<std::shared_ptr<jobs::Operation>> PlacementCore::Submit(
+    const v1::PlaceRequest& request, const std::string& tenant, v1::CacheResult* cache,
+    std::string* request_digest) {
+  absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = Prepare(request);
+  if (!prepared.ok()) return prepared.status();
+  const PreparedRequest& p = **prepared;
+  *request_digest = p.request_digest;
+
+  if (std::shared_ptr<jobs::Operation> existing =
+          operations_->FindByRequestId(tenant, p.request_id)) {
+    if (existing->request_digest() != p.request_digest) {
+      return absl::AlreadyExistsError(absl::StrCat("request_id: \"", p.request_id,
+                                                   "\" was already used for another request (",
+                                                   existing->name(), ")"));
+    }
+    *cache = existing->snapshot().cache;
+    return existing;
+  }
+
+  jobs::OperationSpec spec;
+  spec.tenant = tenant;
+  spec.request_id = p.request_id;
+  spec.request_digest = p.request_digest;
+  // A copy of the op order only: the operation outlives the job, the model need not.
+  spec.request_index = std::make_shared<const std::vector<int32_t>>(p.request_index());
+  spec.algorithm = p.algorithm->name();
+
+  if (!p.options.skip_cache()) {
+    if (cache::CachedPlacement hit = cache_->Lookup(p.request_digest)) {
+      CountLookup(v1::HIT);
+      *cache = v1::HIT;
+      return operations_->AddDone(std::move(spec), std::move(hit), v1::HIT);
+    }
+  }
+  absl::StatusOr<jobs::Admission> admission =
+      jobs_->Acquire(MakeJobSpec(*std::move(prepared), absl::InfiniteFuture(), tenant));
+  if (!admission.ok()) return admission.status();
+  *cache = admission->coalesced ? v1::COALESCED : v1::MISS;
+  CountLookup(*cache);
+  return operations_->AddPending(std::move(spec), *std::move(admission));
+}
+
+absl::StatusOr<std::shared_ptr<jobs::Operation>> PlacementCore::FindOperation(
+    const std::string& name, const std::string& tenant) {
+  return operations_->Find(name, tenant);
+}
+
+absl::StatusOr<std::shared_ptr<jobs::Operation>> PlacementCore::CancelOperation(
+    const std::string& name, const std::string& tenant) {
+  return operations_->Cancel(name, tenant);
+}
+
+void PlacementCore::FillOperation(const jobs::Operation& operation, v1::Operation* out) const {
+  const jobs::Operation::Snapshot snapshot = operation.snapshot();
+  out->set_name(operation.name());
+  v1::OperationProgress* progress = out->mutable_metadata();
+  progress->set_stage(snapshot.progress.stage);
+  progress->set_fraction(snapshot.progress.fraction);
+  progress->set_best_makespan_ns(snapshot.progress.best_makespan_ns);
+  progress->set_request_digest(operation.request_digest());
+  out->set_done(snapshot.done);
+  if (!snapshot.done) return;
+  if (!snapshot.error.ok() || snapshot.placement == nullptr) {
+    *out->mutable_error() = StatusToProto(
+        snapshot.error.ok() ? absl::InternalError("operation finished without a result")
+                            : snapshot.error);
+    return;
+  }
+  v1::Placement* placement = out->mutable_response()->mutable_placement();
+  if (operation.request_index() != nullptr) {
+    cache::ToRequestOrder(*snapshot.placement, *operation.request_index(), placement);
+  } else {
+    *placement = *snapshot.placement;
+  }
+  v1::Provenance* provenance = placement->mutable_provenance();
+  provenance->set_cache(snapshot.cache);
+  provenance->set_queue_ns(
+      snapshot.cache == v1::HIT ? 0 : absl::ToInt64Nanoseconds(snapshot.queue_time));
+}
+
+absl::StatusOr<EvaluateStart> PlacementCore::StartEvaluate(const v1::EvaluateRequest& request,
+                                                           absl::Time deadline,
+                                                           const std::string& tenant) {
+  auto copy = std::make_shared<const v1::EvaluateRequest>(request);
+  auto output = std::make_shared<EvaluateOutput>();
+  jobs::JobSpec spec;
+  spec.tenant = tenant;
+  spec.algorithm = "evaluate";
+  spec.deadline =
+      deadline == absl::InfiniteFuture() ? deadline : deadline - options_.reply_margin;
+  spec.time_limit = options_.max_time_limit;
+  spec.estimated_memory_bytes = EstimateJobMemoryBytes(
+      request.graph().ops_size(), request.graph().edges_size(), request.cluster().devices_size());
+  spec.work = [copy, output](const jobs::JobContext&) -> absl::StatusOr<jobs::PlacementPtr> {
+    absl::StatusOr<v1::EvaluateResponse> response = engine::Evaluate(*copy);
+    if (!response.ok()) {
+      if (response.status().code() == absl::StatusCode::kInvalidArgument) {
+        return InvalidRequest(ViolationsFromMessage(response.status().message()));
+      }
+      return response.status();
+    }
+    output->response = *std::move(response);
+    // Points into `output`, which the waiter also holds.
+    return jobs::PlacementPtr(output, &output->response.placement());
+  };
+  absl::StatusOr<jobs::Admission> admission = jobs_->Acquire(std::move(spec));
+  if (!admission.ok()) return admission.status();
+  return EvaluateStart{*std::move(admission), std::move(output)};
+}
+
+v1::ListAlgorithmsResponse PlacementCore::ListAlgorithms() const {
+  v1::ListAlgorithmsResponse response;
+  for (const Algorithm* algorithm : catalog_->All()) {
+    v1::AlgorithmInfo* info = response.add_algorithms();
+    info->set_name(algorithm->name());
+    info->set_description(algorithm->description());
+    info->set_version(algorithm->version());
+  }
+  return response;
+}
+
+}  // namespace placement::server

@@ -1,0 +1,152 @@
+// placement_core.h — what every RPC does, without gRPC: validate, digest, cache, single-flight, jobs,
+// operations, and the answers in each caller's op order.
+//
+// The gRPC adapter (placement_service.h) decodes a call, asks the core, and encodes the answer; nothing
+// here blocks (work runs on the JobManager's workers) and nothing here includes gRPC, so the whole flow
+// is testable in-process:
+//
+//   PlaceRequest ─► Prepare (BuildModel: every violation with its field path; algorithm; request_digest)
+//                ─► StartPlace: cache hit? ─yes─► FillPlaceResponse (mapped to the caller's op order)
+//                                 │no
+//                                 └─► JobManager::Acquire (join an identical job, or admit a new one)
+//                                      └─► worker: Solve → canonical order → cache insert → waiters
+//
+// Example:
+//   absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = core.Prepare(request);
+//   absl::StatusOr<PlaceStart> start = core.StartPlace(*prepared, deadline, tenant);
+//   if (start->hit) core.FillPlaceResponse(**prepared, *start->hit, v1::HIT, {}, &response);
+//   else wait for start->admission.job, then FillPlaceResponse(...) and core.Release(job).
+#ifndef PLACEMENT_SERVICE_SERVER_PLACEMENT_CORE_H_
+#define PLACEMENT_SERVICE_SERVER_PLACEMENT_CORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "placement/v1/operation.pb.h"
+#include "placement/v1/placement_service.pb.h"
+#include "service/cache/result_cache.h"
+#include "service/engine/model/model.h"
+#include "service/engine/model/model_builder.h"
+#include "service/jobs/job_manager.h"
+#include "service/jobs/operation_registry.h"
+#include "service/server/algorithm_catalog.h"
+#include "service/server/service_metrics.h"
+
+namespace placement::server {
+
+struct PlacementCoreOptions {
+  // Time limit of a job whose request sets none.
+  absl::Duration default_time_limit = absl::Seconds(60);
+  // Upper bound of any job's time limit.
+  absl::Duration max_time_limit = absl::Minutes(10);
+  // Kept from a unary caller's deadline for encoding and sending the reply.
+  absl::Duration reply_margin = absl::Milliseconds(20);
+  // Store results that the time limit cut short (request_digest does not cover the time limit, so a
+  // later caller with a larger budget gets the same answer).
+  bool cache_time_limited_results = true;
+  engine::ModelLimits model_limits;
+};
+
+// A validated request: built once, shared by the handler and the job.
+struct PreparedRequest {
+  std::shared_ptr<const engine::Model> model;
+  const Algorithm* algorithm = nullptr;
+  v1::PlacementOptions options;
+  std::string request_id;
+  std::string request_digest;
+  absl::Duration time_limit;
+  int64_t estimated_memory_bytes = 0;
+
+  const std::vector<int32_t>& request_index() const { return model->request_index; }
+};
+
+struct PlaceStart {
+  // Non-null: answered from the cache (no job).
+  cache::CachedPlacement hit;
+  // Otherwise: the job to wait for; the caller owes one Release(admission.job).
+  jobs::Admission admission;
+};
+
+// Where a worker leaves an Evaluate answer (the job's placement points into it).
+struct EvaluateOutput {
+  v1::EvaluateResponse response;
+};
+
+struct EvaluateStart {
+  jobs::Admission admission;  // the caller owes one Release(admission.job)
+  std::shared_ptr<EvaluateOutput> output;  // filled once the job is done and succeeded
+};
+
+// Rough memory a job needs (model + algorithm scratch), for admission control.
+int64_t EstimateJobMemoryBytes(int64_t num_ops, int64_t num_edges, int64_t num_devices);
+
+class PlacementCore {
+ public:
+  // Everything passed must outlive the core; `metrics` may be null.
+  PlacementCore(PlacementCoreOptions options, const AlgorithmCatalog* catalog,
+                cache::ResultCache* cache, jobs::JobManager* jobs,
+                jobs::OperationRegistry* operations, ServiceMetrics* metrics);
+
+  // Validates `request` (INVALID_ARGUMENT with a BadRequest payload listing every violation, including
+  // an unknown options.algorithm) and computes its request_digest.
+  absl::StatusOr<std::shared_ptr<const PreparedRequest>> Prepare(
+      const v1::PlaceRequest& request) const;
+
+  // Unary Place: a cache hit (unless options.skip_cache), or a job to wait for. `deadline` is the
+  // caller's (InfiniteFuture = none). UNAVAILABLE / DEADLINE_EXCEEDED from admission.
+  absl::StatusOr<PlaceStart> StartPlace(std::shared_ptr<const PreparedRequest> prepared,
+                                        absl::Time deadline, const std::string& tenant);
+
+  // The caller of StartPlace/StartEvaluate stopped waiting for `job`.
+  void Release(const std::shared_ptr<jobs::Job>& job) { jobs_->Release(job); }
+
+  // `canonical` mapped to the caller's op order, with provenance.cache and queue_ns set.
+  void FillPlaceResponse(const PreparedRequest& prepared, const v1::Placement& canonical,
+                         v1::CacheResult cache, absl::Duration queue_time,
+                         v1::PlaceResponse* out) const;
+
+  // SubmitPlacement: validates, then an operation that is done at once (cache hit) or waits for a job.
+  // *cache tells which. Errors as Prepare / StartPlace, plus ALREADY_EXISTS for a request_id reused
+  // with another request.
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> Submit(const v1::PlaceRequest& request,
+                                                          const std::string& tenant,
+                                                          v1::CacheResult* cache,
+                                                          std::string* request_digest);
+
+  // NOT_FOUND for unknown, expired or other tenants' operations.
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> FindOperation(const std::string& name,
+                                                                 const std::string& tenant);
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> CancelOperation(const std::string& name,
+                                                                   const std::string& tenant);
+  // The v1::Operation for the operation's current state.
+  void FillOperation(const jobs::Operation& operation, v1::Operation* out) const;
+
+  // Evaluate on a worker (the simulation may be long); the request is copied into the job.
+  absl::StatusOr<EvaluateStart> StartEvaluate(const v1::EvaluateRequest& request,
+                                              absl::Time deadline, const std::string& tenant);
+
+  v1::ListAlgorithmsResponse ListAlgorithms() const;
+
+  const PlacementCoreOptions& options() const { return options_; }
+
+ private:
+  jobs::JobWork MakeSolveWork(std::shared_ptr<const PreparedRequest> prepared);
+  jobs::JobSpec MakeJobSpec(std::shared_ptr<const PreparedRequest> prepared, absl::Time deadline,
+                            const std::string& tenant);
+  void CountLookup(v1::CacheResult result) const;
+
+  const PlacementCoreOptions options_;
+  const AlgorithmCatalog* const catalog_;
+  cache::ResultCache* const cache_;
+  jobs::JobManager* const jobs_;
+  jobs::OperationRegistry* const operations_;
+  ServiceMetrics* const metrics_;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVICE_SERVER_PLACEMENT_CORE_H_

@@ -1,0 +1,157 @@
+#include "service/server/placement_server.h"
+
+#include <exception>
+#include <vector>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "prometheus/exposer.h"
+#include "service/cache/lru_cache.h"
+#include "service/server/request_log.h"
+
+namespace placement::server {
+namespace {
+
+constexpr char kServiceName[] = "placement.v1.PlacementService";
+
+std::string HostPort(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+}  // namespace
+
+PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std::move(options)) {
+  metrics_ = std::make_unique<ServiceMetrics>();
+  catalog_ = std::make_unique<AlgorithmCatalog>(
+      AlgorithmCatalogOptions{.include_testing_algorithms = options_.testing_algorithms});
+  cache_ = std::make_unique<cache::LruResultCache>(
+      cache::LruCacheOptions{.max_bytes = options_.cache_bytes});
+  jobs_ = std::make_unique<jobs::JobManager>(jobs::JobManagerOptions{
+      .workers = options_.workers,
+      .max_queued_jobs = options_.max_queued_jobs,
+      .memory_budget_bytes = options_.job_memory_budget_bytes,
+      .min_time_budget = options_.min_time_budget,
+      .retry_delay = options_.retry_delay,
+      .observer = metrics_.get(),
+  });
+  operations_ = std::make_unique<jobs::OperationRegistry>(
+      jobs::OperationRegistryOptions{.ttl_after_done = options_.operation_ttl,
+                                     .max_operations = options_.max_operations,
+                                     .retry_delay = options_.retry_delay},
+      jobs_.get());
+  core_ = std::make_unique<PlacementCore>(options_.core, catalog_.get(), cache_.get(), jobs_.get(),
+                                          operations_.get(), metrics_.get());
+  log_ = std::make_unique<RequestLog>(RequestLog::Options{.enabled = options_.log_requests});
+  service_ = std::make_unique<PlacementServiceImpl>(
+      core_.get(), metrics_.get(), log_.get(),
+      PlacementServiceOptions{.max_wait_timeout = options_.max_wait_timeout});
+  metrics_->SetSources({.jobs = [this] { return jobs_->Stats(); },
+                        .cache = [this] { return cache_->Stats(); },
+                        .operations = [this] { return operations_->size(); },
+                        .queue_capacity = options_.max_queued_jobs});
+}
+
+PlacementServer::~PlacementServer() {
+  Shutdown();
+  // Stop scrapes before the sources they read go away.
+  exposer_.reset();
+}
+
+absl::Status PlacementServer::Start() {
+  absl::MutexLock lock(&shutdown_mu_);
+  if (started_) return absl::FailedPreconditionError("already started");
+  started_ = true;
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(HostPort(options_.host, options_.port),
+                           grpc::InsecureServerCredentials(), &port_);
+  builder.RegisterService(service_.get());
+  builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
+  builder.SetMaxSendMessageSize(options_.max_message_bytes);
+  // Clients may send keepalive pings every 10 s or more, also between calls.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  if (options_.max_connection_age > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                               static_cast<int>(absl::ToInt64Milliseconds(
+                                   options_.max_connection_age)));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               static_cast<int>(absl::ToInt64Milliseconds(
+                                   options_.shutdown_grace)));
+  }
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    jobs_->Shutdown();
+    return absl::UnavailableError(absl::StrCat("cannot listen on ",
+                                               HostPort(options_.host, options_.port)));
+  }
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  health->SetServingStatus(kServiceName, true);
+
+  if (options_.metrics_port >= 0) {
+    try {
+      exposer_ = std::make_unique<prometheus::Exposer>(
+          HostPort(options_.host, options_.metrics_port));
+    } catch (const std::exception& e) {
+      server_->Shutdown(std::chrono::system_clock::now());
+      jobs_->Shutdown();
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve metrics on ", HostPort(options_.host, options_.metrics_port),
+                       ": ", e.what()));
+    }
+    exposer_->RegisterCollectable(metrics_->registry());
+    exposer_->RegisterCollectable(metrics_->gauges());
+    const std::vector<int> ports = exposer_->GetListeningPorts();
+    metrics_port_ = ports.empty() ? options_.metrics_port : ports.front();
+  }
+
+  LogLine(absl::StrCat("workers=", jobs_->workers(), " cache_bytes=", options_.cache_bytes,
+                       " max_queued_jobs=", options_.max_queued_jobs,
+                       " max_message_bytes=", options_.max_message_bytes));
+  LogLine(absl::StrCat("listening on ", HostPort(options_.host, port_)));
+  if (metrics_port_ >= 0) {
+    LogLine(absl::StrCat("metrics on ", HostPort(options_.host, metrics_port_)));
+  }
+  return absl::OkStatus();
+}
+
+void PlacementServer::Shutdown() {
+  {
+    absl::MutexLock lock(&shutdown_mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    if (!started_ || server_ == nullptr) {
+      jobs_->Shutdown();
+      shutdown_done_.Notify();
+      return;
+    }
+  }
+  const absl::Time begin = absl::Now();
+  LogLine("shutting down: health NOT_SERVING");
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  health->SetServingStatus(kServiceName, false);
+  health->SetServingStatus("", false);
+  if (options_.shutdown_drain_delay > absl::ZeroDuration()) {
+    absl::SleepFor(options_.shutdown_drain_delay);
+  }
+  jobs_->StopAdmitting();
+  service_->Drain();
+  LogLine(absl::StrCat("shutting down: waiting up to ",
+                       absl::FormatDuration(options_.shutdown_grace), " for in-flight calls"));
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
+  jobs_->Shutdown();
+  LogLine(absl::StrCat("shut down in ", absl::FormatDuration(absl::Now() - begin)));
+  shutdown_done_.Notify();
+}
+
+void PlacementServer::Wait() { shutdown_done_.WaitForNotification(); }
+
+}  // namespace placement::server

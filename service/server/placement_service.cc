@@ -1,0 +1,618 @@
+#include "service/server/placement_service.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <optional>
+
+#include <grpcpp/alarm.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "service/server/status_mapping.h"
+
+namespace placement::server {
+namespace {
+
+absl::Time DeadlineOf(const grpc::CallbackServerContext* context) {
+  const std::chrono::system_clock::time_point deadline = context->deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
+// Tenants arrive with authentication (issue 7); until then everyone shares the tenant "".
+std::string TenantOf(const grpc::CallbackServerContext* /*context*/) { return ""; }
+
+// Times one call and reports it (metrics + one log line) when it ends.
+class CallRecord {
+ public:
+  CallRecord(PlacementServiceImpl* service, Method method)
+      : service_(service), start_(absl::Now()) {
+    entry_.method = method;
+  }
+  RpcLogEntry& entry() { return entry_; }
+  void Done(const absl::Status& status) {
+    entry_.code = status.code();
+    if (!status.ok()) entry_.message = std::string(status.message());
+    entry_.total_time = absl::Now() - start_;
+    service_->Record(entry_);
+  }
+
+ private:
+  PlacementServiceImpl* service_;
+  absl::Time start_;
+  RpcLogEntry entry_;
+};
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, CallRecord& record,
+                                    const absl::Status& status) {
+  record.Done(status);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// ---- Unary calls that wait for a job (Place, Evaluate) ----
+
+// Exactly one of {job done, caller cancelled, immediate answer} finishes the call: whoever wins the
+// `claimed` flag. The reactor stays alive until Finish() has been called (OnDone comes after), so the
+// winner may use it; listeners only hold the small Shared block.
+class JobWaitReactor : public grpc::ServerUnaryReactor {
+ public:
+  JobWaitReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context,
+                 Method method)
+      : service_(service),
+        context_(context),
+        record_(service, method),
+        deadline_(DeadlineOf(context)),
+        shared_(std::make_shared<Shared>()) {
+    shared_->reactor = this;
+  }
+
+  void OnCancel() override {
+    if (!Claim()) return;
+    ReleaseJob();
+    Complete(absl::Now() >= deadline_
+                 ? absl::DeadlineExceededError("the deadline passed before the answer was ready")
+                 : absl::CancelledError("the caller cancelled the call"));
+  }
+
+  void OnDone() override { delete this; }
+
+ protected:
+  virtual ~JobWaitReactor() = default;
+
+  // Fills the response from a successful job result.
+  virtual absl::Status Respond(const jobs::JobResult& result) = 0;
+
+  bool Claim() { return !shared_->claimed.exchange(true); }
+
+  // Only after a successful Claim().
+  void Complete(const absl::Status& status) {
+    record_.Done(status);
+    Finish(ToGrpcStatus(status));
+  }
+
+  // Waits for `job` (this call is one of its waiters, see JobManager::Acquire).
+  void WaitFor(std::shared_ptr<jobs::Job> job) {
+    {
+      absl::MutexLock lock(&mu_);
+      job_ = job;
+    }
+    if (shared_->claimed.load()) {  // cancelled meanwhile
+      ReleaseJob();
+      return;
+    }
+    std::shared_ptr<Shared> shared = shared_;
+    const uint64_t id = job->AddListener([shared](const jobs::Job& changed) {
+      if (!changed.done() || shared->claimed.exchange(true)) return;
+      shared->reactor->OnJobDone(changed);
+    });
+    if (id == 0) {
+      if (Claim()) OnJobDone(*job);
+      return;
+    }
+    bool stale = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (job_ == job) {
+        listener_ = id;
+      } else {
+        stale = true;
+      }
+    }
+    if (stale) job->RemoveListener(id);
+  }
+
+  PlacementServiceImpl* service_;
+  grpc::CallbackServerContext* context_;
+  CallRecord record_;
+  const absl::Time deadline_;
+
+ private:
+  struct Shared {
+    std::atomic<bool> claimed{false};
+    JobWaitReactor* reactor = nullptr;
+  };
+
+  void OnJobDone(const jobs::Job& job) {
+    ReleaseJob();
+    const jobs::JobResult& result = job.result();
+    record_.entry().queue_time = result.queue_time;
+    record_.entry().solve_time = result.solve_time;
+    Complete(result.placement.ok() ? Respond(result) : result.placement.status());
+  }
+
+  void ReleaseJob() {
+    std::shared_ptr<jobs::Job> job;
+    uint64_t listener = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      job = std::move(job_);
+      job_ = nullptr;
+      listener = listener_;
+      listener_ = 0;
+    }
+    if (job == nullptr) return;
+    job->RemoveListener(listener);
+    service_->core().Release(job);
+  }
+
+  std::shared_ptr<Shared> shared_;
+  absl::Mutex mu_;
+  std::shared_ptr<jobs::Job> job_ ABSL_GUARDED_BY(mu_);
+  uint64_t listener_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class PlaceReactor final : public JobWaitReactor {
+ public:
+  PlaceReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context,
+               const v1::PlaceRequest* request, v1::PlaceResponse* response)
+      : JobWaitReactor(service, context, Method::kPlace), request_(request), response_(response) {}
+
+  void Start() {
+    PlacementCore& core = service_->core();
+    absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = core.Prepare(*request_);
+    if (!prepared.ok()) {
+      if (Claim()) Complete(prepared.status());
+      return;
+    }
+    prepared_ = *std::move(prepared);
+    record_.entry().digest = prepared_->request_digest;
+    absl::StatusOr<PlaceStart> start = core.StartPlace(prepared_, deadline_, TenantOf(context_));
+    if (!start.ok()) {
+      if (Claim()) Complete(start.status());
+      return;
+    }
+    if (start->hit != nullptr) {
+      if (!Claim()) return;
+      record_.entry().cache = v1::HIT;
+      core.FillPlaceResponse(*prepared_, *start->hit, v1::HIT, absl::ZeroDuration(), response_);
+      Complete(absl::OkStatus());
+      return;
+    }
+    cache_ = start->admission.coalesced ? v1::COALESCED : v1::MISS;
+    record_.entry().cache = cache_;
+    WaitFor(std::move(start->admission.job));
+  }
+
+ private:
+  absl::Status Respond(const jobs::JobResult& result) override {
+    service_->core().FillPlaceResponse(*prepared_, **result.placement, cache_, result.queue_time,
+                                       response_);
+    return absl::OkStatus();
+  }
+
+  const v1::PlaceRequest* request_;
+  v1::PlaceResponse* response_;
+  std::shared_ptr<const PreparedRequest> prepared_;
+  v1::CacheResult cache_ = v1::MISS;
+};
+
+class EvaluateReactor final : public JobWaitReactor {
+ public:
+  EvaluateReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context,
+                  const v1::EvaluateRequest* request, v1::EvaluateResponse* response)
+      : JobWaitReactor(service, context, Method::kEvaluate),
+        request_(request),
+        response_(response) {}
+
+  void Start() {
+    absl::StatusOr<EvaluateStart> start =
+        service_->core().StartEvaluate(*request_, deadline_, TenantOf(context_));
+    if (!start.ok()) {
+      if (Claim()) Complete(start.status());
+      return;
+    }
+    output_ = std::move(start->output);
+    WaitFor(std::move(start->admission.job));
+  }
+
+ private:
+  absl::Status Respond(const jobs::JobResult& /*result*/) override {
+    // Nobody else reads the output of an Evaluate job (it is never shared).
+    response_->Swap(&output_->response);
+    return absl::OkStatus();
+  }
+
+  const v1::EvaluateRequest* request_;
+  v1::EvaluateResponse* response_;
+  std::shared_ptr<EvaluateOutput> output_;
+};
+
+// ---- WaitOperation ----
+
+class WaitReactor final : public grpc::ServerUnaryReactor {
+ public:
+  WaitReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context,
+              const v1::WaitOperationRequest* request, v1::WaitOperationResponse* response)
+      : service_(service),
+        context_(context),
+        request_(request),
+        response_(response),
+        record_(service, Method::kWaitOperation),
+        shared_(std::make_shared<Shared>()) {
+    shared_->reactor = this;
+  }
+
+  void Start() {
+    record_.entry().operation = request_->name();
+    absl::StatusOr<std::shared_ptr<jobs::Operation>> op =
+        service_->core().FindOperation(request_->name(), TenantOf(context_));
+    if (!op.ok()) {
+      if (Claim()) Complete(op.status());
+      return;
+    }
+    operation_ = *std::move(op);
+    record_.entry().digest = operation_->request_digest();
+
+    const absl::Time now = absl::Now();
+    absl::Time until = now + service_->options().max_wait_timeout;
+    if (request_->has_timeout()) {
+      until = std::min(until, now + absl::Seconds(request_->timeout().seconds()) +
+                                  absl::Nanoseconds(request_->timeout().nanos()));
+    }
+    const absl::Time deadline = DeadlineOf(context_);
+    if (deadline != absl::InfiniteFuture()) {
+      until = std::min(until, deadline - service_->core().options().reply_margin);
+    }
+
+    std::shared_ptr<Shared> shared = shared_;
+    operation_listener_ = operation_->AddListener([shared](const jobs::Operation& changed) {
+      if (changed.done() && !shared->claimed.exchange(true)) shared->reactor->Reply();
+    });
+    if (operation_listener_ == 0) {  // done already
+      if (Claim()) Reply();
+      return;
+    }
+    drain_subscription_ = service_->drain().Subscribe([shared] {
+      if (!shared->claimed.exchange(true)) shared->reactor->Reply();
+    });
+    if (drain_subscription_ == 0) {
+      if (Claim()) Reply();
+      return;
+    }
+    if (until <= now) {
+      if (Claim()) Reply();
+      return;
+    }
+    alarm_.Set(absl::ToChronoTime(until), [shared](bool fired) {
+      if (fired && !shared->claimed.exchange(true)) shared->reactor->Reply();
+    });
+  }
+
+  void OnCancel() override {
+    if (Claim()) Complete(absl::CancelledError("the caller cancelled the call"));
+  }
+
+  void OnDone() override {
+    if (operation_ != nullptr) operation_->RemoveListener(operation_listener_);
+    service_->drain().Unsubscribe(drain_subscription_);
+    delete this;
+  }
+
+ private:
+  struct Shared {
+    std::atomic<bool> claimed{false};
+    WaitReactor* reactor = nullptr;
+  };
+
+  bool Claim() { return !shared_->claimed.exchange(true); }
+  void Reply() {
+    service_->core().FillOperation(*operation_, response_->mutable_operation());
+    Complete(absl::OkStatus());
+  }
+  void Complete(const absl::Status& status) {
+    record_.Done(status);
+    Finish(ToGrpcStatus(status));
+  }
+
+  PlacementServiceImpl* service_;
+  grpc::CallbackServerContext* context_;
+  const v1::WaitOperationRequest* request_;
+  v1::WaitOperationResponse* response_;
+  CallRecord record_;
+  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<jobs::Operation> operation_;
+  uint64_t operation_listener_ = 0;
+  uint64_t drain_subscription_ = 0;
+  grpc::Alarm alarm_;
+};
+
+// ---- WatchOperation ----
+
+// All state lives in Shared, under its mutex; gRPC methods are called outside the lock, and only by
+// the thread that decided to (a write is in flight → every other change waits for OnWriteDone), so the
+// reactor is alive whenever it is called: OnDone comes only after Finish and the last write.
+class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchOperationResponse> {
+ public:
+  WatchReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context,
+               const v1::WatchOperationRequest* request)
+      : service_(service),
+        context_(context),
+        request_(request),
+        shared_(std::make_shared<Shared>()) {
+    shared_->reactor = this;
+    shared_->record.emplace(service, Method::kWatchOperation);
+  }
+
+  void Start() {
+    shared_->record->entry().operation = request_->name();
+    absl::StatusOr<std::shared_ptr<jobs::Operation>> op =
+        service_->core().FindOperation(request_->name(), TenantOf(context_));
+    if (!op.ok()) {
+      EndWith(op.status());
+      return;
+    }
+    {
+      absl::MutexLock lock(&shared_->mu);
+      shared_->operation = *op;
+      shared_->record->entry().digest = (*op)->request_digest();
+    }
+    std::shared_ptr<Shared> shared = shared_;
+    operation_ = *std::move(op);
+    operation_listener_ =
+        operation_->AddListener([shared](const jobs::Operation&) { Step(shared); });
+    drain_subscription_ = service_->drain().Subscribe([shared] {
+      EndWith(shared, absl::UnavailableError(
+                          "the server is shutting down; watch the operation again elsewhere or "
+                          "later"));
+    });
+    if (drain_subscription_ == 0) {
+      EndWith(absl::UnavailableError("the server is shutting down"));
+      return;
+    }
+    Step(shared_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&shared_->mu);
+      shared_->writing = false;
+      if (!ok && !shared_->end_status.has_value()) {
+        shared_->end_status = absl::CancelledError("the stream broke");
+      }
+    }
+    Step(shared_);
+  }
+
+  void OnCancel() override { EndWith(absl::CancelledError("the caller cancelled the call")); }
+
+  void OnDone() override {
+    if (operation_ != nullptr) operation_->RemoveListener(operation_listener_);
+    service_->drain().Unsubscribe(drain_subscription_);
+    delete this;
+  }
+
+ private:
+  struct Shared {
+    absl::Mutex mu;
+    WatchReactor* reactor = nullptr;
+    std::optional<CallRecord> record;
+    std::shared_ptr<jobs::Operation> operation ABSL_GUARDED_BY(mu);
+    bool writing ABSL_GUARDED_BY(mu) = false;
+    bool finished ABSL_GUARDED_BY(mu) = false;
+    std::optional<absl::Status> end_status ABSL_GUARDED_BY(mu);
+    bool sent_any ABSL_GUARDED_BY(mu) = false;
+    std::string last_sent ABSL_GUARDED_BY(mu);  // serialized progress of the last message
+    v1::WatchOperationResponse out ABSL_GUARDED_BY(mu);
+  };
+
+  void EndWith(absl::Status status) { EndWith(shared_, std::move(status)); }
+
+  static void EndWith(const std::shared_ptr<Shared>& shared, absl::Status status) {
+    {
+      absl::MutexLock lock(&shared->mu);
+      if (!shared->end_status.has_value()) shared->end_status = std::move(status);
+    }
+    Step(shared);
+  }
+
+  // Decides (under the lock) what to do next and does it (outside the lock).
+  static void Step(const std::shared_ptr<Shared>& shared) {
+    enum class Action { kNothing, kWrite, kWriteAndFinish, kFinish };
+    Action action = Action::kNothing;
+    absl::Status status;
+    WatchReactor* reactor = nullptr;
+    {
+      absl::MutexLock lock(&shared->mu);
+      if (shared->finished || shared->writing) return;  // OnWriteDone calls Step again
+      reactor = shared->reactor;
+      if (shared->end_status.has_value()) {
+        shared->finished = true;
+        status = *shared->end_status;
+        action = Action::kFinish;
+      } else if (shared->operation != nullptr) {
+        v1::Operation* message = shared->out.mutable_operation();
+        message->Clear();
+        reactor->service_->core().FillOperation(*shared->operation, message);
+        if (message->done()) {
+          shared->finished = true;
+          shared->writing = true;
+          action = Action::kWriteAndFinish;
+        } else {
+          std::string progress = message->metadata().SerializeAsString();
+          if (!shared->sent_any || progress != shared->last_sent) {
+            shared->sent_any = true;
+            shared->last_sent = std::move(progress);
+            shared->writing = true;
+            action = Action::kWrite;
+          }
+        }
+      }
+    }
+    switch (action) {
+      case Action::kNothing:
+        return;
+      case Action::kWrite:
+        reactor->StartWrite(&shared->out);
+        return;
+      case Action::kWriteAndFinish:
+        shared->record->Done(absl::OkStatus());
+        reactor->StartWriteAndFinish(&shared->out, grpc::WriteOptions(), grpc::Status::OK);
+        return;
+      case Action::kFinish:
+        shared->record->Done(status);
+        reactor->Finish(ToGrpcStatus(status));
+        return;
+    }
+  }
+
+  PlacementServiceImpl* service_;
+  grpc::CallbackServerContext* context_;
+  const v1::WatchOperationRequest* request_;
+  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<jobs::Operation> operation_;
+  uint64_t operation_listener_ = 0;
+  uint64_t drain_subscription_ = 0;
+};
+
+}  // namespace
+
+// ---- DrainSignal ----
+
+uint64_t DrainSignal::Subscribe(std::function<void()> on_drain) {
+  absl::MutexLock lock(&mu_);
+  if (fired_) return 0;
+  const uint64_t id = next_id_++;
+  subscribers_.emplace_back(id, std::move(on_drain));
+  return id;
+}
+
+void DrainSignal::Unsubscribe(uint64_t id) {
+  if (id == 0) return;
+  absl::MutexLock lock(&mu_);
+  subscribers_.erase(std::remove_if(subscribers_.begin(), subscribers_.end(),
+                                    [id](const auto& entry) { return entry.first == id; }),
+                     subscribers_.end());
+}
+
+void DrainSignal::Fire() {
+  std::vector<std::pair<uint64_t, std::function<void()>>> to_call;
+  {
+    absl::MutexLock lock(&mu_);
+    if (fired_) return;
+    fired_ = true;
+    to_call.swap(subscribers_);
+  }
+  for (auto& [id, on_drain] : to_call) on_drain();
+}
+
+bool DrainSignal::fired() const {
+  absl::MutexLock lock(&mu_);
+  return fired_;
+}
+
+// ---- PlacementServiceImpl ----
+
+PlacementServiceImpl::PlacementServiceImpl(PlacementCore* core, ServiceMetrics* metrics,
+                                           const RequestLog* log, PlacementServiceOptions options)
+    : core_(core), metrics_(metrics), log_(log), options_(options) {}
+
+void PlacementServiceImpl::Drain() { drain_.Fire(); }
+
+void PlacementServiceImpl::Record(const RpcLogEntry& entry) {
+  if (metrics_ != nullptr) metrics_->RecordRequest(entry.method, entry.code, entry.total_time);
+  if (log_ != nullptr) log_->Rpc(entry);
+}
+
+grpc::ServerUnaryReactor* PlacementServiceImpl::Place(grpc::CallbackServerContext* context,
+                                                      const v1::PlaceRequest* request,
+                                                      v1::PlaceResponse* response) {
+  auto* reactor = new PlaceReactor(this, context, request, response);
+  reactor->Start();
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PlacementServiceImpl::SubmitPlacement(
+    grpc::CallbackServerContext* context, const v1::SubmitPlacementRequest* request,
+    v1::SubmitPlacementResponse* response) {
+  CallRecord record(this, Method::kSubmitPlacement);
+  v1::CacheResult cache = v1::CACHE_RESULT_UNSPECIFIED;
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> operation =
+      core_->Submit(request->request(), TenantOf(context), &cache, &record.entry().digest);
+  record.entry().cache = cache;
+  if (!operation.ok()) return FinishNow(context, record, operation.status());
+  record.entry().operation = (*operation)->name();
+  core_->FillOperation(**operation, response->mutable_operation());
+  return FinishNow(context, record, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* PlacementServiceImpl::GetOperation(
+    grpc::CallbackServerContext* context, const v1::GetOperationRequest* request,
+    v1::GetOperationResponse* response) {
+  CallRecord record(this, Method::kGetOperation);
+  record.entry().operation = request->name();
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> operation =
+      core_->FindOperation(request->name(), TenantOf(context));
+  if (!operation.ok()) return FinishNow(context, record, operation.status());
+  record.entry().digest = (*operation)->request_digest();
+  core_->FillOperation(**operation, response->mutable_operation());
+  return FinishNow(context, record, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* PlacementServiceImpl::WaitOperation(
+    grpc::CallbackServerContext* context, const v1::WaitOperationRequest* request,
+    v1::WaitOperationResponse* response) {
+  auto* reactor = new WaitReactor(this, context, request, response);
+  reactor->Start();
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PlacementServiceImpl::CancelOperation(
+    grpc::CallbackServerContext* context, const v1::CancelOperationRequest* request,
+    v1::CancelOperationResponse* response) {
+  CallRecord record(this, Method::kCancelOperation);
+  record.entry().operation = request->name();
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> operation =
+      core_->CancelOperation(request->name(), TenantOf(context));
+  if (!operation.ok()) return FinishNow(context, record, operation.status());
+  record.entry().digest = (*operation)->request_digest();
+  core_->FillOperation(**operation, response->mutable_operation());
+  return FinishNow(context, record, absl::OkStatus());
+}
+
+grpc::ServerWriteReactor<v1::WatchOperationResponse>* PlacementServiceImpl::WatchOperation(
+    grpc::CallbackServerContext* context, const v1::WatchOperationRequest* request) {
+  auto* reactor = new WatchReactor(this, context, request);
+  reactor->Start();
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PlacementServiceImpl::Evaluate(grpc::CallbackServerContext* context,
+                                                         const v1::EvaluateRequest* request,
+                                                         v1::EvaluateResponse* response) {
+  auto* reactor = new EvaluateReactor(this, context, request, response);
+  reactor->Start();
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PlacementServiceImpl::ListAlgorithms(
+    grpc::CallbackServerContext* context, const v1::ListAlgorithmsRequest* /*request*/,
+    v1::ListAlgorithmsResponse* response) {
+  CallRecord record(this, Method::kListAlgorithms);
+  *response = core_->ListAlgorithms();
+  return FinishNow(context, record, absl::OkStatus());
+}
+
+}  // namespace placement::server

@@ -1,0 +1,80 @@
+#include "service/server/request_log.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+
+namespace placement::server {
+namespace {
+
+constexpr size_t kDigestPrefix = 12;
+constexpr size_t kMaxMessage = 300;
+
+std::string Quote(absl::string_view text) {
+  std::string out = "\"";
+  for (char c : text.substr(0, kMaxMessage)) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out.push_back(' ');
+    } else {
+      out.push_back(c);
+    }
+  }
+  if (text.size() > kMaxMessage) out += "...";
+  out.push_back('"');
+  return out;
+}
+
+const char* CacheName(v1::CacheResult cache) {
+  switch (cache) {
+    case v1::HIT: return "HIT";
+    case v1::MISS: return "MISS";
+    case v1::COALESCED: return "COALESCED";
+    default: return "-";
+  }
+}
+
+double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+}  // namespace
+
+void LogLine(absl::string_view text) {
+  std::string line = absl::StrCat(
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()), " ", text, "\n");
+  size_t written = 0;
+  while (written < line.size()) {
+    const ssize_t n = ::write(STDERR_FILENO, line.data() + written, line.size() - written);
+    if (n <= 0) break;
+    written += static_cast<size_t>(n);
+  }
+}
+
+std::string FormatRpcLogEntry(const RpcLogEntry& entry) {
+  std::string line = absl::StrCat("rpc method=", MethodName(entry.method));
+  if (!entry.digest.empty()) {
+    absl::StrAppend(&line, " digest=", absl::string_view(entry.digest).substr(0, kDigestPrefix));
+  }
+  if (!entry.operation.empty()) absl::StrAppend(&line, " operation=", entry.operation);
+  if (entry.cache != v1::CACHE_RESULT_UNSPECIFIED) {
+    absl::StrAppend(&line, " cache=", CacheName(entry.cache));
+  }
+  absl::StrAppend(&line, absl::StrFormat(" queue_ms=%.3f solve_ms=%.3f total_ms=%.3f",
+                                         Ms(entry.queue_time), Ms(entry.solve_time),
+                                         Ms(entry.total_time)));
+  absl::StrAppend(&line, " status=", absl::StatusCodeToString(entry.code));
+  if (!entry.message.empty()) absl::StrAppend(&line, " error=", Quote(entry.message));
+  return line;
+}
+
+void RequestLog::Rpc(const RpcLogEntry& entry) const {
+  if (!options_.enabled) return;
+  LogLine(FormatRpcLogEntry(entry));
+}
+
+}  // namespace placement::server

@@ -1,0 +1,118 @@
+// service_metrics.h — every Prometheus metric of the placement service, defined in one place.
+//
+// Counters and histograms are updated as requests and jobs finish; gauges (queue depth, running jobs,
+// cache bytes, process RSS, ...) are read from their sources at scrape time by a collector, so nothing
+// has to remember to update them. Names follow the Prometheus naming rules (prefix `placement_`, base
+// units, `_total` for counters) and are checked with `promtool check metrics` in the end-to-end tests.
+//
+//   placement_requests_total{method,code}           counter   RPCs by method and gRPC status code
+//   placement_request_duration_seconds{method}      histogram RPC latency (handler start → reply)
+//   placement_cache_lookups_total{result}           counter   hit | miss | coalesced
+//   placement_solves_total{algorithm}               counter   computations that ran on a worker
+//   placement_solve_duration_seconds{algorithm}     histogram their run time
+//   placement_queue_wait_seconds                    histogram time jobs waited for a worker
+//   placement_admission_rejections_total{reason}    counter   queue_full | memory | draining | deadline
+//   placement_queue_depth, placement_jobs_running   gauge     jobs waiting / running
+//   placement_workers, placement_queue_capacity     gauge     configuration
+//   placement_job_memory_bytes                      gauge     estimated memory of admitted jobs
+//   placement_cache_bytes, placement_cache_max_bytes, placement_cache_entries       gauge
+//   placement_cache_evictions_total                 counter
+//   placement_operations                            gauge     operations kept (pending + finished)
+//   placement_build_info{version}                   gauge     always 1
+//   process_resident_memory_bytes, process_cpu_seconds_total, process_open_fds
+//
+// Example:
+//   ServiceMetrics metrics;
+//   metrics.SetSources({.jobs = [&] { return jobs.Stats(); }, ...});
+//   metrics.RecordRequest(Method::kPlace, absl::StatusCode::kOk, absl::Milliseconds(3));
+//   exposer.RegisterCollectable(metrics.registry()); exposer.RegisterCollectable(metrics.gauges());
+#ifndef PLACEMENT_SERVICE_SERVER_SERVICE_METRICS_H_
+#define PLACEMENT_SERVICE_SERVER_SERVICE_METRICS_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "placement/v1/placement.pb.h"
+#include "prometheus/collectable.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "service/cache/result_cache.h"
+#include "service/jobs/job_manager.h"
+
+namespace placement::server {
+
+enum class Method {
+  kPlace,
+  kSubmitPlacement,
+  kGetOperation,
+  kWaitOperation,
+  kCancelOperation,
+  kWatchOperation,
+  kEvaluate,
+  kListAlgorithms,
+};
+inline constexpr int kNumMethods = 8;
+absl::string_view MethodName(Method method);
+
+class ServiceMetrics : public jobs::JobObserver {
+ public:
+  // Where gauges come from at scrape time (each may be empty).
+  struct Sources {
+    std::function<jobs::JobManagerStats()> jobs;
+    std::function<cache::CacheStats()> cache;
+    std::function<size_t()> operations;
+    int queue_capacity = 0;
+  };
+
+  ServiceMetrics();
+  ~ServiceMetrics() override;
+
+  void SetSources(Sources sources);
+
+  void RecordRequest(Method method, absl::StatusCode code, absl::Duration duration);
+  // result: HIT, MISS or COALESCED.
+  void RecordCacheLookup(v1::CacheResult result);
+
+  // jobs::JobObserver
+  void OnAdmissionRejected(absl::string_view reason) override;
+  void OnJobFinished(const jobs::Job& job, const jobs::JobResult& result) override;
+
+  // What to register with a prometheus::Exposer.
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  std::shared_ptr<prometheus::Collectable> gauges() const;
+
+  // The Prometheus text exposition of everything (for tests and logs).
+  std::string Serialize() const;
+
+ private:
+  class GaugeCollector;
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<GaugeCollector> gauges_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Family<prometheus::Histogram>* request_duration_;
+  prometheus::Family<prometheus::Counter>* cache_lookups_;
+  prometheus::Family<prometheus::Counter>* solves_;
+  prometheus::Family<prometheus::Histogram>* solve_duration_;
+  prometheus::Family<prometheus::Counter>* rejections_;
+  prometheus::Histogram* queue_wait_;
+  prometheus::Counter* cache_hit_;
+  prometheus::Counter* cache_miss_;
+  prometheus::Counter* cache_coalesced_;
+  std::array<prometheus::Histogram*, kNumMethods> duration_by_method_{};
+  // [method][grpc code], resolved on first use.
+  std::array<std::array<std::atomic<prometheus::Counter*>, 17>, kNumMethods> requests_by_code_{};
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVICE_SERVER_SERVICE_METRICS_H_

@@ -1,0 +1,36 @@
+// status_proto.h — absl::Status ↔ placement.v1.Status (the google.rpc.Status-shaped message).
+//
+// Used for the `error` of a finished Operation and, by status_mapping.h, for the
+// grpc-status-details-bin trailer. Known payloads (status_payloads.h: RetryInfo, BadRequest) become
+// `google.protobuf.Any` details; messages are truncated to kMaxStatusMessageBytes.
+//
+// Example:
+//   v1::Status proto = StatusToProto(absl::InvalidArgumentError("graph.ops[3].name: empty"));
+#ifndef PLACEMENT_SERVICE_SERVER_STATUS_PROTO_H_
+#define PLACEMENT_SERVICE_SERVER_STATUS_PROTO_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "placement/v1/operation.pb.h"
+
+namespace placement::server {
+
+// Longest status message sent to a client; the BadRequest detail still lists every violation.
+inline constexpr size_t kMaxStatusMessageBytes = 4096;
+
+std::string TruncatedMessage(absl::string_view message);
+
+// Code, (truncated) message and details from the known payloads.
+v1::Status StatusToProto(const absl::Status& status);
+
+// Splits an engine validation message ("path: reason" per line, see engine::FormatViolations) into
+// (field, description) pairs; lines without ": " get an empty field.
+std::vector<std::pair<std::string, std::string>> ViolationsFromMessage(absl::string_view message);
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVICE_SERVER_STATUS_PROTO_H_
