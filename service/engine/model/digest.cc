@@ -31,6 +31,15 @@ void CheckEvp(int ok, const char* what) {
   std::abort();
 }
 
+template <typename T>
+void PutLittleEndian(T v, unsigned char* out) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  std::memcpy(out, &v, sizeof(T));
+#else
+  for (size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<unsigned char>(v >> (8 * i));
+#endif
+}
+
 // Streaming SHA-256 with fixed-width little-endian integers and length-prefixed strings.
 class Sha256Stream {
  public:
@@ -44,12 +53,29 @@ class Sha256Stream {
 
   void U32(uint32_t v) {
     Reserve(4);
-    for (int i = 0; i < 4; ++i) buffer_[used_++] = static_cast<unsigned char>(v >> (8 * i));
+    PutLittleEndian(v, buffer_ + used_);
+    used_ += 4;
   }
   void U64(uint64_t v) {
     Reserve(8);
-    for (int i = 0; i < 8; ++i) buffer_[used_++] = static_cast<unsigned char>(v >> (8 * i));
+    PutLittleEndian(v, buffer_ + used_);
+    used_ += 8;
   }
+  // One merged edge: src, dst (u32 each) and bytes (i64); the caller reserved the room.
+  void EdgeUnchecked(uint32_t src, uint32_t dst, int64_t bytes) {
+    PutLittleEndian(src, buffer_ + used_);
+    PutLittleEndian(dst, buffer_ + used_ + 4);
+    PutLittleEndian(static_cast<uint64_t>(bytes), buffer_ + used_ + 8);
+    used_ += kEdgeBytes;
+  }
+  // Makes room for `edges` edges if they fit in the buffer at all; returns how many may be written
+  // with EdgeUnchecked before the next Reserve.
+  size_t ReserveEdges(size_t edges) {
+    const size_t fit = std::min(edges, kBufferBytes / kEdgeBytes);
+    Reserve(fit * kEdgeBytes);
+    return fit;
+  }
+  static constexpr size_t kEdgeBytes = 16;
   void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
   void F64(double v) {
     uint64_t bits;
@@ -141,10 +167,12 @@ std::string GraphDigestHex(const Model& model) {
   }
   // Merged edges, sorted by (src, dst) = (src name, dst name).
   for (OpId v = 0; v < n; ++v) {
-    for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
-      hash.U32(static_cast<uint32_t>(v));
-      hash.U32(static_cast<uint32_t>(model.out_dst[e]));
-      hash.I64(model.out_bytes[e]);
+    for (EdgeId e = model.out_begin(v); e < model.out_end(v);) {
+      const size_t room = hash.ReserveEdges(static_cast<size_t>(model.out_end(v) - e));
+      for (size_t k = 0; k < room; ++k, ++e) {
+        hash.EdgeUnchecked(static_cast<uint32_t>(v), static_cast<uint32_t>(model.out_dst[e]),
+                           model.out_bytes[e]);
+      }
     }
   }
   return hash.FinishHex();

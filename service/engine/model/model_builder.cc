@@ -138,8 +138,8 @@ void RadixSort(std::vector<T>& items, std::vector<T>& scratch, int low_bit, int 
 // Names live in scattered protobuf strings, so comparing them directly costs a cache miss per operand.
 // Instead each op gets a key with the next 8 name bytes (big-endian, zero padded) and how many bytes the
 // name has left (capped at 9); keys sort as integers, and only groups that agree on a whole block go one
-// block deeper. The radix sort does the first block for everyone; small groups are finished with a
-// plain comparison sort after prefetching their names.
+// block deeper (small groups prefetch their names' next block first). The radix sort does the first
+// block for everyone; groups that still agree after 64 bytes finish with a plain comparison sort.
 class NameSorter {
  public:
   explicit NameSorter(const std::vector<absl::string_view>& names) : names_(names) {}
@@ -157,6 +157,8 @@ class NameSorter {
     for (int32_t begin = 0; begin < n;) {
       int32_t end = begin + 1;
       while (end < n && keys[end].block == keys[begin].block) ++end;
+      // The group agrees on the first block; re-keying at offset 0 adds the lengths, then it goes on
+      // at offset 8 where needed.
       if (end - begin > 1) SortGroup(keys.data() + begin, keys.data() + end, 0);
       begin = end;
     }
@@ -173,6 +175,7 @@ class NameSorter {
     int32_t index;
   };
   static constexpr int32_t kSmallGroup = 32;
+  static constexpr size_t kMaxKeyedOffset = 64;
 
   Key KeyAt(int32_t index, size_t offset) const {
     const absl::string_view s = names_[index];
@@ -187,9 +190,16 @@ class NameSorter {
 
   // Sorts [begin, end), whose names agree on their first `offset` bytes (zero padded).
   void SortGroup(Key* begin, Key* end, size_t offset) {
-    if (end - begin <= kSmallGroup) {
+    // Past a few blocks, shared prefixes are long enough that plain comparison is the cheaper way.
+    if (offset >= kMaxKeyedOffset) {
       SortSmallGroup(begin, end);
       return;
+    }
+    if (end - begin <= kSmallGroup) {
+      for (Key* k = begin; k != end; ++k) {
+        const absl::string_view name = names_[k->index];
+        if (name.size() > offset) __builtin_prefetch(name.data() + offset);
+      }
     }
     for (Key* k = begin; k != end; ++k) *k = KeyAt(k->index, offset);
     std::sort(begin, end, [](const Key& a, const Key& b) {
@@ -821,13 +831,24 @@ class Builder {
 
   // Kahn's algorithm, taking the smallest ready OpId each time: the topological order whose ties go to
   // the smaller id. Ops left over lie on or behind a cycle.
+  //
+  // Which op comes next depends on the ready set, so the CPU cannot run ahead on its own and every cache
+  // miss is paid in full. Each op's pending-input count therefore sits next to its out-list position:
+  // the decrement that makes an op ready also brings in where its out-list is, which is prefetched right
+  // away, typically long before the op is taken.
   void BuildTopoOrder() {
     const int32_t n = model_.num_ops();
-    std::vector<int32_t> pending(n);
+    struct Node {
+      EdgeId out_begin;
+      int32_t out_degree;
+      int32_t pending;  // inputs not yet taken
+    };
+    std::vector<Node> node(n);
     MinIdSet ready(n);
     for (OpId v = 0; v < n; ++v) {
-      pending[v] = static_cast<int32_t>(model_.in_end(v) - model_.in_begin(v));
-      if (pending[v] == 0) ready.Insert(v);
+      node[v] = {model_.out_begin(v), static_cast<int32_t>(model_.out_end(v) - model_.out_begin(v)),
+                 static_cast<int32_t>(model_.in_end(v) - model_.in_begin(v))};
+      if (node[v].pending == 0) ready.Insert(v);
     }
     std::vector<OpId>& order = model_.topo_order;
     order.clear();
@@ -835,17 +856,21 @@ class Builder {
     while (!ready.empty()) {
       const OpId v = ready.PopMin();
       order.push_back(v);
-      for (EdgeId e = model_.out_begin(v); e < model_.out_end(v); ++e) {
-        const OpId w = model_.out_dst[e];
-        if (--pending[w] == 0) {
-          ready.Insert(w);
-          // Which op comes next depends on the set, so the CPU cannot run ahead on its own; most ops
-          // become ready shortly before they are taken, so fetch their adjacency now.
-          __builtin_prefetch(&model_.out_offset[w]);
+      const OpId* out = model_.out_dst.data() + node[v].out_begin;
+      for (int32_t k = 0; k < node[v].out_degree; ++k) {
+        Node& w = node[out[k]];
+        if (--w.pending == 0) {
+          ready.Insert(out[k]);
+          __builtin_prefetch(model_.out_dst.data() + w.out_begin);
         }
       }
     }
-    if (static_cast<int32_t>(order.size()) < n) ReportCycle(pending);
+    if (static_cast<int32_t>(order.size()) < n) {
+      std::vector<int32_t> pending(n);
+      for (OpId v = 0; v < n; ++v) pending[v] = node[v].pending;
+      node = std::vector<Node>();
+      ReportCycle(pending);
+    }
   }
 
   // Every op left with pending > 0 has an unprocessed predecessor, so walking backwards through such

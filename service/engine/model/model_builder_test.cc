@@ -663,6 +663,11 @@ std::vector<std::string> HardNames() {
     names.push_back(name);
   }
   for (int i = 0; i < 40; ++i) names.push_back(std::string(8 + i % 3, 'k') + std::string(i / 3, '\0'));
+  // More than 64 shared bytes: finished by plain comparison.
+  const std::string long_stem(80, 'q');
+  for (int i = 0; i < 50; ++i) {
+    names.push_back(long_stem + std::to_string(i * 37 % 50) + std::string(i % 3, '\0'));
+  }
   names.push_back("");
   names.push_back(std::string(16, 'z'));
   names.push_back(std::string(17, 'z'));
