@@ -1,0 +1,291 @@
+#include "client/placement_client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "absl/random/random.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "placement/v1/operation.pb.h"
+
+namespace placement::client {
+namespace {
+
+constexpr char kRetryInfoTypeUrl[] = "type.googleapis.com/placement.v1.RetryInfo";
+constexpr char kBadRequestTypeUrl[] = "type.googleapis.com/placement.v1.BadRequest";
+
+std::chrono::system_clock::time_point ToChrono(absl::Time t) {
+  if (t == absl::InfiniteFuture()) return std::chrono::system_clock::time_point::max();
+  return absl::ToChronoTime(t);
+}
+
+absl::Status AddDetails(absl::Status status, const v1::Status& proto) {
+  for (const google::protobuf::Any& detail : proto.details()) {
+    status.SetPayload(detail.type_url(), absl::Cord(detail.value()));
+  }
+  return status;
+}
+
+}  // namespace
+
+const char* ServingStatusName(ServingStatus status) {
+  switch (status) {
+    case ServingStatus::kServing: return "SERVING";
+    case ServingStatus::kNotServing: return "NOT_SERVING";
+    case ServingStatus::kServiceUnknown: return "SERVICE_UNKNOWN";
+    case ServingStatus::kUnknown: break;
+  }
+  return "UNKNOWN";
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(options.max_message_bytes);
+  arguments.SetMaxSendMessageSize(options.max_message_bytes);
+  if (!options.load_balancing_policy.empty()) {
+    arguments.SetLoadBalancingPolicyName(options.load_balancing_policy);
+  }
+  return grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), arguments);
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  absl::Status converted(static_cast<absl::StatusCode>(status.error_code()),
+                         status.error_message());
+  if (!status.error_details().empty()) {
+    v1::Status proto;
+    if (proto.ParseFromString(status.error_details())) {
+      converted = AddDetails(std::move(converted), proto);
+    }
+  }
+  return converted;
+}
+
+absl::Status FromStatusProto(const v1::Status& status) {
+  if (status.code() == 0) return absl::OkStatus();
+  return AddDetails(absl::Status(static_cast<absl::StatusCode>(status.code()), status.message()),
+                    status);
+}
+
+std::optional<absl::Duration> RetryDelayOf(const absl::Status& status) {
+  auto payload = status.GetPayload(kRetryInfoTypeUrl);
+  if (!payload.has_value()) return std::nullopt;
+  v1::RetryInfo info;
+  if (!info.ParseFromString(std::string(*payload))) return std::nullopt;
+  return absl::Seconds(info.retry_delay().seconds()) +
+         absl::Nanoseconds(info.retry_delay().nanos());
+}
+
+std::vector<std::pair<std::string, std::string>> FieldViolationsOf(const absl::Status& status) {
+  std::vector<std::pair<std::string, std::string>> violations;
+  auto payload = status.GetPayload(kBadRequestTypeUrl);
+  if (!payload.has_value()) return violations;
+  v1::BadRequest bad_request;
+  if (!bad_request.ParseFromString(std::string(*payload))) return violations;
+  for (const v1::FieldViolation& v : bad_request.field_violations()) {
+    violations.emplace_back(v.field(), v.description());
+  }
+  return violations;
+}
+
+std::string StatusLine(const absl::Status& status) {
+  return absl::StrCat(absl::StatusCodeToString(status.code()), ": ",
+                      std::string(status.message()));
+}
+
+absl::Duration BackoffDelay(const RetryOptions& options, int retry) {
+  const double factor = std::pow(options.multiplier, std::max(0, retry));
+  return std::min(options.max_backoff, options.initial_backoff * factor);
+}
+
+PlacementClient::PlacementClient(ClientOptions options)
+    : PlacementClient(options, MakeChannel(options)) {}
+
+PlacementClient::PlacementClient(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
+    : options_(std::move(options)),
+      channel_(std::move(channel)),
+      stub_(v1::PlacementService::NewStub(channel_)) {}
+
+absl::Time PlacementClient::DeadlineFor(absl::Duration timeout) const {
+  return absl::Now() + (timeout > absl::ZeroDuration() ? timeout : options_.default_timeout);
+}
+
+absl::Status PlacementClient::WaitForConnected(absl::Duration timeout) {
+  if (channel_->WaitForConnected(ToChrono(absl::Now() + timeout))) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("cannot connect to ", options_.target, " within ",
+                                             absl::FormatDuration(timeout)));
+}
+
+absl::Status PlacementClient::CallWithRetries(
+    absl::Time deadline, const std::function<grpc::Status(grpc::ClientContext&)>& attempt) {
+  absl::BitGen random;
+  for (int tries = 1;; ++tries) {
+    grpc::ClientContext context;
+    context.set_deadline(ToChrono(deadline));
+    absl::Status status = FromGrpcStatus(attempt(context));
+    if (status.code() != absl::StatusCode::kUnavailable ||
+        tries >= options_.retry.max_attempts) {
+      return status;
+    }
+    absl::Duration delay = BackoffDelay(options_.retry, tries - 1);
+    const double jitter = options_.retry.jitter;
+    if (jitter > 0) delay *= absl::Uniform(random, 1.0 - jitter, 1.0 + jitter);
+    if (std::optional<absl::Duration> hint = RetryDelayOf(status)) delay = std::max(delay, *hint);
+    if (absl::Now() + delay >= deadline) return status;  // no time left for another try
+    absl::SleepFor(delay);
+  }
+}
+
+absl::StatusOr<v1::PlaceResponse> PlacementClient::Place(const v1::PlaceRequest& request,
+                                                         absl::Duration timeout) {
+  v1::PlaceResponse response;
+  absl::Status status = CallWithRetries(DeadlineFor(timeout), [&](grpc::ClientContext& context) {
+    return stub_->Place(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::Operation> PlacementClient::Submit(const v1::PlaceRequest& request,
+                                                      absl::Duration timeout) {
+  v1::SubmitPlacementRequest submit;
+  *submit.mutable_request() = request;
+  v1::SubmitPlacementResponse response;
+  absl::Status status = CallWithRetries(DeadlineFor(timeout), [&](grpc::ClientContext& context) {
+    return stub_->SubmitPlacement(&context, submit, &response);
+  });
+  if (!status.ok()) return status;
+  return std::move(*response.mutable_operation());
+}
+
+absl::StatusOr<v1::Operation> PlacementClient::GetOperation(const std::string& name) {
+  v1::GetOperationRequest request;
+  request.set_name(name);
+  v1::GetOperationResponse response;
+  absl::Status status = CallWithRetries(DeadlineFor(absl::ZeroDuration()),
+                                        [&](grpc::ClientContext& context) {
+                                          return stub_->GetOperation(&context, request, &response);
+                                        });
+  if (!status.ok()) return status;
+  return std::move(*response.mutable_operation());
+}
+
+absl::StatusOr<v1::Operation> PlacementClient::WaitOperation(const std::string& name,
+                                                             absl::Duration wait) {
+  v1::WaitOperationRequest request;
+  request.set_name(name);
+  const int64_t nanos = absl::ToInt64Nanoseconds(wait);
+  request.mutable_timeout()->set_seconds(nanos / 1'000'000'000);
+  request.mutable_timeout()->set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
+  v1::WaitOperationResponse response;
+  // Leave the server room to answer before the call's own deadline.
+  absl::Status status = CallWithRetries(absl::Now() + wait + absl::Seconds(10),
+                                        [&](grpc::ClientContext& context) {
+                                          return stub_->WaitOperation(&context, request, &response);
+                                        });
+  if (!status.ok()) return status;
+  return std::move(*response.mutable_operation());
+}
+
+absl::StatusOr<v1::Operation> PlacementClient::CancelOperation(const std::string& name) {
+  v1::CancelOperationRequest request;
+  request.set_name(name);
+  v1::CancelOperationResponse response;
+  absl::Status status = CallWithRetries(
+      DeadlineFor(absl::ZeroDuration()), [&](grpc::ClientContext& context) {
+        return stub_->CancelOperation(&context, request, &response);
+      });
+  if (!status.ok()) return status;
+  return std::move(*response.mutable_operation());
+}
+
+absl::StatusOr<v1::Operation> PlacementClient::WatchOperation(
+    const std::string& name, const std::function<void(const v1::Operation&)>& on_update,
+    absl::Time deadline) {
+  v1::WatchOperationRequest request;
+  request.set_name(name);
+  grpc::ClientContext context;
+  context.set_deadline(ToChrono(deadline));
+  std::unique_ptr<grpc::ClientReader<v1::WatchOperationResponse>> reader =
+      stub_->WatchOperation(&context, request);
+  v1::WatchOperationResponse message;
+  std::optional<v1::Operation> last;
+  while (reader->Read(&message)) {
+    if (on_update) on_update(message.operation());
+    last = std::move(*message.mutable_operation());
+  }
+  absl::Status status = FromGrpcStatus(reader->Finish());
+  if (!status.ok()) return status;
+  if (!last.has_value()) return absl::UnknownError("the watch stream ended without a message");
+  return *std::move(last);
+}
+
+absl::StatusOr<v1::Operation> PlacementClient::WaitUntilDone(
+    const std::string& name, absl::Time deadline,
+    const std::function<void(const v1::Operation&)>& on_update) {
+  absl::StatusOr<v1::Operation> watched = WatchOperation(name, on_update, deadline);
+  if (watched.ok() && watched->done()) return watched;
+  if (!watched.ok() && watched.status().code() != absl::StatusCode::kUnavailable &&
+      watched.status().code() != absl::StatusCode::kUnknown) {
+    return watched;  // NOT_FOUND, DEADLINE_EXCEEDED, ...
+  }
+  // The stream broke (e.g. the connection was reset): fall back to long polls.
+  while (true) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("operation ", name, " was not done before the deadline"));
+    }
+    absl::StatusOr<v1::Operation> op = WaitOperation(name, std::min(left, absl::Seconds(30)));
+    if (!op.ok()) return op;
+    if (on_update) on_update(*op);
+    if (op->done()) return op;
+  }
+}
+
+absl::StatusOr<v1::EvaluateResponse> PlacementClient::Evaluate(const v1::EvaluateRequest& request,
+                                                               absl::Duration timeout) {
+  v1::EvaluateResponse response;
+  absl::Status status = CallWithRetries(DeadlineFor(timeout), [&](grpc::ClientContext& context) {
+    return stub_->Evaluate(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::ListAlgorithmsResponse> PlacementClient::ListAlgorithms() {
+  v1::ListAlgorithmsRequest request;
+  v1::ListAlgorithmsResponse response;
+  absl::Status status = CallWithRetries(
+      DeadlineFor(absl::ZeroDuration()), [&](grpc::ClientContext& context) {
+        return stub_->ListAlgorithms(&context, request, &response);
+      });
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<ServingStatus> PlacementClient::CheckHealth(const std::string& service,
+                                                           absl::Duration timeout) {
+  std::unique_ptr<grpc::health::v1::Health::Stub> health =
+      grpc::health::v1::Health::NewStub(channel_);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(ToChrono(absl::Now() + timeout));
+  absl::Status status = FromGrpcStatus(health->Check(&context, request, &response));
+  if (status.code() == absl::StatusCode::kNotFound) return ServingStatus::kServiceUnknown;
+  if (!status.ok()) return status;
+  switch (response.status()) {
+    case grpc::health::v1::HealthCheckResponse::SERVING: return ServingStatus::kServing;
+    case grpc::health::v1::HealthCheckResponse::NOT_SERVING: return ServingStatus::kNotServing;
+    case grpc::health::v1::HealthCheckResponse::SERVICE_UNKNOWN:
+      return ServingStatus::kServiceUnknown;
+    default: return ServingStatus::kUnknown;
+  }
+}
+
+}  // namespace placement::client

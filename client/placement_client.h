@@ -1,0 +1,138 @@
+// placement_client.h — a small C++ client for placement.v1.PlacementService.
+//
+// What it adds over the generated stub: one channel set up with explicit message size limits (and an
+// optional load-balancing policy), a deadline on every call, retries with exponential backoff and jitter
+// on UNAVAILABLE (honouring the server's RetryInfo hint, never past the call's deadline), statuses as
+// absl::Status with the server's details kept as payloads (BadRequest field violations, RetryInfo), the
+// long-running-operation helpers (watch or wait until done), and the standard health check.
+//
+// Retries: every RPC here is safe to retry on UNAVAILABLE: Place, Evaluate and the operation reads are
+// idempotent, CancelOperation is too, and SubmitPlacement is deduplicated by the server when the request
+// carries a request_id (without one, a retry may create a second operation for the same computation,
+// which the server still computes once).
+//
+// Example:
+//   PlacementClient client({.target = "localhost:50051"});
+//   absl::StatusOr<v1::PlaceResponse> placed = client.Place(request);
+//   if (!placed.ok()) std::cerr << StatusLine(placed.status());   // "INVALID_ARGUMENT: ..."
+//
+//   absl::StatusOr<v1::Operation> op = client.Submit(request);
+//   absl::StatusOr<v1::Operation> done = client.WaitUntilDone(op->name(), absl::Now() + absl::Minutes(5),
+//       [](const v1::Operation& update) { ShowProgress(update.metadata()); });
+#ifndef PLACEMENT_CLIENT_PLACEMENT_CLIENT_H_
+#define PLACEMENT_CLIENT_PLACEMENT_CLIENT_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "placement/v1/placement_service.grpc.pb.h"
+
+namespace placement::client {
+
+struct RetryOptions {
+  // Tries per call, the first included (1 = no retries).
+  int max_attempts = 5;
+  absl::Duration initial_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(5);
+  double multiplier = 2.0;
+  // Each delay is scaled by a random factor in [1 - jitter, 1 + jitter].
+  double jitter = 0.2;
+};
+
+struct ClientOptions {
+  // "host:port", or any gRPC target ("dns:///placement-headless:50051", "unix:/path").
+  std::string target = "localhost:50051";
+  // Deadline of a call that does not pass its own timeout.
+  absl::Duration default_timeout = absl::Minutes(5);
+  // Largest message received or sent; match the server's --max_message_bytes.
+  int max_message_bytes = 256 << 20;
+  // "" = gRPC's default (pick_first); "round_robin" spreads calls over all resolved addresses.
+  std::string load_balancing_policy;
+  RetryOptions retry;
+};
+
+enum class ServingStatus { kUnknown, kServing, kNotServing, kServiceUnknown };
+const char* ServingStatusName(ServingStatus status);
+
+class PlacementClient {
+ public:
+  explicit PlacementClient(ClientOptions options);
+  // Uses an existing channel (e.g. an in-process one).
+  PlacementClient(ClientOptions options, std::shared_ptr<grpc::Channel> channel);
+
+  // Waits until the channel is connected. UNAVAILABLE when it is not within `timeout`.
+  absl::Status WaitForConnected(absl::Duration timeout);
+
+  // `timeout` = zero → options.default_timeout. The server caps the algorithm's time limit by it.
+  absl::StatusOr<v1::PlaceResponse> Place(const v1::PlaceRequest& request,
+                                          absl::Duration timeout = absl::ZeroDuration());
+  absl::StatusOr<v1::Operation> Submit(const v1::PlaceRequest& request,
+                                       absl::Duration timeout = absl::ZeroDuration());
+  absl::StatusOr<v1::Operation> GetOperation(const std::string& name);
+  // Returns when the operation is done or `wait` passed (then done may be false).
+  absl::StatusOr<v1::Operation> WaitOperation(const std::string& name, absl::Duration wait);
+  absl::StatusOr<v1::Operation> CancelOperation(const std::string& name);
+  // Streams the operation until done; every message goes to `on_update`. Returns the last one.
+  absl::StatusOr<v1::Operation> WatchOperation(
+      const std::string& name, const std::function<void(const v1::Operation&)>& on_update,
+      absl::Time deadline);
+  // Until the operation is done or `deadline` passes (DEADLINE_EXCEEDED): watches it, and falls back
+  // to repeated WaitOperation calls if the stream breaks.
+  absl::StatusOr<v1::Operation> WaitUntilDone(
+      const std::string& name, absl::Time deadline,
+      const std::function<void(const v1::Operation&)>& on_update = nullptr);
+  absl::StatusOr<v1::EvaluateResponse> Evaluate(const v1::EvaluateRequest& request,
+                                                absl::Duration timeout = absl::ZeroDuration());
+  absl::StatusOr<v1::ListAlgorithmsResponse> ListAlgorithms();
+  // grpc.health.v1 Check; "" = the server as a whole. NOT_FOUND from the server → kServiceUnknown.
+  absl::StatusOr<ServingStatus> CheckHealth(const std::string& service,
+                                            absl::Duration timeout = absl::Seconds(5));
+
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  v1::PlacementService::Stub& stub() { return *stub_; }
+  const ClientOptions& options() const { return options_; }
+
+ private:
+  // Runs `attempt` (one RPC with the given context) until it succeeds, fails with a non-retryable
+  // status, runs out of attempts or the deadline passes.
+  absl::Status CallWithRetries(absl::Time deadline,
+                               const std::function<grpc::Status(grpc::ClientContext&)>& attempt);
+  absl::Time DeadlineFor(absl::Duration timeout) const;
+
+  const ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::PlacementService::Stub> stub_;
+};
+
+// A channel with the options' message size limits and load-balancing policy.
+std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options);
+
+// grpc::Status → absl::Status (same code); each detail of the grpc-status-details-bin trailer becomes a
+// payload keyed by its type URL.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+// An operation's error as an absl::Status (OK when it has none).
+absl::Status FromStatusProto(const v1::Status& status);
+
+// The server's retry hint, if the status carries one.
+std::optional<absl::Duration> RetryDelayOf(const absl::Status& status);
+// The server's field violations (INVALID_ARGUMENT), as (field, description) pairs.
+std::vector<std::pair<std::string, std::string>> FieldViolationsOf(const absl::Status& status);
+
+// "CODE_NAME: message" — how placementctl prints errors.
+std::string StatusLine(const absl::Status& status);
+
+// Delay before retry number `retry` (0 = first retry), before jitter.
+absl::Duration BackoffDelay(const RetryOptions& options, int retry);
+
+}  // namespace placement::client
+
+#endif  // PLACEMENT_CLIENT_PLACEMENT_CLIENT_H_

@@ -1,0 +1,281 @@
+// placementctl — the command-line client of the placement service (api.md §3).
+//
+//   placementctl --server=HOST:PORT place --request=FILE [--algorithm=NAME] [--out=FILE]
+//   placementctl --server=HOST:PORT submit --request=FILE [--output=json|name]
+//   placementctl --server=HOST:PORT wait|get|cancel --operation=NAME   (or the name as an argument)
+//   placementctl --server=HOST:PORT evaluate --request=FILE --placement=FILE
+//   placementctl --server=HOST:PORT algorithms
+//   placementctl --server=HOST:PORT health [--service=NAME]
+//
+// Output is JSON on stdout (the same Placement JSON as `placement_offline place`); errors go to stderr
+// as "CODE: message" (plus one line per field violation). See kUsage for the exit codes.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/placement_client.h"
+#include "client/progress_bar.h"
+#include "service/engine/io/message_io.h"
+
+ABSL_FLAG(std::string, server, "localhost:50051", "Server address, HOST:PORT (any gRPC target).");
+ABSL_FLAG(std::string, request, "", "PlaceRequest file (.json, .json.gz or .pb).");
+ABSL_FLAG(std::string, algorithm, "", "Algorithm (overrides the request's options.algorithm).");
+ABSL_FLAG(std::string, out, "", "Write the result here instead of standard output.");
+ABSL_FLAG(std::string, placement, "",
+          "Placement file for evaluate (a Placement, PlaceResponse or EvaluateResponse; JSON or .pb).");
+ABSL_FLAG(std::string, operation, "", "Operation name (operations/...) for wait, get and cancel.");
+ABSL_FLAG(std::string, output, "json", "What submit prints: json (the Operation) or name.");
+ABSL_FLAG(std::string, service, "", "Service name for health (\"\" = the server as a whole).");
+ABSL_FLAG(absl::Duration, timeout, absl::Minutes(10),
+          "Deadline of the whole command (place, wait, evaluate; also caps the algorithm's time).");
+ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(5),
+          "How long to wait for the connection before giving up (exit status 2).");
+ABSL_FLAG(int, retries, 4, "Retries on UNAVAILABLE (exponential backoff, honouring RetryInfo).");
+ABSL_FLAG(int, max_message_bytes, 256 << 20, "Largest message sent or received.");
+ABSL_FLAG(std::string, progress, "auto",
+          "Progress bar on stderr while a job runs: auto (if stderr is a terminal), always, never.");
+
+namespace {
+
+using placement::client::PlacementClient;
+using placement::client::ProgressBar;
+using placement::client::StatusLine;
+namespace v1 = placement::v1;
+namespace engine = placement::engine;
+
+constexpr char kUsage[] =
+    "placementctl --server=HOST:PORT <verb> [flags]: the placement service's command-line client.\n"
+    "\n"
+    "verbs:\n"
+    "  place     --request=FILE [--algorithm=NAME] [--out=FILE]   print the Placement as JSON\n"
+    "  submit    --request=FILE [--output=json|name]  start a job, print its Operation (or name)\n"
+    "  wait      --operation=NAME | NAME    wait until done, print the Placement as JSON\n"
+    "  get       --operation=NAME | NAME    print the Operation as it is now\n"
+    "  cancel    --operation=NAME | NAME    cancel it, print the Operation\n"
+    "  evaluate  --request=FILE --placement=FILE       score a placement (EvaluateResponse JSON)\n"
+    "  algorithms                           list the server's algorithms (JSON)\n"
+    "  health    [--service=NAME]           print SERVING / NOT_SERVING / SERVICE_UNKNOWN\n"
+    "\n"
+    "Exit status: 0 success; 1 the server answered with an error, or the job failed (printed as\n"
+    "\"CODE: message\"); 2 cannot connect; 64 usage error; 66 cannot read an input file.\n"
+    "health follows grpc_health_probe: 0 SERVING, 2 cannot connect, 3 the RPC failed, 4 not SERVING.\n";
+
+constexpr int kExitFailed = 1;
+constexpr int kExitConnect = 2;
+constexpr int kExitUsage = 64;
+constexpr int kExitNoInput = 66;
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "%s\n\n%s", message.c_str(), kUsage);
+  return kExitUsage;
+}
+
+int Fail(const absl::Status& status) {
+  // The message already lists every field violation, one per line.
+  std::fprintf(stderr, "%s\n", StatusLine(status).c_str());
+  if (std::optional<absl::Duration> delay = placement::client::RetryDelayOf(status)) {
+    std::fprintf(stderr, "  (the server suggests retrying in %s)\n",
+                 absl::FormatDuration(*delay).c_str());
+  }
+  return kExitFailed;
+}
+
+// JSON to --out or stdout.
+int Emit(const google::protobuf::Message& message) {
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) {
+    std::cout << engine::MessageToJson(message) << "\n";
+    return std::cout.good() ? 0 : kExitFailed;
+  }
+  absl::Status written = engine::WriteMessageFile(message, out);
+  if (!written.ok()) return Fail(written);
+  return 0;
+}
+
+absl::Time CommandDeadline() { return absl::Now() + absl::GetFlag(FLAGS_timeout); }
+
+// The operation name from --operation or the first argument.
+std::string OperationName(const std::vector<std::string>& args) {
+  if (!absl::GetFlag(FLAGS_operation).empty()) return absl::GetFlag(FLAGS_operation);
+  return args.empty() ? "" : args.front();
+}
+
+// Reads --request (exit code in *exit_code on failure).
+bool ReadRequest(v1::PlaceRequest* request, int* exit_code) {
+  const std::string path = absl::GetFlag(FLAGS_request);
+  if (path.empty()) {
+    *exit_code = Usage("--request=FILE is required");
+    return false;
+  }
+  absl::Status read = engine::ReadMessageFile(path, *request);
+  if (!read.ok()) {
+    std::fprintf(stderr, "%s\n", StatusLine(read).c_str());
+    *exit_code = kExitNoInput;
+    return false;
+  }
+  if (!absl::GetFlag(FLAGS_algorithm).empty()) {
+    request->mutable_options()->set_algorithm(absl::GetFlag(FLAGS_algorithm));
+  }
+  return true;
+}
+
+// Prints the result of a finished operation: its placement, or its error.
+int EmitOperationResult(const v1::Operation& operation) {
+  if (operation.has_error()) {
+    return Fail(placement::client::FromStatusProto(operation.error()));
+  }
+  if (!operation.has_response()) {
+    return Fail(absl::DeadlineExceededError(
+        absl::StrCat("operation ", operation.name(), " is not done yet")));
+  }
+  return Emit(operation.response().placement());
+}
+
+// Waits for an operation, drawing a progress bar on a terminal.
+int WaitAndEmit(PlacementClient& client, const std::string& name) {
+  ProgressBar bar(stderr, ProgressBar::Enabled(stderr, absl::GetFlag(FLAGS_progress)));
+  absl::StatusOr<v1::Operation> done = client.WaitUntilDone(
+      name, CommandDeadline(), [&bar](const v1::Operation& update) { bar.Update(update.metadata()); });
+  bar.Finish();
+  if (!done.ok()) return Fail(done.status());
+  return EmitOperationResult(*done);
+}
+
+int RunPlace(PlacementClient& client) {
+  v1::PlaceRequest request;
+  int exit_code = 0;
+  if (!ReadRequest(&request, &exit_code)) return exit_code;
+  if (ProgressBar::Enabled(stderr, absl::GetFlag(FLAGS_progress))) {
+    // On a terminal: run it as an operation so that progress can be shown; Ctrl-C leaves it to the
+    // server's TTL (or `placementctl cancel`).
+    absl::StatusOr<v1::Operation> operation = client.Submit(request);
+    if (!operation.ok()) return Fail(operation.status());
+    if (operation->done()) return EmitOperationResult(*operation);
+    return WaitAndEmit(client, operation->name());
+  }
+  absl::StatusOr<v1::PlaceResponse> response = client.Place(request, absl::GetFlag(FLAGS_timeout));
+  if (!response.ok()) return Fail(response.status());
+  return Emit(response->placement());
+}
+
+int RunSubmit(PlacementClient& client) {
+  v1::PlaceRequest request;
+  int exit_code = 0;
+  if (!ReadRequest(&request, &exit_code)) return exit_code;
+  absl::StatusOr<v1::Operation> operation = client.Submit(request);
+  if (!operation.ok()) return Fail(operation.status());
+  if (absl::GetFlag(FLAGS_output) == "name") {
+    std::cout << operation->name() << "\n";
+    return 0;
+  }
+  return Emit(*operation);
+}
+
+// Reads a Placement, accepting a PlaceResponse or EvaluateResponse wrapper too.
+absl::StatusOr<v1::Placement> ReadPlacement(const std::string& path) {
+  absl::StatusOr<v1::Placement> placement = engine::ReadMessageFile<v1::Placement>(path);
+  if (placement.ok()) return placement;
+  if (auto response = engine::ReadMessageFile<v1::PlaceResponse>(path); response.ok()) {
+    return response->placement();
+  }
+  if (auto response = engine::ReadMessageFile<v1::EvaluateResponse>(path); response.ok()) {
+    return response->placement();
+  }
+  return placement.status();
+}
+
+int RunEvaluate(PlacementClient& client) {
+  if (absl::GetFlag(FLAGS_placement).empty()) return Usage("--placement=FILE is required");
+  v1::PlaceRequest request;
+  int exit_code = 0;
+  if (!ReadRequest(&request, &exit_code)) return exit_code;
+  absl::StatusOr<v1::Placement> placement = ReadPlacement(absl::GetFlag(FLAGS_placement));
+  if (!placement.ok()) {
+    std::fprintf(stderr, "%s\n", StatusLine(placement.status()).c_str());
+    return kExitNoInput;
+  }
+  v1::EvaluateRequest evaluate;
+  *evaluate.mutable_graph() = std::move(*request.mutable_graph());
+  *evaluate.mutable_cluster() = std::move(*request.mutable_cluster());
+  *evaluate.mutable_options() = request.options();
+  *evaluate.mutable_device() = placement->device();
+  absl::StatusOr<v1::EvaluateResponse> response =
+      client.Evaluate(evaluate, absl::GetFlag(FLAGS_timeout));
+  if (!response.ok()) return Fail(response.status());
+  return Emit(*response);
+}
+
+int RunHealth(PlacementClient& client) {
+  // Exit codes of grpc_health_probe.
+  if (!client.WaitForConnected(absl::GetFlag(FLAGS_connect_timeout)).ok()) {
+    std::fprintf(stderr, "UNAVAILABLE: cannot connect to %s\n",
+                 absl::GetFlag(FLAGS_server).c_str());
+    return 2;
+  }
+  absl::StatusOr<placement::client::ServingStatus> status =
+      client.CheckHealth(absl::GetFlag(FLAGS_service), absl::GetFlag(FLAGS_connect_timeout));
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s\n", StatusLine(status.status()).c_str());
+    return 3;
+  }
+  std::cout << placement::client::ServingStatusName(*status) << "\n";
+  return *status == placement::client::ServingStatus::kServing ? 0 : 4;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() < 2) return Usage("a verb is required");
+  const std::string verb = positional[1];
+  const std::vector<std::string> args(positional.begin() + 2, positional.end());
+
+  placement::client::ClientOptions options;
+  options.target = absl::GetFlag(FLAGS_server);
+  options.default_timeout = absl::GetFlag(FLAGS_timeout);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.retry.max_attempts = 1 + std::max(0, absl::GetFlag(FLAGS_retries));
+  PlacementClient client(options);
+
+  if (verb == "health") return RunHealth(client);
+  static const char* const kVerbs[] = {"place", "submit",   "wait",      "get",
+                                       "cancel", "evaluate", "algorithms"};
+  if (std::find(std::begin(kVerbs), std::end(kVerbs), verb) == std::end(kVerbs)) {
+    return Usage(absl::StrCat("unknown verb \"", verb, "\""));
+  }
+  if ((verb == "wait" || verb == "get" || verb == "cancel") && OperationName(args).empty()) {
+    return Usage(absl::StrCat(verb, ": --operation=NAME (or the name as an argument) is required"));
+  }
+  if (absl::Status connected = client.WaitForConnected(absl::GetFlag(FLAGS_connect_timeout));
+      !connected.ok()) {
+    std::fprintf(stderr, "%s\n", StatusLine(connected).c_str());
+    return kExitConnect;
+  }
+
+  if (verb == "place") return RunPlace(client);
+  if (verb == "submit") return RunSubmit(client);
+  if (verb == "evaluate") return RunEvaluate(client);
+  if (verb == "wait") return WaitAndEmit(client, OperationName(args));
+  if (verb == "get" || verb == "cancel") {
+    absl::StatusOr<v1::Operation> operation = verb == "get"
+                                                  ? client.GetOperation(OperationName(args))
+                                                  : client.CancelOperation(OperationName(args));
+    if (!operation.ok()) return Fail(operation.status());
+    return Emit(*operation);
+  }
+  absl::StatusOr<v1::ListAlgorithmsResponse> algorithms = client.ListAlgorithms();
+  if (!algorithms.ok()) return Fail(algorithms.status());
+  return Emit(*algorithms);
+}
