@@ -897,16 +897,15 @@ class Builder {
     std::vector<OpId> cycle(walk.begin() + visited_at[v], walk.end());
     std::reverse(cycle.begin(), cycle.end());
     std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
+    // Names come from the request: op_name is incomplete when the op scan stopped early.
+    auto name_of = [this](OpId v) { return Quote(graph_.ops(model_.request_index[v]).name()); };
     const OpId first = cycle.front();
     std::string path;
     const size_t shown = std::min<size_t>(cycle.size(), 8);
-    for (size_t k = 0; k < shown; ++k) {
-      absl::StrAppend(&path, Quote(model_.op_name[cycle[k]]), " -> ");
-    }
-    absl::StrAppend(&path, shown < cycle.size() ? "... -> " : "", Quote(model_.op_name[first]));
-    edges_.Add("graph.edges",
-               absl::StrCat("cycle through op ", Quote(model_.op_name[first]), " (graph.ops[",
-                            model_.request_index[first], "]): ", path));
+    for (size_t k = 0; k < shown; ++k) absl::StrAppend(&path, name_of(cycle[k]), " -> ");
+    absl::StrAppend(&path, shown < cycle.size() ? "... -> " : "", name_of(first));
+    edges_.Add("graph.edges", absl::StrCat("cycle through op ", name_of(first), " (graph.ops[",
+                                           model_.request_index[first], "]): ", path));
     model_.topo_order.clear();
   }
 
