@@ -164,6 +164,15 @@ void BM_RunWithoutMemory_BlockPlacement(benchmark::State& state) {
   RunSimulator(state, BlockAssignment(), /*memory=*/false);
 }
 
+// Per-model setup (depth renumbering and the copy of the graph), paid once per Simulator.
+void BM_ConstructSimulator(benchmark::State& state) {
+  const Model& model = BigModel();
+  Measure(state, [&] {
+    Simulator sim(model);
+    benchmark::DoNotOptimize(&sim);
+  });
+}
+
 void BM_LowerBound(benchmark::State& state) {
   const Model& model = BigModel();
   Measure(state, [&] { benchmark::DoNotOptimize(LowerBoundNs(model)); });
@@ -175,6 +184,7 @@ BENCHMARK(BM_RunWithMemory_RandomPlacement)->Unit(benchmark::kMillisecond)->MinT
 BENCHMARK(BM_RunWithoutMemory_RandomPlacement)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_RunWithMemory_BlockPlacement)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_RunWithoutMemory_BlockPlacement)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_ConstructSimulator)->Unit(benchmark::kMillisecond)->MinTime(1.0);
 BENCHMARK(BM_LowerBound)->Unit(benchmark::kMillisecond)->MinTime(1.0);
 
 }  // namespace
