@@ -1,0 +1,79 @@
+// `placement_offline export`: a placement in formats other tools read.
+//
+//   placement_offline export --request=FILE --placement=FILE --to=dot|csv|pardnn [--out=FILE]
+//
+// --placement takes a Placement, a PlaceResponse or an EvaluateResponse (JSON or binary), e.g. the
+// output of `placement_offline place`. The text goes to --out (gzip-compressed when it ends in .gz) or
+// to standard output.
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_join.h"
+#include "placement/v1/placement_service.pb.h"
+#include "service/engine/importers/exporters.h"
+#include "service/engine/io/message_io.h"
+#include "service/offline/offline_commands.h"
+
+namespace placement::offline {
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
+               std::string(status.message()).c_str());
+  return 1;
+}
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr,
+               "export: %s\nusage: placement_offline export --request=FILE --placement=FILE "
+               "--to=%s [--out=FILE]\n",
+               message.c_str(), absl::StrJoin(engine::importers::ExportFormats(), "|").c_str());
+  return 2;
+}
+
+absl::StatusOr<v1::Placement> ReadAnyPlacement(const std::string& path) {
+  absl::StatusOr<v1::Placement> placement = engine::ReadMessageFile<v1::Placement>(path);
+  if (placement.ok()) return placement;
+  if (auto response = engine::ReadMessageFile<v1::PlaceResponse>(path); response.ok()) {
+    return response->placement();
+  }
+  if (auto response = engine::ReadMessageFile<v1::EvaluateResponse>(path); response.ok()) {
+    return response->placement();
+  }
+  return placement.status();
+}
+
+}  // namespace
+
+int RunExport(const std::vector<std::string>& args) {
+  if (!args.empty()) return Usage("unexpected argument '" + args[0] + "'");
+  const std::string request_path = absl::GetFlag(FLAGS_request);
+  const std::string placement_path = absl::GetFlag(FLAGS_placement);
+  const std::string to = absl::GetFlag(FLAGS_to);
+  if (request_path.empty()) return Usage("--request is required");
+  if (placement_path.empty()) return Usage("--placement is required");
+  bool known = false;
+  for (const std::string& format : engine::importers::ExportFormats()) known |= format == to;
+  if (!known) return Usage(to.empty() ? "--to is required" : "unknown format '" + to + "'");
+
+  absl::StatusOr<v1::PlaceRequest> request = engine::ReadMessageFile<v1::PlaceRequest>(request_path);
+  if (!request.ok()) return Fail(request.status());
+  absl::StatusOr<v1::Placement> placement = ReadAnyPlacement(placement_path);
+  if (!placement.ok()) return Fail(placement.status());
+  absl::StatusOr<std::string> text = engine::importers::ExportPlacement(to, *request, *placement);
+  if (!text.ok()) return Fail(text.status());
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty() || out == "-") {
+    std::cout << *text;
+    std::cout.flush();
+    return std::cout.good() ? 0 : Fail(absl::UnavailableError("writing standard output failed"));
+  }
+  absl::Status written = engine::WriteFileBytes(out, *text);
+  return written.ok() ? 0 : Fail(written);
+}
+
+}  // namespace placement::offline
