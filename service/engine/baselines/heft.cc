@@ -22,7 +22,8 @@ class HeftScheduler {
         context_(context),
         units_(baselines::BuildPlacementUnits(model)),
         num_ops_(model.num_ops()),
-        num_devices_(model.num_devices()) {}
+        num_devices_(model.num_devices()),
+        copies_(model.num_ops()) {}
 
   PartitionResult Run() {
     PartitionResult result;
@@ -36,7 +37,6 @@ class HeftScheduler {
     for (OpId v = 0; v < num_ops_; ++v) {
       consumers_unplaced_[v] = static_cast<int32_t>(model_.out_end(v) - model_.out_begin(v));
     }
-    copy_head_.assign(num_ops_, -1);
 
     baselines::StopChecker stop(context_, "heft", 256);
     std::vector<int64_t> arrival(num_devices_);
@@ -90,12 +90,6 @@ class HeftScheduler {
   }
 
  private:
-  struct Copy {
-    DeviceId device;
-    int64_t bytes;
-    int32_t next;
-  };
-
   // Ops by decreasing upward rank; ties by topological position.
   std::vector<OpId> RankOrder() const {
     const baselines::MeanLinkCost mean_link(model_);
@@ -118,28 +112,20 @@ class HeftScheduler {
     return order;
   }
 
-  bool HasCopy(OpId producer, DeviceId d) const {
-    for (int32_t c = copy_head_[producer]; c != -1; c = copies_[c].next) {
-      if (copies_[c].device == d) return true;
-    }
-    return false;
-  }
-
   int64_t Need(OpId v, DeviceId d) const {
     const int32_t u = units_.unit_of_op[v];
     int64_t need = SaturatingAdd(model_.temp_bytes[v], model_.output_bytes[v]);
     if (unit_device_[u] == kNone) need = SaturatingAdd(need, units_.persistent_bytes[u]);
     for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
       const OpId p = model_.in_src[e];
-      if (device_[p] != d && !HasCopy(p, d)) need = SaturatingAdd(need, model_.in_bytes[e]);
+      if (device_[p] != d) need = SaturatingAdd(need, copies_.ExtraBytes(p, d, model_.in_bytes[e]));
     }
     return need;
   }
 
   void Release(OpId p) {
     used_[device_[p]] -= model_.output_bytes[p];
-    for (int32_t c = copy_head_[p]; c != -1; c = copies_[c].next) used_[copies_[c].device] -= copies_[c].bytes;
-    copy_head_[p] = -1;
+    copies_.ReleaseAll(p, [&](DeviceId d, int64_t bytes) { used_[d] -= bytes; });
   }
 
   void Place(OpId v, DeviceId d, int64_t start, int64_t finish) {
@@ -150,10 +136,8 @@ class HeftScheduler {
     }
     for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
       const OpId p = model_.in_src[e];
-      if (device_[p] == d || HasCopy(p, d)) continue;
-      copies_.push_back(Copy{d, model_.in_bytes[e], copy_head_[p]});
-      copy_head_[p] = static_cast<int32_t>(copies_.size()) - 1;
-      used_[d] = SaturatingAdd(used_[d], model_.in_bytes[e]);
+      if (device_[p] == d) continue;
+      used_[d] = SaturatingAdd(used_[d], copies_.Add(p, d, model_.in_bytes[e]));
     }
     device_[v] = d;
     finish_[v] = finish;
@@ -177,8 +161,7 @@ class HeftScheduler {
   std::vector<int64_t> used_;
   std::vector<FreeSlots> slots_;
   std::vector<int32_t> consumers_unplaced_;
-  std::vector<int32_t> copy_head_;
-  std::vector<Copy> copies_;
+  baselines::ReceivedCopies copies_;
 };
 
 class HeftPartitioner final : public Partitioner {

@@ -39,13 +39,6 @@ struct Event {
   }
 };
 
-// A received copy of a producer's output on another device (singly linked per producer, pooled).
-struct Copy {
-  DeviceId device;
-  int64_t bytes;
-  int32_t next;
-};
-
 class EtfScheduler {
  public:
   EtfScheduler(const Model& model, const SolveContext& context)
@@ -53,7 +46,8 @@ class EtfScheduler {
         context_(context),
         units_(baselines::BuildPlacementUnits(model)),
         num_ops_(model.num_ops()),
-        num_devices_(model.num_devices()) {}
+        num_devices_(model.num_devices()),
+        copies_(model.num_ops()) {}
 
   PartitionResult Run() {
     PartitionResult result;
@@ -118,7 +112,6 @@ class EtfScheduler {
     pending_.resize(num_devices_);
     arrived_.resize(num_devices_);
     blocked_.resize(num_devices_);
-    copy_head_.assign(num_ops_, -1);
     consumers_left_.resize(num_ops_);
     inputs_left_.resize(num_ops_);
     // Static level: own mean time + the longest such path to an exit, communication ignored (ETF's
@@ -156,13 +149,6 @@ class EtfScheduler {
     return arrival;
   }
 
-  const Copy* FindCopy(OpId producer, DeviceId d) const {
-    for (int32_t c = copy_head_[producer]; c != -1; c = copies_[c].next) {
-      if (copies_[c].device == d) return &copies_[c];
-    }
-    return nullptr;
-  }
-
   // Bytes that placing v on d adds to d right now.
   int64_t Need(OpId v, DeviceId d) const {
     const int32_t u = units_.unit_of_op[v];
@@ -170,7 +156,7 @@ class EtfScheduler {
     if (unit_device_[u] == kNone) need = SaturatingAdd(need, units_.persistent_bytes[u]);
     for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
       const OpId p = model_.in_src[e];
-      if (device_[p] != d && FindCopy(p, d) == nullptr) need = SaturatingAdd(need, model_.in_bytes[e]);
+      if (device_[p] != d) need = SaturatingAdd(need, copies_.ExtraBytes(p, d, model_.in_bytes[e]));
     }
     return need;
   }
@@ -239,10 +225,8 @@ class EtfScheduler {
     }
     for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
       const OpId p = model_.in_src[e];
-      if (device_[p] == d || FindCopy(p, d) != nullptr) continue;
-      copies_.push_back(Copy{d, model_.in_bytes[e], copy_head_[p]});
-      copy_head_[p] = static_cast<int32_t>(copies_.size()) - 1;
-      used_[d] = SaturatingAdd(used_[d], model_.in_bytes[e]);
+      if (device_[p] == d) continue;
+      used_[d] = SaturatingAdd(used_[d], copies_.Add(p, d, model_.in_bytes[e]));
     }
     used_[d] = SaturatingAdd(used_[d], SaturatingAdd(model_.temp_bytes[v], model_.output_bytes[v]));
     device_[v] = d;
@@ -258,8 +242,7 @@ class EtfScheduler {
 
   void ReleaseOutput(OpId u) {
     used_[device_[u]] -= model_.output_bytes[u];
-    for (int32_t c = copy_head_[u]; c != -1; c = copies_[c].next) used_[copies_[c].device] -= copies_[c].bytes;
-    copy_head_[u] = -1;
+    copies_.ReleaseAll(u, [&](DeviceId d, int64_t bytes) { used_[d] -= bytes; });
   }
 
   void Finish(OpId v) {
@@ -310,8 +293,7 @@ class EtfScheduler {
   std::vector<EntryHeap> blocked_;  // did not fit: by bytes needed
   EntryHeap ready_;                 // every ready op, by level (for ForceOne)
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
-  std::vector<int32_t> copy_head_;
-  std::vector<Copy> copies_;
+  baselines::ReceivedCopies copies_;
   int32_t scheduled_ = 0;
 };
 

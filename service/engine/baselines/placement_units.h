@@ -70,6 +70,50 @@ struct PlacementUnits {
 
 PlacementUnits BuildPlacementUnits(const Model& model);
 
+// Copies of producers' outputs held on other devices, as list schedulers track them: one copy per
+// (producer, device), as large as the largest edge of the producer into that device (api.md §2), kept in
+// a pool of short lists per producer (a producer rarely feeds more than a few devices).
+class ReceivedCopies {
+ public:
+  explicit ReceivedCopies(OpId num_ops) : head_(num_ops, -1) {}
+
+  // Bytes device d must add to hold an edge of `bytes` from producer p.
+  int64_t ExtraBytes(OpId p, DeviceId d, int64_t bytes) const {
+    for (int32_t c = head_[p]; c != -1; c = pool_[c].next) {
+      if (pool_[c].device == d) return bytes > pool_[c].bytes ? bytes - pool_[c].bytes : 0;
+    }
+    return bytes;
+  }
+  // Records the edge's copy on d; returns the bytes added.
+  int64_t Add(OpId p, DeviceId d, int64_t bytes) {
+    for (int32_t c = head_[p]; c != -1; c = pool_[c].next) {
+      if (pool_[c].device != d) continue;
+      if (bytes <= pool_[c].bytes) return 0;
+      const int64_t extra = bytes - pool_[c].bytes;
+      pool_[c].bytes = bytes;
+      return extra;
+    }
+    pool_.push_back(Copy{d, bytes, head_[p]});
+    head_[p] = static_cast<int32_t>(pool_.size()) - 1;
+    return bytes;
+  }
+  // Calls release(device, bytes) for every copy of p and forgets them.
+  template <typename Release>
+  void ReleaseAll(OpId p, Release release) {
+    for (int32_t c = head_[p]; c != -1; c = pool_[c].next) release(pool_[c].device, pool_[c].bytes);
+    head_[p] = -1;
+  }
+
+ private:
+  struct Copy {
+    DeviceId device;
+    int64_t bytes;
+    int32_t next;
+  };
+  std::vector<int32_t> head_;
+  std::vector<Copy> pool_;
+};
+
 // Polls SolveContext::ShouldStop every `stride` calls (reading the clock costs more than a loop step on a
 // million-op graph) and reports progress at most every 50 ms of wall time.
 class StopChecker {

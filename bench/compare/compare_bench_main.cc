@@ -1,0 +1,553 @@
+// placement_compare_bench — runs `compare` over a whole corpus and writes bench/results.md.
+//
+// For every request under --corpus (*.json, *.json.gz, *.pb, recursively, in path order) and every K in
+// --devices, the request's cluster is resized to K accelerators (ResizeCluster below), and every algorithm
+// runs through the engine's Solve facade — the same code path as `placement_offline compare` — and is
+// scored by the simulator. The report has one row per case: the winner, ParDNN's rank, its gap to the best
+// and to the lower bound, every algorithm's makespan relative to the best, and summary lines (geometric
+// means, how often ParDNN is best or within 2 % of the best baseline, feasibility).
+//
+//   placement_compare_bench --corpus=build/corpus --devices=2,4,8 --out=bench/results.md
+//   placement_compare_bench --corpus=build/corpus --only=bert --memory=tight --jsonl=/tmp/rows.jsonl
+//
+// Memory regimes (--memory, comma-separated): `source` keeps the accelerators' memory of the request;
+// `tight` gives each of the K accelerators 1.25 x (peak memory of the whole step on one device) / K, but
+// never less than the largest colocation unit's persistent bytes, so that spreading is forced and memory
+// decides feasibility (ParDNN's reason to exist).
+#include <sys/stat.h>
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <dirent.h>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "placement/v1/placement.pb.h"
+#include "service/engine/baselines/compare_table.h"
+#include "service/engine/io/message_io.h"
+#include "service/engine/model/model_builder.h"
+#include "service/engine/sim/simulator.h"
+#include "service/engine/solve/algorithm_registry.h"
+#include "service/engine/solve/solve.h"
+
+ABSL_FLAG(std::string, corpus, "build/corpus", "Folder of requests (*.json, *.json.gz, *.pb), searched recursively");
+ABSL_FLAG(std::string, devices, "2,4,8", "Accelerator counts K to resize every cluster to");
+ABSL_FLAG(std::string, memory, "source,tight", "Memory regimes: source and/or tight (see --help)");
+ABSL_FLAG(std::string, algorithms, "",
+          "Comma-separated algorithms (default: every registered one except auto); pardnn must be one");
+ABSL_FLAG(double, time_limit_s, 60, "Time limit per algorithm and case, in seconds");
+ABSL_FLAG(std::string, out, "bench/results.md", "Markdown report to write");
+ABSL_FLAG(std::string, jsonl, "", "Also write one JSON line per case with every row (for scripts)");
+ABSL_FLAG(std::string, only, "", "Only cases whose file path contains this");
+ABSL_FLAG(int64_t, max_ops, 2'000'000, "Skip requests with more ops");
+ABSL_FLAG(std::string, command_line, "",
+          "How the run was started, for the report header (run.sh passes its own command line)");
+
+namespace placement::bench {
+namespace {
+
+using engine::CompareReport;
+using engine::CompareRow;
+
+// ---- Corpus ----------------------------------------------------------------------------------------
+
+bool IsRequestFile(const std::string& name) {
+  return absl::EndsWith(name, ".json") || absl::EndsWith(name, ".json.gz") || absl::EndsWith(name, ".pb") ||
+         absl::EndsWith(name, ".pb.gz");
+}
+
+void FindRequests(const std::string& dir, std::vector<std::string>& out) {
+  DIR* handle = opendir(dir.c_str());
+  if (handle == nullptr) return;
+  while (dirent* entry = readdir(handle)) {
+    const std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string path = dir + "/" + name;
+    struct stat info {};
+    if (stat(path.c_str(), &info) != 0) continue;
+    if (S_ISDIR(info.st_mode)) {
+      FindRequests(path, out);
+    } else if (IsRequestFile(name)) {
+      out.push_back(path);
+    }
+  }
+  closedir(handle);
+}
+
+std::string CaseName(const std::string& corpus, const std::string& path) {
+  std::string name = path;
+  if (absl::StartsWith(name, corpus + "/")) name = name.substr(corpus.size() + 1);
+  for (const char* ext : {".json.gz", ".pb.gz", ".json", ".pb"}) {
+    if (absl::EndsWith(name, ext)) {
+      name.resize(name.size() - std::string(ext).size());
+      break;
+    }
+  }
+  return name;
+}
+
+// ---- Cluster resizing ------------------------------------------------------------------------------
+
+// The request with K accelerators: the most common device kind is the accelerator; the first K of the
+// request's accelerators are kept as they are, more are cloned from the first one (four per node, so K = 8
+// spans two nodes and uses the inter-node link); devices of other kinds (e.g. a host CPU some ops need)
+// are kept. Pins to dropped accelerators move to accelerator (index mod K); link overrides between kept
+// devices are kept. `memory_bytes` > 0 replaces every accelerator's memory.
+v1::PlaceRequest ResizeCluster(const v1::PlaceRequest& request, int32_t k, int64_t memory_bytes) {
+  v1::PlaceRequest out = request;
+  const v1::Cluster& cluster = request.cluster();
+  std::map<std::string, int> kind_count;
+  std::string accelerator_kind;
+  int best = 0;
+  for (const v1::Device& device : cluster.devices()) {
+    const int count = ++kind_count[device.kind()];
+    if (count > best) {
+      best = count;
+      accelerator_kind = device.kind();
+    }
+  }
+  std::vector<const v1::Device*> accelerators, others;
+  for (const v1::Device& device : cluster.devices()) {
+    (device.kind() == accelerator_kind ? accelerators : others).push_back(&device);
+  }
+  v1::Cluster* resized = out.mutable_cluster();
+  resized->clear_devices();
+  std::map<std::string, std::string> renamed;  // dropped accelerator -> kept one
+  std::map<std::string, bool> taken;
+  for (const v1::Device* device : others) taken[device->name()] = true;
+  for (int32_t i = 0; i < k && i < static_cast<int32_t>(accelerators.size()); ++i) {
+    taken[accelerators[i]->name()] = true;
+  }
+  std::vector<std::string> names;
+  for (int32_t i = 0; i < k; ++i) {
+    v1::Device* device = resized->add_devices();
+    if (i < static_cast<int32_t>(accelerators.size())) {
+      *device = *accelerators[i];
+    } else {
+      *device = *accelerators.front();
+      std::string name = absl::StrCat(accelerator_kind, i);
+      while (taken[name]) name += "_";
+      taken[name] = true;
+      device->set_name(name);
+      device->set_node(absl::StrCat("node", i / 4));
+    }
+    if (memory_bytes > 0) device->set_memory_bytes(memory_bytes);
+    names.push_back(device->name());
+  }
+  for (int32_t i = k; i < static_cast<int32_t>(accelerators.size()); ++i) {
+    renamed[accelerators[i]->name()] = names[i % k];
+  }
+  for (const v1::Device* device : others) *resized->add_devices() = *device;
+  resized->clear_links();
+  for (const v1::Link& link : cluster.links()) {
+    if (taken[link.a()] && taken[link.b()] && !renamed.count(link.a()) && !renamed.count(link.b())) {
+      *resized->add_links() = link;
+    }
+  }
+  for (v1::Op& op : *out.mutable_graph()->mutable_ops()) {
+    auto it = renamed.find(op.pinned_device());
+    if (it != renamed.end()) op.set_pinned_device(it->second);
+  }
+  return out;
+}
+
+// 1.25 x the single-device peak / K, at least the largest unit's persistent bytes (so it can fit at all).
+int64_t TightMemory(const engine::Model& model, int32_t k) {
+  engine::Simulator simulator(model);
+  const engine::Assignment everything_on_one(model.num_ops(), 0);
+  const engine::SimResult& result = simulator.Run(everything_on_one);
+  int64_t largest_unit = 0;
+  std::vector<int64_t> group_bytes(model.num_groups(), 0);
+  for (engine::OpId v = 0; v < model.num_ops(); ++v) {
+    const int64_t own = model.persistent_bytes[v] + model.output_bytes[v] + model.temp_bytes[v];
+    if (model.colocation_group[v] == engine::kNone) {
+      largest_unit = std::max(largest_unit, own);
+    } else {
+      group_bytes[model.colocation_group[v]] += model.persistent_bytes[v];
+    }
+  }
+  for (int64_t bytes : group_bytes) largest_unit = std::max(largest_unit, bytes);
+  const double share = 1.25 * static_cast<double>(result.peak_memory_bytes[0]) / k;
+  return std::max<int64_t>(largest_unit, static_cast<int64_t>(std::ceil(share)));
+}
+
+// ---- One case ------------------------------------------------------------------------------------
+
+struct Case {
+  std::string name;  // file name without extension
+  int32_t k = 0;
+  std::string memory;  // "source" or "tight"
+  int64_t ops = 0;
+  int64_t edges = 0;
+  int64_t lower_bound_ns = 0;
+  int64_t device_memory_bytes = 0;
+  std::string error;  // could not be built
+  std::vector<CompareRow> rows;
+};
+
+std::string JsonEscape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+void RunCase(const v1::PlaceRequest& request, const std::vector<std::string>& algorithms,
+             absl::Duration limit, Case& result) {
+  absl::StatusOr<engine::Model> model = engine::BuildModel(request);
+  if (!model.ok()) {
+    result.error = std::string(model.status().message());
+    return;
+  }
+  result.ops = model->num_ops();
+  result.edges = model->num_edges();
+  result.lower_bound_ns = engine::LowerBoundNs(*model);
+  result.device_memory_bytes = model->memory_bytes.empty() ? 0 : model->memory_bytes[0];
+  v1::PlacementOptions options = request.options();
+  for (const std::string& algorithm : algorithms) {
+    options.set_algorithm(algorithm);
+    engine::SolveContext context;
+    context.deadline = absl::Now() + limit;
+    context.seed = options.seed();
+    absl::StatusOr<v1::Placement> placement = engine::Solve(*model, options, context);
+    result.rows.push_back(placement.ok()
+                              ? engine::CompareRowFromPlacement(algorithm, *placement)
+                              : engine::CompareRowFromError(algorithm, placement.status().ToString()));
+    const CompareRow& row = result.rows.back();
+    std::fprintf(stderr, "  %-14s %s %s  %s\n", algorithm.c_str(),
+                 row.error.empty() ? (row.feasible ? "feasible  " : "INFEASIBLE") : "ERROR     ",
+                 engine::FormatDurationNs(row.makespan_ns).c_str(),
+                 engine::FormatDurationNs(row.solve_ns).c_str());
+  }
+}
+
+// ---- Report --------------------------------------------------------------------------------------
+
+const CompareRow* FindRow(const Case& c, const std::string& algorithm) {
+  for (const CompareRow& row : c.rows) {
+    if (row.algorithm == algorithm) return &row;
+  }
+  return nullptr;
+}
+
+bool Usable(const CompareRow* row) { return row != nullptr && row->error.empty() && row->feasible; }
+
+// Index of the best feasible row (smallest makespan, then list order), optionally leaving one out.
+int BestRow(const Case& c, const std::string& excluded = "") {
+  int best = -1;
+  for (size_t i = 0; i < c.rows.size(); ++i) {
+    if (!Usable(&c.rows[i]) || c.rows[i].algorithm == excluded) continue;
+    if (best == -1 || c.rows[i].makespan_ns < c.rows[best].makespan_ns) best = static_cast<int>(i);
+  }
+  return best;
+}
+
+std::string Ratio(double value) { return absl::StrFormat("%.3f", value); }
+std::string Percent(double fraction) { return absl::StrFormat("%+.1f%%", 100.0 * fraction); }
+
+struct GeoMean {
+  double log_sum = 0.0;
+  int count = 0;
+  void Add(double value) {
+    if (value > 0) {
+      log_sum += std::log(value);
+      ++count;
+    }
+  }
+  std::string Text() const { return count == 0 ? "-" : Ratio(std::exp(log_sum / count)); }
+};
+
+std::string MachineLine() {
+  std::string cpu = "unknown CPU";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (absl::StartsWith(line, "model name")) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  struct utsname uts {};
+  uname(&uts);
+  return absl::StrCat(cpu, ", ", std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)), " logical CPUs, ", uts.sysname,
+                      " ", uts.release);
+}
+
+std::string Report(const std::vector<Case>& cases, const std::vector<std::string>& algorithms,
+                   absl::Duration limit, double wall_seconds) {
+  std::string out = "# Placement quality: ParDNN against the baselines\n\n";
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
+  const std::string command = absl::GetFlag(FLAGS_command_line);
+  absl::StrAppend(&out, "Generated ", date, " by `", command.empty() ? "placement_compare_bench" : command,
+                  "` (bench/compare/README.md) on ", MachineLine(), "; ", absl::FormatDuration(limit),
+                  " per algorithm and case; ", cases.size(), " cases in ",
+                  absl::StrFormat("%.0f", wall_seconds), " s. Every number is the simulator's (docs/api.md "
+                  "§2). Machines are shared and noisy: solve times are indicative, makespans are exact.\n\n");
+
+  // ---- Summary over cases where ParDNN and at least one baseline produced an answer.
+  int total = 0, pardnn_feasible = 0, any_feasible = 0, pardnn_misses = 0, within_2 = 0, compared = 0;
+  int pardnn_wins = 0;
+  GeoMean gap_best, gap_baseline, over_lb;
+  std::map<std::string, GeoMean> algorithm_over_best, algorithm_over_lb;
+  std::map<std::string, int> algorithm_feasible, algorithm_wins;
+  std::vector<std::string> losses;
+  for (const Case& c : cases) {
+    if (!c.error.empty()) continue;
+    ++total;
+    const int best = BestRow(c);
+    const int best_baseline = BestRow(c, "pardnn");
+    const CompareRow* pardnn = FindRow(c, "pardnn");
+    if (best >= 0) {
+      ++any_feasible;
+      ++algorithm_wins[c.rows[best].algorithm];
+    }
+    for (const CompareRow& row : c.rows) {
+      if (!Usable(&row)) continue;
+      ++algorithm_feasible[row.algorithm];
+      algorithm_over_best[row.algorithm].Add(static_cast<double>(row.makespan_ns) / c.rows[best].makespan_ns);
+      if (c.lower_bound_ns > 0) {
+        algorithm_over_lb[row.algorithm].Add(static_cast<double>(row.makespan_ns) / c.lower_bound_ns);
+      }
+    }
+    if (Usable(pardnn)) {
+      ++pardnn_feasible;
+      gap_best.Add(static_cast<double>(pardnn->makespan_ns) / c.rows[best].makespan_ns);
+      if (c.lower_bound_ns > 0) over_lb.Add(static_cast<double>(pardnn->makespan_ns) / c.lower_bound_ns);
+      if (c.rows[best].algorithm == "pardnn") ++pardnn_wins;
+    } else if (best_baseline >= 0) {
+      ++pardnn_misses;
+    }
+    if (best_baseline >= 0) {
+      ++compared;
+      const double baseline = static_cast<double>(c.rows[best_baseline].makespan_ns);
+      if (Usable(pardnn)) {
+        gap_baseline.Add(pardnn->makespan_ns / baseline);
+        if (pardnn->makespan_ns <= 1.02 * baseline) {
+          ++within_2;
+        } else {
+          losses.push_back(absl::StrCat("`", c.name, "` K=", c.k, " ", c.memory, ": pardnn ",
+                                        Percent(pardnn->makespan_ns / baseline - 1.0), " against ",
+                                        c.rows[best_baseline].algorithm));
+        }
+      } else {
+        losses.push_back(absl::StrCat("`", c.name, "` K=", c.k, " ", c.memory, ": pardnn infeasible, ",
+                                      c.rows[best_baseline].algorithm, " feasible"));
+      }
+    } else if (Usable(pardnn)) {
+      ++compared;
+      ++within_2;  // the only feasible answer
+    }
+  }
+  absl::StrAppend(&out, "## Summary\n\n");
+  absl::StrAppend(
+      &out, "- **ParDNN best or within 2 % of the best feasible baseline: ", within_2, " of ", compared,
+      " cases (", compared ? absl::StrFormat("%.0f", 100.0 * within_2 / compared) : "-",
+      " %)**; best outright (ties included) in ", pardnn_wins, ".\n",
+      "- ParDNN feasible in ", pardnn_feasible, " of ", total, " cases; some algorithm feasible in ",
+      any_feasible, "; a baseline feasible where ParDNN is not: ", pardnn_misses, ".\n",
+      "- Geometric means over the cases where ParDNN is feasible: ParDNN / best = ", gap_best.Text(),
+      ", ParDNN / best baseline = ", gap_baseline.Text(), ", ParDNN / lower bound = ", over_lb.Text(),
+      ".\n\n");
+  absl::StrAppend(&out, "| algorithm | feasible | best | geomean makespan / best | geomean makespan / LB |\n",
+                  "|---|---:|---:|---:|---:|\n");
+  for (const std::string& algorithm : algorithms) {
+    absl::StrAppend(&out, "| ", algorithm, " | ", algorithm_feasible[algorithm], " | ",
+                    algorithm_wins[algorithm], " | ", algorithm_over_best[algorithm].Text(), " | ",
+                    algorithm_over_lb[algorithm].Text(), " |\n");
+  }
+  absl::StrAppend(&out, "\n\"geomean makespan / best\" is over the cases where that algorithm is feasible; "
+                        "\"best\" counts the cases it wins (ties go to the earlier column).\n\n");
+  if (!losses.empty()) {
+    absl::StrAppend(&out, "Cases where ParDNN is more than 2 % behind the best baseline or infeasible:\n\n");
+    for (const std::string& loss : losses) absl::StrAppend(&out, "- ", loss, "\n");
+    absl::StrAppend(&out, "\n");
+  }
+
+  // ---- One row per case.
+  absl::StrAppend(&out, "## Cases\n\n", "Makespans relative to the best feasible one (1.000 = best; `x` = "
+                        "infeasible, `!` = error); gap = ParDNN / best - 1.\n\n",
+                  "| case | K | memory | ops | lower bound | best | winner | pardnn rank | gap to best | "
+                  "pardnn / LB |");
+  for (const std::string& algorithm : algorithms) absl::StrAppend(&out, " ", algorithm, " |");
+  absl::StrAppend(&out, "\n|---|---:|---|---:|---:|---:|---|---:|---:|---:|");
+  for (size_t i = 0; i < algorithms.size(); ++i) absl::StrAppend(&out, "---:|");
+  absl::StrAppend(&out, "\n");
+  for (const Case& c : cases) {
+    absl::StrAppend(&out, "| ", c.name, " | ", c.k, " | ", c.memory, " | ");
+    if (!c.error.empty()) {
+      absl::StrAppend(&out, "error: ", c.error.substr(0, 120), " |\n");
+      continue;
+    }
+    const int best = BestRow(c);
+    const CompareRow* pardnn = FindRow(c, "pardnn");
+    std::string rank = "x";
+    std::string gap = "-";
+    std::string lb = "-";
+    if (Usable(pardnn)) {
+      int better = 0;
+      for (const CompareRow& row : c.rows) better += Usable(&row) && row.makespan_ns < pardnn->makespan_ns;
+      rank = absl::StrCat(better + 1);
+      gap = Percent(static_cast<double>(pardnn->makespan_ns) / c.rows[best].makespan_ns - 1.0);
+      if (c.lower_bound_ns > 0) lb = Ratio(static_cast<double>(pardnn->makespan_ns) / c.lower_bound_ns);
+    }
+    absl::StrAppend(&out, c.ops, " | ", engine::FormatDurationNs(c.lower_bound_ns), " | ",
+                    best >= 0 ? engine::FormatDurationNs(c.rows[best].makespan_ns) : "-", " | ",
+                    best >= 0 ? c.rows[best].algorithm : "none feasible", " | ", rank, " | ", gap, " | ", lb,
+                    " |");
+    for (const std::string& algorithm : algorithms) {
+      const CompareRow* row = FindRow(c, algorithm);
+      std::string cell = "!";
+      if (row != nullptr && row->error.empty()) {
+        cell = row->feasible && best >= 0
+                   ? Ratio(static_cast<double>(row->makespan_ns) / c.rows[best].makespan_ns)
+                   : "x";
+      }
+      absl::StrAppend(&out, " ", cell, " |");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+std::string JsonLine(const Case& c) {
+  std::string line = absl::StrCat("{\"case\": \"", JsonEscape(c.name), "\", \"k\": ", c.k, ", \"memory\": \"",
+                                  c.memory, "\", \"ops\": ", c.ops, ", \"edges\": ", c.edges,
+                                  ", \"lower_bound_ns\": ", c.lower_bound_ns, ", \"device_memory_bytes\": ",
+                                  c.device_memory_bytes, ", \"error\": \"", JsonEscape(c.error), "\", \"rows\": [");
+  for (size_t i = 0; i < c.rows.size(); ++i) {
+    const CompareRow& row = c.rows[i];
+    absl::StrAppend(&line, i ? ", " : "", "{\"algorithm\": \"", row.algorithm, "\", \"winner\": \"", row.winner,
+                    "\", \"error\": \"", JsonEscape(row.error), "\", \"feasible\": ",
+                    row.feasible ? "true" : "false", ", \"makespan_ns\": ", row.makespan_ns,
+                    ", \"transfer_bytes\": ", row.transfer_bytes, ", \"solve_ns\": ", row.solve_ns,
+                    ", \"time_limited\": ", row.time_limited ? "true" : "false", "}");
+  }
+  absl::StrAppend(&line, "]}\n");
+  return line;
+}
+
+int Main() {
+  const std::string corpus = absl::GetFlag(FLAGS_corpus);
+  std::vector<std::string> files;
+  FindRequests(corpus, files);
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    std::fprintf(stderr, "no requests under %s (build the corpus first: bench/compare/run.sh does)\n",
+                 corpus.c_str());
+    return 1;
+  }
+  std::vector<int32_t> ks;
+  for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_devices), ',', absl::SkipEmpty())) {
+    int32_t k;
+    if (!absl::SimpleAtoi(part, &k) || k < 1) {
+      std::fprintf(stderr, "--devices: bad count \"%s\"\n", std::string(part).c_str());
+      return 2;
+    }
+    ks.push_back(k);
+  }
+  std::vector<std::string> regimes = absl::StrSplit(absl::GetFlag(FLAGS_memory), ',', absl::SkipEmpty());
+  for (const std::string& regime : regimes) {
+    if (regime != "source" && regime != "tight") {
+      std::fprintf(stderr, "--memory: unknown regime \"%s\" (source, tight)\n", regime.c_str());
+      return 2;
+    }
+  }
+  std::vector<std::string> algorithms =
+      absl::StrSplit(absl::GetFlag(FLAGS_algorithms), ',', absl::SkipEmpty());
+  if (algorithms.empty()) {
+    for (const engine::Partitioner* algorithm : engine::AllAlgorithms()) {
+      if (algorithm->name() != "auto") algorithms.emplace_back(algorithm->name());
+    }
+  }
+  for (const std::string& algorithm : algorithms) {
+    if (engine::FindAlgorithm(algorithm) == nullptr) {
+      std::fprintf(stderr, "--algorithms: unknown algorithm \"%s\"\n", algorithm.c_str());
+      return 2;
+    }
+  }
+  const absl::Duration limit = absl::Seconds(absl::GetFlag(FLAGS_time_limit_s));
+  std::FILE* jsonl = nullptr;
+  if (!absl::GetFlag(FLAGS_jsonl).empty()) jsonl = std::fopen(absl::GetFlag(FLAGS_jsonl).c_str(), "w");
+
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<Case> cases;
+  for (const std::string& path : files) {
+    if (!absl::StrContains(path, absl::GetFlag(FLAGS_only))) continue;
+    absl::StatusOr<v1::PlaceRequest> request = engine::ReadMessageFile<v1::PlaceRequest>(path);
+    if (!request.ok()) {
+      std::fprintf(stderr, "%s: %s\n", path.c_str(), request.status().ToString().c_str());
+      continue;
+    }
+    if (request->graph().ops_size() > absl::GetFlag(FLAGS_max_ops)) continue;
+    for (const std::string& regime : regimes) {
+      for (int32_t k : ks) {
+        Case c;
+        c.name = CaseName(corpus, path);
+        c.k = k;
+        c.memory = regime;
+        v1::PlaceRequest resized = ResizeCluster(*request, k, 0);
+        if (regime == "tight") {
+          absl::StatusOr<engine::Model> model = engine::BuildModel(resized);
+          if (model.ok()) resized = ResizeCluster(*request, k, TightMemory(*model, k));
+        }
+        std::fprintf(stderr, "%s K=%d %s (%d ops)\n", c.name.c_str(), k, regime.c_str(),
+                     resized.graph().ops_size());
+        RunCase(resized, algorithms, limit, c);
+        if (jsonl != nullptr) {
+          std::fputs(JsonLine(c).c_str(), jsonl);
+          std::fflush(jsonl);
+        }
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+  if (jsonl != nullptr) std::fclose(jsonl);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const std::string report = Report(cases, algorithms, limit, wall);
+  std::ofstream out(absl::GetFlag(FLAGS_out));
+  out << report;
+  if (!out) {
+    std::fprintf(stderr, "cannot write %s\n", absl::GetFlag(FLAGS_out).c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "wrote %s (%zu cases)\n", absl::GetFlag(FLAGS_out).c_str(), cases.size());
+  return 0;
+}
+
+}  // namespace
+}  // namespace placement::bench
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Runs every algorithm on every corpus request for K = 2, 4, 8 devices and writes bench/results.md.\n"
+      "  placement_compare_bench --corpus=build/corpus --out=bench/results.md");
+  absl::ParseCommandLine(argc, argv);
+  return placement::bench::Main();
+}
