@@ -38,6 +38,46 @@ constexpr auto kLessUrgent = [](const auto& a, const auto& b) {
   return a.bottom_level < b.bottom_level || (a.bottom_level == b.bottom_level && a.op > b.op);
 };
 
+// A 4-ary heap ("less" puts an item below another, as for std::push_heap). Ready queues hold thousands
+// of ops under wide graphs; four children per node halve the depth of a binary heap and sit in at most
+// two cache lines, which roughly halves the cache misses per pop.
+template <typename T, typename Less>
+void HeapPush(std::vector<T>& heap, const T& item, Less less) {
+  size_t i = heap.size();
+  heap.push_back(item);
+  while (i > 0) {
+    const size_t parent = (i - 1) / 4;
+    if (!less(heap[parent], item)) break;
+    heap[i] = heap[parent];
+    i = parent;
+  }
+  heap[i] = item;
+}
+
+template <typename T, typename Less>
+T HeapPop(std::vector<T>& heap, Less less) {
+  const T top = heap.front();
+  const T last = heap.back();
+  heap.pop_back();
+  const size_t n = heap.size();
+  if (n == 0) return top;
+  size_t i = 0;
+  for (;;) {
+    const size_t first = 4 * i + 1;
+    if (first >= n) break;
+    const size_t end = std::min(first + 4, n);
+    size_t best = first;
+    for (size_t c = first + 1; c < end; ++c) {
+      if (less(heap[best], heap[c])) best = c;
+    }
+    if (!less(last, heap[best])) break;
+    heap[i] = heap[best];
+    i = best;
+  }
+  heap[i] = last;
+  return top;
+}
+
 }  // namespace
 
 bool SimResult::MemoryFits(const Model& model) const {
@@ -235,15 +275,12 @@ void Simulator::ComputeBottomLevels() {
 }
 
 void Simulator::PushEvent(int64_t time, int32_t op, int32_t transfer) {
-  events_.push_back(Event{time, op, transfer});
-  std::push_heap(events_.begin(), events_.end(), kEventLater);
+  HeapPush(events_, Event{time, op, transfer}, kEventLater);
 }
 
 void Simulator::MakeReady(int32_t v) {
   const DeviceId d = state_[v].device;
-  std::vector<ReadyOp>& heap = ready_[d];
-  heap.push_back(ReadyOp{state_[v].bottom_level, op_of_rank_[v], v});
-  std::push_heap(heap.begin(), heap.end(), kLessUrgent);
+  HeapPush(ready_[d], ReadyOp{state_[v].bottom_level, op_of_rank_[v], v}, kLessUrgent);
   if (!is_candidate_[d]) {
     is_candidate_[d] = 1;
     candidates_.push_back(d);
@@ -412,10 +449,7 @@ void Simulator::Simulate(const SimOptions& options) {
       is_candidate_[d] = 0;
       std::vector<ReadyOp>& heap = ready_[d];
       if (busy_[d] || heap.empty()) continue;
-      std::pop_heap(heap.begin(), heap.end(), kLessUrgent);
-      const int32_t v = heap.back().rank;
-      heap.pop_back();
-      StartOp(v, d, now, memory);
+      StartOp(HeapPop(heap, kLessUrgent).rank, d, now, memory);
     }
     candidates_.clear();
     if (events_.empty()) break;
@@ -427,9 +461,7 @@ void Simulator::Simulate(const SimOptions& options) {
     // Every event at `now`, including those pushed while applying them (zero-duration ops and
     // zero-time transfers), is applied before the next pick round.
     while (!events_.empty() && events_.front().time == now) {
-      std::pop_heap(events_.begin(), events_.end(), kEventLater);
-      const Event event = events_.back();
-      events_.pop_back();
+      const Event event = HeapPop(events_, kEventLater);
       if (event.transfer == kFinish) {
         FinishOp(event.op, now, options);
       } else if (event.transfer == kReady) {
