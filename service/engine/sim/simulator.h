@@ -16,9 +16,12 @@
 //    output_bytes of u over [start(u), max(last local consumer finish, last outgoing transfer arrival)),
 //    or [start(u), finish(u)) when it has neither; a received copy (the transfer's bytes) on B over
 //    [arrival, last consumer on B finish). Intervals are half-open: memory freed at t is available at t.
-//  * Makespan = latest finish. Lower bound: see LowerBoundNs.
+//  * Makespan = latest finish. Lower bound: see LowerBoundNs. When the makespan is 0 every interval is
+//    empty, so every peak is 0. Every decision in detail: service/engine/sim/README.md.
 //
-// Complexity O((V + E) log V) per run. A Simulator keeps scratch buffers: reuse one per thread.
+// Complexity O((V + E) log V) per run; constructing a Simulator costs O(V + E) once per model (it keeps
+// a depth-ordered copy of the graph). A Simulator keeps scratch buffers: reuse one per thread; it is not
+// thread-safe. Runs are deterministic: the same model and assignment give the same result.
 //
 // Example:
 //   Simulator sim(model);
@@ -36,11 +39,12 @@
 namespace placement::engine {
 
 struct SimOptions {
-  // Compute per-device memory peaks (and the timeline below if requested).
+  // Compute per-device memory peaks (and the timeline below if requested). When false, the peaks are 0
+  // and the schedule is the same.
   bool compute_memory = true;
   // Keep every memory interval in SimResult::memory_intervals (for memory repair and reports).
   bool record_memory_intervals = false;
-  // Keep every transfer in SimResult::transfers.
+  // Keep every transfer in SimResult::transfers (in the order their producers finish).
   bool record_transfers = false;
 };
 
