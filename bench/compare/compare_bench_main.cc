@@ -58,6 +58,9 @@ ABSL_FLAG(double, time_limit_s, 60, "Time limit per algorithm and case, in secon
 ABSL_FLAG(std::string, out, "bench/results.md", "Markdown report to write");
 ABSL_FLAG(std::string, jsonl, "", "Also write one JSON line per case with every row (for scripts)");
 ABSL_FLAG(std::string, only, "", "Only cases whose file path contains this");
+ABSL_FLAG(std::string, dump_dir, "",
+          "Also write every case's request (cluster resized) there as NAME.K.MEMORY.pb, so that "
+          "`placement_offline compare --request=...` reproduces one case");
 ABSL_FLAG(int64_t, max_ops, 2'000'000, "Skip requests with more ops");
 ABSL_FLAG(std::string, command_line, "",
           "How the run was started, for the report header (run.sh passes its own command line)");
@@ -544,6 +547,13 @@ int Main() {
         }
         std::fprintf(stderr, "%s K=%d %s (%d ops)\n", c.name.c_str(), k, regime.c_str(),
                      resized.graph().ops_size());
+        if (!absl::GetFlag(FLAGS_dump_dir).empty()) {
+          std::string file = c.name;
+          std::replace(file.begin(), file.end(), '/', '-');
+          const absl::Status written = engine::WriteMessageFile(
+              resized, absl::StrCat(absl::GetFlag(FLAGS_dump_dir), "/", file, ".", k, ".", regime, ".pb"));
+          if (!written.ok()) std::fprintf(stderr, "  %s\n", written.ToString().c_str());
+        }
         RunCase(resized, algorithms, limit, c);
         if (jsonl != nullptr) {
           std::fputs(JsonLine(c).c_str(), jsonl);

@@ -78,7 +78,23 @@ class PipelinePlanner {
       total_compute = SaturatingAdd(total_compute, units_.compute_ns[u]);
     }
     int64_t high = SaturatingAdd(ScaledComputeNs(total_compute, slowest), 1);
-    bool respect_memory = Split(high, /*respect_memory=*/true, nullptr);
+    // Memory first: the smallest scale of the capacities for which K stages hold everything (1 when the
+    // devices suffice). When they do not, the split balances memory as well as it can, and then time.
+    double memory_scale = 1.0;
+    if (!Split(high, memory_scale, nullptr)) {
+      double fits = 2.0;
+      while (fits < 1e9 && !Split(high, fits, nullptr)) fits *= 2.0;
+      if (fits >= 1e9) {
+        memory_scale = std::numeric_limits<double>::infinity();  // memory cannot separate the stages
+      } else {
+        double too_small = fits / 2.0;
+        for (int step = 0; step < 20 && !context_.ShouldStop(); ++step) {
+          const double middle = 0.5 * (too_small + fits);
+          (Split(high, middle, nullptr) ? fits : too_small) = middle;
+        }
+        memory_scale = fits;
+      }
+    }
     int64_t low = 0;  // infeasible (unless everything is free; then high converges to 0 anyway)
     while (high - low > std::max<int64_t>(1, high / 20000)) {
       if (context_.ShouldStop()) {
@@ -87,14 +103,14 @@ class PipelinePlanner {
       }
       context_.Report("pipeline", 0.9 * (1.0 - static_cast<double>(high - low) / static_cast<double>(high)));
       const int64_t middle = low + (high - low) / 2;
-      if (Split(middle, respect_memory, nullptr)) {
+      if (Split(middle, memory_scale, nullptr)) {
         high = middle;
       } else {
         low = middle;
       }
     }
     result.assignment.assign(model_.num_ops(), kNone);
-    Split(high, respect_memory, &result.assignment);
+    Split(high, memory_scale, &result.assignment);
     return result;
   }
 
@@ -181,6 +197,9 @@ class PipelinePlanner {
     return bytes;
   }
 
+  // Adds the copies v needs on d. The simulator sends a tensor as soon as its producer finishes, so a
+  // copy from an earlier stage is there from (about) the start of this stage: it raises the stage's peak
+  // so far, not only the current level.
   void Receive(OpId v, DeviceId d, int32_t stage) {
     for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
       const OpId w = model_.in_src[e];
@@ -189,6 +208,7 @@ class PipelinePlanner {
         // One copy per producer and device: the largest edge's bytes (api.md §2).
         if (model_.in_bytes[e] > received_bytes_[w]) {
           live_ += model_.in_bytes[e] - received_bytes_[w];
+          peak_ += model_.in_bytes[e] - received_bytes_[w];
           received_bytes_[w] = model_.in_bytes[e];
         }
         continue;
@@ -196,12 +216,14 @@ class PipelinePlanner {
       received_stage_[w] = stage;
       received_bytes_[w] = model_.in_bytes[e];
       live_ = SaturatingAdd(live_, model_.in_bytes[e]);
+      peak_ = SaturatingAdd(peak_, model_.in_bytes[e]);
     }
   }
 
-  // One greedy pass with bottleneck `limit`. Returns false when the ops need more stages than there are
-  // chain devices (or one unit alone exceeds the limit). Writes the assignment when `out` is set.
-  bool Split(int64_t limit, bool respect_memory, Assignment* out) {
+  // One greedy pass with bottleneck `limit`, each stage's estimated peak kept within memory_scale times
+  // its device's capacity (infinity = time only). Returns false when the ops need more stages than there
+  // are chain devices (or one unit alone exceeds the limit). Writes the assignment when `out` is set.
+  bool Split(int64_t limit, double memory_scale, Assignment* out) {
     const OpId n = model_.num_ops();
     const int32_t stages = static_cast<int32_t>(chain_.size());
     std::fill(unit_device_.begin(), unit_device_.end(), kNone);
@@ -213,6 +235,7 @@ class PipelinePlanner {
     int64_t stage_time = 0;
     int64_t persistent = 0;
     live_ = 0;
+    peak_ = 0;
     bool stage_empty = true;
     for (int32_t p = 0; p < n; ++p) {
       const OpId v = model_.topo_order[p];
@@ -222,18 +245,23 @@ class PipelinePlanner {
           unit_device_[u] = NearestAllowed(u, stage);
         } else {
           const int64_t time = ScaledComputeNs(units_.compute_ns[u], model_.speed[device]);
-          const int64_t peak = SaturatingAdd(
-              SaturatingAdd(persistent, units_.persistent_bytes[u]),
-              SaturatingAdd(SaturatingAdd(live_, ReceivedBytes(v, device, stage)),
+          const int64_t received = ReceivedBytes(v, device, stage);
+          const int64_t transient = std::max(
+              SaturatingAdd(peak_, received),
+              SaturatingAdd(SaturatingAdd(live_, received),
                             SaturatingAdd(model_.output_bytes[v], model_.temp_bytes[v])));
+          const int64_t peak =
+              SaturatingAdd(SaturatingAdd(persistent, units_.persistent_bytes[u]), transient);
           const bool too_long = stage_time > limit - time;
-          const bool too_big = respect_memory && peak > model_.capacity_bytes[device];
+          const bool too_big =
+              static_cast<double>(peak) > memory_scale * static_cast<double>(model_.capacity_bytes[device]);
           if (!stage_empty && (too_long || too_big)) {
             if (++stage >= stages) return false;
             device = chain_[stage];
             stage_time = 0;
             persistent = 0;
             live_ = 0;
+            peak_ = 0;
             stage_empty = true;
           }
           if (!units_.Allowed(model_, u, device)) {
@@ -253,6 +281,7 @@ class PipelinePlanner {
       if (d == device) {
         Receive(v, d, stage);
         live_ = SaturatingAdd(live_, model_.output_bytes[v]);
+        peak_ = std::max(peak_, SaturatingAdd(live_, model_.temp_bytes[v]));
         produced_stage_[v] = stage;
       }
       for (int32_t i = release_offset_[p]; i < release_offset_[p + 1]; ++i) {
@@ -282,7 +311,8 @@ class PipelinePlanner {
   std::vector<int32_t> produced_stage_;
   std::vector<int32_t> received_stage_;
   std::vector<int64_t> received_bytes_;
-  int64_t live_ = 0;
+  int64_t live_ = 0;  // bytes held at the current position of the stage (outputs, copies)
+  int64_t peak_ = 0;  // the most held at any position of the stage so far
 };
 
 class PipelinePartitioner final : public Partitioner {

@@ -10,8 +10,9 @@
 //    estimated peak memory fits the device. The memory estimate runs the stage's ops in topological order:
 //    persistent bytes for the whole step, temp bytes while an op runs, an output from its op until its last
 //    consumer (or the end of the stage), a received input from its first use in the stage until its last
-//    consumer. When no T makes every stage fit, the split balances time alone (the simulator reports the
-//    overflow).
+//    consumer. When no T makes every stage fit, the capacities are scaled by the smallest factor that lets
+//    K stages hold everything (found by bisection), so the overflow is spread as evenly as the order
+//    allows, and time is balanced within that (the simulator reports the overflow).
 // A colocation group lives in the stage of its first member in the order (its compute and persistent
 // bytes are counted there). A unit whose pins or kinds forbid its stage's device goes to the nearest
 // allowed device along the chain.
