@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The main job on a fresh Debian 12 machine: installs the build dependencies, builds the server and the
+# client (Release), starts placement_server on its embedded defaults (another free port if 50051 or 9464 is
+# taken), places a bundled real graph (BERT-3 training, 600 ops, from the msr NeurIPS'20 inputs) through
+# placementctl, asks again to show the cache, and stops the server with SIGTERM.
+#   bash deploy/run_local.sh [REQUEST_FILE]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+build_dir="${BUILD_DIR:-build}"
+request="${1:-tests/data/requests/bert_l3_training.json.gz}"
+
+bash deploy/install_build_deps.sh
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build_dir" --target placement_server placementctl
+
+server="$build_dir/service/server/placement_server"
+ctl="$build_dir/client/placementctl"
+in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+flags=()
+in_use 50051 && flags+=(--port=0)
+in_use 9464 && flags+=(--metrics_port=0)
+
+log="$(mktemp)"
+"$server" "${flags[@]}" 2>"$log" &
+server_pid=$!
+trap 'kill -TERM $server_pid 2>/dev/null || true; wait $server_pid 2>/dev/null || true; rm -f "$log"' EXIT
+for _ in $(seq 1 200); do
+  grep -q "listening on" "$log" && break
+  kill -0 $server_pid 2>/dev/null || { cat "$log" >&2; exit 1; }
+  sleep 0.05
+done
+address="$(grep -o 'listening on [^ ]*' "$log" | head -1 | awk '{print $3}')"
+port="${address##*:}"
+target="127.0.0.1:$port"
+echo "== placement_server $(grep -o 'listening on [^ ]*' "$log" | head -1), $(grep -o 'metrics on [^ ]*' "$log" | head -1)"
+echo "== placementctl health"
+"$ctl" --server="$target" health
+echo "== placementctl place --request=$request"
+"$ctl" --server="$target" place --request="$request" --progress=never
+echo "== the same request again (a cache hit):"
+"$ctl" --server="$target" place --request="$request" --progress=never | grep -E '"(cache|makespan_ns|outcome)"'
+echo "== server log:"
+cat "$log"
