@@ -124,7 +124,27 @@ TEST_P(BaselineTest, StopsWhenCancelled) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_TRUE(CheckConstraints(model, result->assignment).empty());
   // m_topo is a single linear pass and may finish its stride before looking; the others stop early.
-  if (GetParam().name != "m_topo") EXPECT_TRUE(result->time_limited);
+  if (GetParam().name != "m_topo") {
+    EXPECT_TRUE(result->time_limited);
+  }
+}
+
+// More devices than the list schedulers scan per op (kFullScanDevices): still complete, constrained and
+// spread out.
+TEST_P(BaselineTest, HandlesClustersOfHundredsOfDevices) {
+  const std::unique_ptr<Partitioner> algorithm = GetParam().make();
+  testutil::RandomGraphOptions options = ConstrainedOptions(8);
+  options.num_ops = 3000;
+  options.num_devices = 300;
+  options.num_nodes = 30;
+  const Model model = BuildOrDie(testutil::RandomLayeredRequest(options));
+  const Assignment assignment = PlaceWith(*algorithm, model);
+  ASSERT_EQ(static_cast<int32_t>(assignment.size()), model.num_ops());
+  EXPECT_TRUE(CheckConstraints(model, assignment).empty());
+  std::vector<uint8_t> used(model.num_devices(), 0);
+  int32_t distinct = 0;
+  for (DeviceId d : assignment) distinct += used[d]++ == 0;
+  EXPECT_GT(distinct, 1);
 }
 
 TEST_P(BaselineTest, PutsEverythingOnTheOnlyDevice) {

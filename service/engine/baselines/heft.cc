@@ -40,16 +40,18 @@ class HeftScheduler {
 
     baselines::StopChecker stop(context_, "heft", 256);
     std::vector<int64_t> arrival(num_devices_);
+    std::vector<DeviceId> candidates;
     int32_t placed = 0;
     for (const OpId v : order) {
       if (stop.Step(static_cast<double>(placed) / num_ops_)) break;
       const int32_t u = units_.unit_of_op[v];
       const DeviceId fixed = unit_device_[u];
-      // Arrival of the last input on each device.
-      std::fill(arrival.begin(), arrival.end(), 0);
-      for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
-        const OpId p = model_.in_src[e];
-        for (DeviceId d = 0; d < num_devices_; ++d) {
+      baselines::CandidateDevices(model_, units_, v, fixed, device_, candidates);
+      // Arrival of the last input on each candidate device.
+      for (const DeviceId d : candidates) {
+        arrival[d] = 0;
+        for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
+          const OpId p = model_.in_src[e];
           arrival[d] = std::max(arrival[d],
                                 finish_[p] + model_.TransferNs(device_[p], d, model_.in_bytes[e]));
         }
@@ -58,8 +60,7 @@ class HeftScheduler {
       int64_t best_start = 0, best_finish = 0;
       DeviceId roomiest = kNone;
       int64_t roomiest_room = std::numeric_limits<int64_t>::min();
-      for (DeviceId d = 0; d < num_devices_; ++d) {
-        if (fixed != kNone ? d != fixed : !units_.Allowed(model_, u, d)) continue;
+      for (const DeviceId d : candidates) {
         const int64_t run = model_.OpTimeNs(v, d);
         const int64_t start = slots_[d].EarliestStart(arrival[d], run);
         const int64_t room = model_.capacity_bytes[d] - used_[d] - Need(v, d);

@@ -169,9 +169,8 @@ class EtfScheduler {
   void MakeReady(OpId v) {
     const int32_t u = units_.unit_of_op[v];
     ready_.push(Entry{-level_[v], 0, v, 0});
-    const DeviceId fixed = unit_device_[u];
-    for (DeviceId d = 0; d < num_devices_; ++d) {
-      if (fixed != kNone ? d != fixed : !units_.Allowed(model_, u, d)) continue;
+    baselines::CandidateDevices(model_, units_, v, unit_device_[u], device_, candidates_);
+    for (const DeviceId d : candidates_) {
       const int64_t arrival = ArrivalOn(v, d);
       pending_[d].push(Entry{arrival, -level_[v], v, arrival});
     }
@@ -222,6 +221,15 @@ class EtfScheduler {
     if (unit_device_[u] == kNone) {
       unit_device_[u] = d;
       used_[d] = SaturatingAdd(used_[d], units_.persistent_bytes[u]);
+      if (num_devices_ > baselines::kFullScanDevices) {
+        // Members that became ready earlier were offered to a window of devices that may miss d.
+        for (int32_t i = units_.begin(u); i < units_.end(u); ++i) {
+          const OpId w = units_.member[i];
+          if (w == v || device_[w] != kNone || inputs_left_[w] != 0) continue;
+          const int64_t arrival = ArrivalOn(w, d);
+          pending_[d].push(Entry{arrival, -level_[w], w, arrival});
+        }
+      }
     }
     for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
       const OpId p = model_.in_src[e];
@@ -294,6 +302,7 @@ class EtfScheduler {
   EntryHeap ready_;                 // every ready op, by level (for ForceOne)
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   baselines::ReceivedCopies copies_;
+  std::vector<DeviceId> candidates_;  // scratch
   int32_t scheduled_ = 0;
 };
 

@@ -138,6 +138,48 @@ void CompleteAssignment(const Model& model, const PlacementUnits& units, Assignm
   }
 }
 
+void CandidateDevices(const Model& model, const PlacementUnits& units, OpId v, DeviceId fixed,
+                      const std::vector<DeviceId>& device_of, std::vector<DeviceId>& out) {
+  out.clear();
+  if (fixed != kNone) {
+    out.push_back(fixed);
+    return;
+  }
+  const int32_t u = units.unit_of_op[v];
+  const DeviceId n = model.num_devices();
+  if (n <= kFullScanDevices) {
+    for (DeviceId d = 0; d < n; ++d) {
+      if (units.Allowed(model, u, d)) out.push_back(d);
+    }
+    return;
+  }
+  if (units.pin[u] != kNone && units.any_device[u] == 0) {
+    out.push_back(units.pin[u]);
+    return;
+  }
+  auto add = [&](DeviceId d) {
+    if (!units.Allowed(model, u, d)) return;
+    for (DeviceId seen : out) {
+      if (seen == d) return;
+    }
+    out.push_back(d);
+  };
+  for (EdgeId e = model.in_begin(v); e < model.in_end(v); ++e) {
+    const DeviceId d = device_of[model.in_src[e]];
+    if (d != kNone) add(d);
+  }
+  const DeviceId start = static_cast<DeviceId>((static_cast<int64_t>(v) * kFullScanDevices) % n);
+  for (int32_t i = 0; i < kFullScanDevices; ++i) add(static_cast<DeviceId>((start + i) % n));
+  if (out.empty()) {
+    // Kinds that the window misses: every allowed device (rare, and bounded by D).
+    for (DeviceId d = 0; d < n; ++d) {
+      if (units.Allowed(model, u, d)) out.push_back(d);
+    }
+  }
+  if (out.empty()) out.push_back(units.FirstAllowed(model, u));
+  std::sort(out.begin(), out.end());
+}
+
 int64_t MeanOpTimeNs(const Model& model, const PlacementUnits& units, OpId op) {
   const int32_t u = units.unit_of_op[op];
   int64_t sum = 0;

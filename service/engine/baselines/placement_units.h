@@ -70,6 +70,19 @@ struct PlacementUnits {
 
 PlacementUnits BuildPlacementUnits(const Model& model);
 
+// On clusters of more than kFullScanDevices devices, list schedulers consider a bounded set of devices
+// per op so that they stay O(E * kFullScanDevices) in time and memory instead of O(E * D) (m_etf keeps a
+// heap entry per candidate device of every ready op): the devices holding its inputs, plus a window of
+// kFullScanDevices consecutive device ids that rotates with the op id (so every device gets work).
+// Up to kFullScanDevices devices, every allowed device is a candidate, as published.
+inline constexpr int32_t kFullScanDevices = 64;
+
+// Fills `out` with the devices op v may be scheduled on: `fixed` alone when its unit is already placed,
+// else the allowed candidates described above (never empty). `device_of` gives the devices of placed ops
+// (kNone for the others).
+void CandidateDevices(const Model& model, const PlacementUnits& units, OpId v, DeviceId fixed,
+                      const std::vector<DeviceId>& device_of, std::vector<DeviceId>& out);
+
 // Copies of producers' outputs held on other devices, as list schedulers track them: one copy per
 // (producer, device), as large as the largest edge of the producer into that device (api.md §2), kept in
 // a pool of short lists per producer (a producer rarely feeds more than a few devices).
