@@ -61,7 +61,12 @@ class EtfScheduler {
         events_.pop();
         Finish(event.op);
       }
-      for (DeviceId d = 0; d < num_devices_; ++d) Unblock(d);
+      // Only devices that released memory can take parked ops back.
+      for (const DeviceId d : released_on_) {
+        released_[d] = 0;
+        Unblock(d);
+      }
+      released_on_.clear();
 
       // The best (op, device) pair over the idle devices.
       bool found = false;
@@ -109,6 +114,7 @@ class EtfScheduler {
     unit_device_.assign(units_.num_units(), kNone);
     free_at_.assign(num_devices_, 0);
     used_.assign(num_devices_, 0);
+    released_.assign(num_devices_, 0);
     pending_.resize(num_devices_);
     arrived_.resize(num_devices_);
     blocked_.resize(num_devices_);
@@ -248,13 +254,21 @@ class EtfScheduler {
     }
   }
 
+  void Release(DeviceId d, int64_t bytes) {
+    used_[d] -= bytes;
+    if (bytes > 0 && !released_[d]) {
+      released_[d] = 1;
+      released_on_.push_back(d);
+    }
+  }
+
   void ReleaseOutput(OpId u) {
-    used_[device_[u]] -= model_.output_bytes[u];
-    copies_.ReleaseAll(u, [&](DeviceId d, int64_t bytes) { used_[d] -= bytes; });
+    Release(device_[u], model_.output_bytes[u]);
+    copies_.ReleaseAll(u, [&](DeviceId d, int64_t bytes) { Release(d, bytes); });
   }
 
   void Finish(OpId v) {
-    used_[device_[v]] -= model_.temp_bytes[v];
+    Release(device_[v], model_.temp_bytes[v]);
     if (consumers_left_[v] == 0) ReleaseOutput(v);
     for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
       const OpId u = model_.in_src[e];
@@ -303,6 +317,8 @@ class EtfScheduler {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   baselines::ReceivedCopies copies_;
   std::vector<DeviceId> candidates_;  // scratch
+  std::vector<uint8_t> released_;     // by device: memory released since the last Unblock
+  std::vector<DeviceId> released_on_;
   int32_t scheduled_ = 0;
 };
 
