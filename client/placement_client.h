@@ -56,7 +56,7 @@ struct ClientOptions {
   // Largest message received or sent; match the server's --max_message_bytes.
   int max_message_bytes = 256 << 20;
   // "" = gRPC's default (pick_first); "round_robin" spreads calls over all resolved addresses.
-  std::string load_balancing_policy;
+  std::string load_balancing_policy = "";
   RetryOptions retry;
 };
 

@@ -1,0 +1,101 @@
+#include "service/server/service_metrics.h"
+
+#include <regex>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace placement::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ServiceMetricsTest, CountsRequestsByMethodAndCode) {
+  ServiceMetrics metrics;
+  metrics.RecordRequest(Method::kPlace, absl::StatusCode::kOk, absl::Milliseconds(2));
+  metrics.RecordRequest(Method::kPlace, absl::StatusCode::kOk, absl::Milliseconds(3));
+  metrics.RecordRequest(Method::kPlace, absl::StatusCode::kInvalidArgument, absl::Milliseconds(1));
+  const std::string text = metrics.Serialize();
+  EXPECT_THAT(text, HasSubstr("placement_requests_total{code=\"OK\",method=\"Place\"} 2"));
+  EXPECT_THAT(text,
+              HasSubstr("placement_requests_total{code=\"INVALID_ARGUMENT\",method=\"Place\"} 1"));
+  EXPECT_THAT(text, HasSubstr("placement_request_duration_seconds_count{method=\"Place\"} 3"));
+}
+
+TEST(ServiceMetricsTest, CountsCacheLookupsAndOnlySolvesThatRan) {
+  ServiceMetrics metrics;
+  metrics.RecordCacheLookup(v1::HIT);
+  metrics.RecordCacheLookup(v1::HIT);
+  metrics.RecordCacheLookup(v1::COALESCED);
+  jobs::FakeClock clock;
+  jobs::Job job(1, "d", "", "pardnn", 0, clock.Now(), nullptr, &clock, absl::Milliseconds(100));
+  jobs::JobResult ran;
+  ran.ran = true;
+  ran.solve_time = absl::Milliseconds(40);
+  metrics.OnJobFinished(job, ran);
+  metrics.OnJobFinished(job, jobs::JobResult{});  // never ran (cancelled while queued)
+  metrics.OnAdmissionRejected("queue_full");
+  const std::string text = metrics.Serialize();
+  EXPECT_THAT(text, HasSubstr("placement_cache_lookups_total{result=\"hit\"} 2"));
+  EXPECT_THAT(text, HasSubstr("placement_cache_lookups_total{result=\"coalesced\"} 1"));
+  EXPECT_THAT(text, HasSubstr("placement_cache_lookups_total{result=\"miss\"} 0"));
+  EXPECT_THAT(text, HasSubstr("placement_solves_total{algorithm=\"pardnn\"} 1"));
+  EXPECT_THAT(text, HasSubstr("placement_solve_duration_seconds_count{algorithm=\"pardnn\"} 1"));
+  EXPECT_THAT(text, HasSubstr("placement_admission_rejections_total{reason=\"queue_full\"} 1"));
+}
+
+TEST(ServiceMetricsTest, GaugesAreReadFromTheirSourcesAtScrapeTime) {
+  ServiceMetrics metrics;
+  int64_t queued = 3;
+  metrics.SetSources({.jobs =
+                          [&queued] {
+                            jobs::JobManagerStats stats;
+                            stats.workers = 2;
+                            stats.queued = queued;
+                            stats.running = 1;
+                            return stats;
+                          },
+                      .cache =
+                          [] {
+                            cache::CacheStats stats;
+                            stats.bytes = 12345;
+                            stats.max_bytes = 1 << 20;
+                            return stats;
+                          },
+                      .operations = [] { return size_t{7}; },
+                      .queue_capacity = 64});
+  std::string text = metrics.Serialize();
+  EXPECT_THAT(text, HasSubstr("placement_queue_depth 3"));
+  EXPECT_THAT(text, HasSubstr("placement_jobs_running 1"));
+  EXPECT_THAT(text, HasSubstr("placement_cache_bytes 12345"));
+  EXPECT_THAT(text, HasSubstr("placement_operations 7"));
+  EXPECT_THAT(text, HasSubstr("placement_queue_capacity 64"));
+  queued = 0;
+  EXPECT_THAT(metrics.Serialize(), HasSubstr("placement_queue_depth 0"));
+}
+
+TEST(ServiceMetricsTest, NamesFollowThePrometheusRules) {
+  ServiceMetrics metrics;
+  metrics.SetSources({.jobs = [] { return jobs::JobManagerStats{}; },
+                      .cache = [] { return cache::CacheStats{}; },
+                      .operations = [] { return size_t{0}; }});
+  const std::regex name("[a-z_][a-z0-9_]*");
+  for (absl::string_view line : absl::StrSplit(metrics.Serialize(), '\n')) {
+    if (!absl::StartsWith(line, "# TYPE ")) continue;
+    std::vector<std::string> parts = absl::StrSplit(line, ' ');
+    ASSERT_EQ(parts.size(), 4u) << line;
+    const std::string& family = parts[2];
+    const std::string& type = parts[3];
+    EXPECT_TRUE(std::regex_match(family, name)) << family;
+    EXPECT_TRUE(absl::StartsWith(family, "placement_") || absl::StartsWith(family, "process_"))
+        << family;
+    EXPECT_EQ(type == "counter", absl::EndsWith(family, "_total")) << family;
+    EXPECT_EQ(family.find("_ms"), std::string::npos) << family;
+  }
+}
+
+}  // namespace
+}  // namespace placement::server
