@@ -1,3 +1,5 @@
+// Tests of CheckConstraints: each kind of violation, its message (ops and devices by name), the order of
+// the problems (op by op, in name order), and malformed assignments (device out of range, wrong size).
 #include "service/engine/sim/constraints.h"
 
 #include <string>
