@@ -193,6 +193,9 @@ int ConvertAll() {
   return failures == 0 ? 0 : 1;
 }
 
+// Devices for a scaled graph: 16 up to 100K ops, 64 beyond (memory sized by ClusterForGraph).
+int32_t DevicesFor(int64_t ops) { return ops <= 100'000 ? 16 : 64; }
+
 absl::StatusOr<v1::PlaceRequest> ScaledBert(int64_t target_ops) {
   std::string path = absl::GetFlag(FLAGS_msr);
   if (path.empty()) {
@@ -210,7 +213,7 @@ absl::StatusOr<v1::PlaceRequest> ScaledBert(int64_t target_ops) {
   if (!graph.ok()) return graph.status();
   v1::PlaceRequest request;
   *request.mutable_cluster() = engine::importers::ClusterForGraph(
-      *graph, bert->cluster().devices(0).memory_bytes(), bert->cluster().devices_size());
+      *graph, DevicesFor(graph->ops_size()), bert->cluster().devices(0).memory_bytes());
   *request.mutable_graph() = std::move(*graph);
   return request;
 }
@@ -223,8 +226,8 @@ v1::PlaceRequest Rnn(int32_t layers, int32_t steps) {
   spec.hidden = absl::GetFlag(FLAGS_hidden);
   v1::PlaceRequest request;
   *request.mutable_graph() = engine::importers::UnrolledRnn(spec);
-  *request.mutable_cluster() =
-      engine::importers::ClusterForGraph(request.graph(), int64_t{16} << 30, 4);
+  *request.mutable_cluster() = engine::importers::ClusterForGraph(
+      request.graph(), DevicesFor(request.graph().ops_size()), int64_t{16} << 30);
   return request;
 }
 

@@ -135,10 +135,11 @@ absl::StatusOr<v1::Graph> StackLayers(const v1::Graph& graph, const std::vector<
     if (!s->ok()) return s->status();
   }
 
-  // Groups used outside the template keep their name in every copy (the copies must join them).
+  // Groups that also hold kept ops keep their name in every copy (the copies must join them); groups
+  // within the replaced layers become one group per copy.
   absl::flat_hash_set<std::string> shared_groups;
   for (int32_t i = 0; i < n; ++i) {
-    if (layer[i] != t && !graph.ops(i).colocation_group().empty()) {
+    if (!in_range(layer[i]) && !graph.ops(i).colocation_group().empty()) {
       shared_groups.insert(graph.ops(i).colocation_group());
     }
   }
@@ -300,22 +301,23 @@ v1::Graph UnrolledRnn(const RnnSpec& spec) {
   return graph;
 }
 
-v1::Cluster ClusterForGraph(const v1::Graph& graph, int64_t device_memory_bytes, int32_t min_devices) {
+v1::Cluster ClusterForGraph(const v1::Graph& graph, int32_t devices, int64_t min_memory_bytes) {
+  devices = std::clamp<int32_t>(devices, 1, 1024);
   double persistent = 0;
   for (const v1::Op& op : graph.ops()) persistent += static_cast<double>(op.persistent_bytes());
-  const double wanted = 2.0 * persistent / static_cast<double>(std::max<int64_t>(1, device_memory_bytes));
-  const int32_t devices =
-      std::clamp<int32_t>(static_cast<int32_t>(std::ceil(wanted)), std::max(1, min_devices), 1024);
+  const double wanted = std::ceil(2.0 * persistent / devices);
+  // Stay well inside the model's 1 PiB limit on any byte count.
+  const int64_t memory = static_cast<int64_t>(
+      std::min(std::max(wanted, static_cast<double>(min_memory_bytes)), 1e15));
   v1::Cluster cluster = DefaultCluster();
   const v1::Device prototype = cluster.devices(0);
   cluster.clear_devices();
-  // Eight GPUs per node, as in common servers; the rest of the links come from DefaultCluster().
   for (int32_t d = 0; d < devices; ++d) {
     v1::Device* device = cluster.add_devices();
     *device = prototype;
     device->set_name(absl::StrCat("gpu", d));
     device->set_node(absl::StrCat("node", d / 8));
-    device->set_memory_bytes(device_memory_bytes);
+    device->set_memory_bytes(memory);
   }
   return cluster;
 }

@@ -52,9 +52,11 @@ struct RnnSpec {
 // Ops: layers x steps x 2 cells + steps x 2 loss ops + layers updates.
 v1::Graph UnrolledRnn(const RnnSpec& spec);
 
-// A cluster with enough devices of `device_memory_bytes` (at least `min_devices`, at most 1024) for the
-// graph's persistent bytes to fill about half of them; links as DefaultCluster().
-v1::Cluster ClusterForGraph(const v1::Graph& graph, int64_t device_memory_bytes, int32_t min_devices);
+// `devices` GPUs (8 per node, links as DefaultCluster()) whose memory is the larger of
+// `min_memory_bytes` and what makes the graph's persistent bytes fill about half of the total: the scaled
+// graphs keep their sources' per-op memory, which no real cluster of a sensible size could hold, and a
+// benchmark of placement speed should not be dominated by an infeasible memory budget.
+v1::Cluster ClusterForGraph(const v1::Graph& graph, int32_t devices, int64_t min_memory_bytes);
 
 }  // namespace placement::engine::importers
 

@@ -120,7 +120,7 @@ TEST(ScaledGraphsTest, BertFromSharedWorkloads) {
   EXPECT_LE(big->ops_size(), 20'000);
   v1::PlaceRequest request;
   *request.mutable_graph() = *big;
-  *request.mutable_cluster() = ClusterForGraph(*big, bert->cluster().devices(0).memory_bytes(), 6);
+  *request.mutable_cluster() = ClusterForGraph(*big, 8, bert->cluster().devices(0).memory_bytes());
   EXPECT_EQ(ValidationError(request), "");
 }
 
@@ -142,13 +142,14 @@ TEST(ScaledGraphsTest, UnrolledRnn) {
   EXPECT_EQ(ValidationError(WithCluster(graph)), "");
 }
 
-TEST(ScaledGraphsTest, ClusterForGraphScalesDevices) {
+TEST(ScaledGraphsTest, ClusterForGraphSizesMemory) {
   v1::Graph graph;
   for (int i = 0; i < 10; ++i) graph.add_ops()->set_persistent_bytes(int64_t{4} << 30);
-  const v1::Cluster cluster = ClusterForGraph(graph, int64_t{16} << 30, 2);
-  EXPECT_EQ(cluster.devices_size(), 5);  // 2 x 40 GiB / 16 GiB
-  EXPECT_EQ(cluster.devices(4).node(), "node0");
-  EXPECT_EQ(ClusterForGraph(v1::Graph(), 1 << 30, 3).devices_size(), 3);
+  const v1::Cluster cluster = ClusterForGraph(graph, 10, int64_t{16} << 30);
+  ASSERT_EQ(cluster.devices_size(), 10);
+  EXPECT_EQ(cluster.devices(9).node(), "node1");
+  EXPECT_EQ(cluster.devices(0).memory_bytes(), int64_t{16} << 30);  // 2 x 40 GiB / 10 < 16 GiB
+  EXPECT_EQ(ClusterForGraph(graph, 2, int64_t{1} << 30).devices(0).memory_bytes(), int64_t{40} << 30);
 }
 
 }  // namespace
