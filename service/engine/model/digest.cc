@@ -109,6 +109,7 @@ class Sha256Stream {
     if (used_ + n > kBufferBytes) Flush();
   }
   void Bytes(const char* data, size_t n) {
+    if (n == 0) return;  // data may be null for an empty string_view; memcpy must not see it
     if (n > kBufferBytes - used_) {
       Flush();
       if (n >= kBufferBytes) {

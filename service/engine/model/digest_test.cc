@@ -22,9 +22,9 @@ namespace {
 
 const DigestOptions kOptions{"pardnn", "1.0", 7};
 
-Model Build(const v1::PlaceRequest& request) {
+Model Build(const v1::PlaceRequest& request, const ModelLimits& limits = ModelLimits()) {
   std::vector<FieldViolation> violations;
-  absl::StatusOr<Model> model = BuildModel(request, &violations);
+  absl::StatusOr<Model> model = BuildModel(request, &violations, limits);
   EXPECT_TRUE(model.ok()) << FormatViolations(violations);
   return model.ok() ? *std::move(model) : Model();
 }
@@ -133,7 +133,8 @@ v1::PlaceRequest TinyRequest() {
   return request;
 }
 
-TEST(DigestTest, GraphDigestFollowsTheDocumentedFormat) {
+// The graph digest of TinyRequest() with op "y"'s type replaced by `y_type`, written out by hand.
+std::string ExpectedTinyGraphDigest(const std::string& y_type) {
   ByteWriter w;
   w.Str("placement.v1.graph_digest/1");
   w.U64(2);  // ops
@@ -147,7 +148,7 @@ TEST(DigestTest, GraphDigestFollowsTheDocumentedFormat) {
   w.Str("dev1");
   // op 1 = "y"
   w.Str("y");
-  w.Str("Relu");
+  w.Str(y_type);
   for (int64_t v : {5, 6, 7, 8}) w.U64(static_cast<uint64_t>(v));
   w.Str("grp");
   w.U32(2);
@@ -158,7 +159,24 @@ TEST(DigestTest, GraphDigestFollowsTheDocumentedFormat) {
   w.U32(0);
   w.U32(1);
   w.U64(123);
-  EXPECT_EQ(GraphDigestOf(TinyRequest()), w.Sha256Hex());
+  return w.Sha256Hex();
+}
+
+TEST(DigestTest, GraphDigestFollowsTheDocumentedFormat) {
+  EXPECT_EQ(GraphDigestOf(TinyRequest()), ExpectedTinyGraphDigest("Relu"));
+}
+
+TEST(DigestTest, StringsLargerThanTheBufferAreHashedInFull) {
+  ModelLimits limits;
+  limits.max_name_bytes = 1 << 20;
+  std::string type(40000, 't');
+  v1::PlaceRequest request = TinyRequest();
+  request.mutable_graph()->mutable_ops(0)->set_type(type);
+  const std::string digest = GraphDigestHex(Build(request, limits));
+  EXPECT_EQ(digest, ExpectedTinyGraphDigest(type));
+  type.back() = 'u';
+  request.mutable_graph()->mutable_ops(0)->set_type(type);
+  EXPECT_NE(GraphDigestHex(Build(request, limits)), digest);
 }
 
 TEST(DigestTest, RequestDigestFollowsTheDocumentedFormat) {
