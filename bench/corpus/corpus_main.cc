@@ -5,9 +5,10 @@
 //       every file under ../shared/workloads (msr, pipedream, onnx at batch 32, chakra, wfcommons) with
 //       the default cluster (msr: the file's own); skips cleanly when the folder is absent.
 //   placement_corpus bert --msr=bert_L-12_training.json --ops=1000000 --out=bert_1m.pb
+//   placement_corpus gpt2 --ops=1000000 --out=gpt2_1m.pb
 //   placement_corpus rnn --layers=4 --steps=25000 --out=rnn_1m.pb
 //   placement_corpus generate [--workloads=DIR] [--out_dir=DIR]
-//       bert_100k, bert_1m, rnn_100k, rnn_1m (binary .pb: see README.md for why)
+//       bert_100k, bert_1m, gpt2_100k, gpt2_1m, rnn_100k, rnn_1m (binary .pb: see README.md for why)
 //   placement_corpus timing [--workloads=DIR] [--out_dir=DIR] [--ops=1000000]
 //       seconds to build the scaled BERT graph, write and read it back as .pb, .json and .json.gz
 //
@@ -218,6 +219,29 @@ absl::StatusOr<v1::PlaceRequest> ScaledBert(int64_t target_ops) {
   return request;
 }
 
+// GPT-2 (36 blocks) from the param execution trace, with the middle block copied.
+absl::StatusOr<v1::PlaceRequest> ScaledGpt2(int64_t target_ops) {
+  const std::string path = WorkloadsDir() + "/pytorch_execution_traces_param/hf_GPT2_et.json.tar.gz";
+  absl::StatusOr<v1::PlaceRequest> gpt2 = engine::importers::Import("chakra", path, ImportOptions());
+  if (!gpt2.ok()) return gpt2.status();
+  int64_t blocks = 0;
+  absl::StatusOr<std::vector<int64_t>> layer_of_op =
+      engine::importers::LabelTransformerBlocks(gpt2->graph(), &blocks);
+  if (!layer_of_op.ok()) return layer_of_op.status();
+  engine::importers::StackSpec spec;
+  spec.first_layer = 1;
+  spec.last_layer = blocks;
+  spec.template_layer = blocks / 2;
+  spec.target_ops = target_ops;
+  absl::StatusOr<v1::Graph> graph = engine::importers::StackLayers(gpt2->graph(), *layer_of_op, spec);
+  if (!graph.ok()) return graph.status();
+  v1::PlaceRequest request;
+  *request.mutable_cluster() = engine::importers::ClusterForGraph(
+      *graph, DevicesFor(graph->ops_size()), int64_t{16} << 30);
+  *request.mutable_graph() = std::move(*graph);
+  return request;
+}
+
 v1::PlaceRequest Rnn(int32_t layers, int32_t steps) {
   engine::importers::RnnSpec spec;
   spec.layers = layers;
@@ -246,6 +270,22 @@ int Bert() {
   return Emit("bert (scaled from msr BERT-L12 training)", *request, out, Seconds(start)) ? 0 : 1;
 }
 
+int Gpt2Command() {
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) {
+    std::fprintf(stderr, "gpt2: --out is required\n");
+    return 2;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<v1::PlaceRequest> request = ScaledGpt2(absl::GetFlag(FLAGS_ops));
+  if (!request.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(request.status().message()).c_str());
+    return 1;
+  }
+  return Emit("gpt2 (scaled from the param GPT-2 execution trace)", *request, out, Seconds(start)) ? 0
+                                                                                                   : 1;
+}
+
 int RnnCommand() {
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) {
@@ -269,6 +309,14 @@ int Generate() {
       std::printf("bert_%s FAILED: %s\n", label.c_str(), std::string(bert.status().message()).c_str());
       ++failures;
     } else if (!Emit("bert_" + label, *bert, out_dir + "/bert_" + label + ".pb", Seconds(start))) {
+      ++failures;
+    }
+    start = std::chrono::steady_clock::now();
+    absl::StatusOr<v1::PlaceRequest> gpt2 = ScaledGpt2(ops);
+    if (!gpt2.ok()) {
+      std::printf("gpt2_%s FAILED: %s\n", label.c_str(), std::string(gpt2.status().message()).c_str());
+      ++failures;
+    } else if (!Emit("gpt2_" + label, *gpt2, out_dir + "/gpt2_" + label + ".pb", Seconds(start))) {
       ++failures;
     }
     start = std::chrono::steady_clock::now();
@@ -330,16 +378,17 @@ int Timing() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "placement_corpus convert-all|bert|rnn|generate|timing [flags]; see bench/corpus/README.md");
+      "placement_corpus convert-all|bert|gpt2|rnn|generate|timing [flags]; see bench/corpus/README.md");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) {
-    std::fprintf(stderr, "usage: placement_corpus convert-all|bert|rnn|generate|timing [flags]\n");
+    std::fprintf(stderr, "usage: placement_corpus convert-all|bert|gpt2|rnn|generate|timing [flags]\n");
     return 2;
   }
   const std::string verb = args[1];
   if (verb == "convert-all") return placement::corpus::ConvertAll();
   if (verb == "bert") return placement::corpus::Bert();
   if (verb == "rnn") return placement::corpus::RnnCommand();
+  if (verb == "gpt2") return placement::corpus::Gpt2Command();
   if (verb == "generate") return placement::corpus::Generate();
   if (verb == "timing") return placement::corpus::Timing();
   std::fprintf(stderr, "unknown verb '%s'\n", verb.c_str());

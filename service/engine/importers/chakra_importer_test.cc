@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "service/engine/importers/import_util.h"
 #include "service/engine/importers/importers_test_util.h"
+#include "service/engine/importers/scaled_graphs.h"
 
 namespace placement::engine::importers {
 namespace {
@@ -120,6 +121,25 @@ TEST(ChakraImporterTest, SchemaOneOneAndTarFromSharedWorkloads) {
   EXPECT_EQ(stats.et_nodes, 27156);
   EXPECT_GT(gpt2->graph().ops_size(), 4000);
   EXPECT_EQ(ValidationError(*gpt2), "");
+
+  // Its transformer blocks are recoverable and can be stacked (bench/corpus gpt2_*).
+  int64_t blocks = 0;
+  absl::StatusOr<std::vector<int64_t>> layers = LabelTransformerBlocks(gpt2->graph(), &blocks);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  EXPECT_EQ(blocks, 36);
+  StackSpec spec;
+  spec.first_layer = 1;
+  spec.last_layer = blocks;
+  spec.template_layer = blocks / 2;
+  spec.target_ops = 12'000;
+  absl::StatusOr<v1::Graph> stacked = StackLayers(gpt2->graph(), *layers, spec);
+  ASSERT_TRUE(stacked.ok()) << stacked.status();
+  EXPECT_GT(stacked->ops_size(), 11'800);
+  EXPECT_LE(stacked->ops_size(), 12'000);
+  v1::PlaceRequest big;
+  *big.mutable_graph() = *stacked;
+  *big.mutable_cluster() = DefaultCluster();
+  EXPECT_EQ(ValidationError(big), "");
 }
 
 TEST(ChakraImporterTest, Errors) {

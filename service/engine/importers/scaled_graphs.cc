@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "service/engine/importers/roofline.h"
 #include "service/engine/importers/training_graph.h"
@@ -56,19 +57,34 @@ absl::StatusOr<v1::Graph> StackLayers(const v1::Graph& graph, const std::vector<
   const Neighbours nb = IndexEdges(graph);
   auto in_range = [&](int64_t layer) { return layer >= spec.first_layer && layer <= spec.last_layer; };
 
-  // Layer of every op, with unlabelled ops attached to the one replaced layer all their neighbours use.
+  // Layer of every op, with unlabelled ops attached to the one replaced layer that all their labelled
+  // neighbours and colocation-group mates lie in (msr leaves the per-layer Gelu / AccumulateGrad nodes
+  // unlabelled; a trace's per-parameter optimizer ops are tied to their layer only by the group).
+  absl::flat_hash_map<std::string, absl::flat_hash_set<int64_t>> layers_of_group;
+  for (int32_t i = 0; i < n; ++i) {
+    if (layer_of_op[i] >= 0 && !graph.ops(i).colocation_group().empty()) {
+      layers_of_group[graph.ops(i).colocation_group()].insert(layer_of_op[i]);
+    }
+  }
   std::vector<int64_t> layer = layer_of_op;
   for (int32_t i = 0; i < n; ++i) {
     if (layer_of_op[i] >= 0) continue;
     int64_t only = -1;
     bool single = true;
+    auto consider = [&](int64_t other) {
+      if (other < 0) return;
+      if (only >= 0 && other != only) single = false;
+      only = other;
+    };
     for (const auto* list : {&nb.in[i], &nb.out[i]}) {
       for (int32_t e : *list) {
         const v1::Edge& edge = graph.edges(e);
-        const int64_t other = layer_of_op[edge.src() == i ? edge.dst() : edge.src()];
-        if (other < 0 || (only >= 0 && other != only)) single = false;
-        only = other;
+        consider(layer_of_op[edge.src() == i ? edge.dst() : edge.src()]);
       }
+    }
+    if (auto group = layers_of_group.find(graph.ops(i).colocation_group());
+        group != layers_of_group.end()) {
+      for (int64_t other : group->second) consider(other);
     }
     if (single && in_range(only)) layer[i] = only;
   }
@@ -205,6 +221,37 @@ absl::StatusOr<v1::Graph> StackLayers(const v1::Graph& graph, const std::vector<
     AddEdge(out, copy_index(0, bwd_out->source), kept[target], bytes);
   }
   return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> LabelTransformerBlocks(const v1::Graph& graph, int64_t* blocks) {
+  std::vector<int32_t> forward_norms, backward_norms;
+  for (int32_t i = 0; i < graph.ops_size(); ++i) {
+    const std::string& type = graph.ops(i).type();
+    if (type == "aten::layer_norm") forward_norms.push_back(i);
+    if (type == "NativeLayerNormBackward0") backward_norms.push_back(i);
+  }
+  const int64_t n = (static_cast<int64_t>(forward_norms.size()) - 1) / 2;
+  if (n < 3 || forward_norms.size() != static_cast<size_t>(2 * n + 1) ||
+      backward_norms.size() != forward_norms.size() || backward_norms.front() < forward_norms.back()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "not a pre-norm transformer trace: ", forward_norms.size(), " layer_norm and ",
+        backward_norms.size(), " NativeLayerNormBackward0 ops (expected 2 per block + 1, blocks >= 3)"));
+  }
+  std::vector<int64_t> layer(graph.ops_size(), -1);
+  auto label = [&](int32_t from, int32_t to, int64_t id) {  // [from, to)
+    for (int32_t i = from; i < to; ++i) layer[i] = id;
+  };
+  label(0, forward_norms[0], 0);
+  for (int64_t k = 0; k < n; ++k) label(forward_norms[2 * k], forward_norms[2 * k + 2], k + 1);
+  label(forward_norms[2 * n], backward_norms[0] + 1, n + 1);  // final norm, head, loss and their backward
+  for (int64_t j = 0; j < n; ++j) label(backward_norms[2 * j] + 1, backward_norms[2 * j + 2] + 1, n - j);
+  // After the first block's backward: the embedding's backward (layer 0); optimizer ops stay unlabelled.
+  for (int32_t i = backward_norms[2 * n] + 1; i < graph.ops_size(); ++i) {
+    const std::string& type = graph.ops(i).type();
+    if (absl::StrContains(type, "Backward") || absl::StrContains(type, "AccumulateGrad")) layer[i] = 0;
+  }
+  if (blocks != nullptr) *blocks = n;
+  return layer;
 }
 
 v1::Graph UnrolledRnn(const RnnSpec& spec) {

@@ -6,6 +6,8 @@
 //     layer 6: its ops, costs, memory, colocation classes and edges) between the model's unchanged
 //     embedding / head, chaining copy r's forward output into copy r+1 and copy r+1's gradient into
 //     copy r exactly as the original layers are chained.
+//   * LabelTransformerBlocks + StackLayers: the same for the blocks of a transformer training step
+//     recovered from a PyTorch execution trace (the param GPT-2 trace: 36 blocks).
 //   * UnrolledRnn: a synthetic-structure L-layer LSTM unrolled over T steps (forward cell, backward cell,
 //     per-step loss, one weight update per layer colocated with all its cells), costs from the roofline.
 //
@@ -39,6 +41,13 @@ struct StackSpec {
 // output per layer (the structure this replication relies on).
 absl::StatusOr<v1::Graph> StackLayers(const v1::Graph& graph, const std::vector<int64_t>& layer_of_op,
                                       const StackSpec& spec);
+
+// Layer ids for a pre-norm transformer training step imported from a PyTorch execution trace (chakra
+// importer, ops in execution order): block k (1..n) = its forward ops from its first layer_norm to the
+// next block's, and its backward ops between the matching NativeLayerNormBackward0 ops; 0 = embedding
+// (and its backward), n+1 = final norm, head and loss; optimizer ops stay -1 (StackLayers attaches the
+// per-parameter ones through their colocation groups). `blocks` receives n.
+absl::StatusOr<std::vector<int64_t>> LabelTransformerBlocks(const v1::Graph& graph, int64_t* blocks);
 
 struct RnnSpec {
   int32_t layers = 4;

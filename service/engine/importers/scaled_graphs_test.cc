@@ -124,6 +124,18 @@ TEST(ScaledGraphsTest, BertFromSharedWorkloads) {
   EXPECT_EQ(ValidationError(request), "");
 }
 
+TEST(ScaledGraphsTest, LabelTransformerBlocksNeedsPeriodicNorms) {
+  v1::Graph graph;
+  for (const char* type : {"aten::embedding", "aten::layer_norm", "aten::addmm"}) {
+    graph.add_ops()->set_type(type);
+  }
+  int64_t blocks = -1;
+  absl::StatusOr<std::vector<int64_t>> layers = LabelTransformerBlocks(graph, &blocks);
+  ASSERT_FALSE(layers.ok());
+  EXPECT_THAT(std::string(layers.status().message()), ::testing::HasSubstr("not a pre-norm transformer"));
+  EXPECT_EQ(blocks, -1);
+}
+
 TEST(ScaledGraphsTest, UnrolledRnn) {
   RnnSpec spec;
   spec.layers = 3;
