@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -552,7 +553,6 @@ absl::StatusOr<v1::PlaceRequest> ImportChakra(absl::string_view path, const Impo
   for (int32_t k = 0; k < ops; ++k) {
     subtree.clear();
     stack.assign(1, top[k].node);
-    std::vector<double> flops_stack;
     while (!stack.empty()) {  // pre-order = id order within the subtree
       const int32_t node = stack.back();
       stack.pop_back();
@@ -607,7 +607,6 @@ absl::StatusOr<v1::PlaceRequest> ImportChakra(absl::string_view path, const Impo
   absl::flat_hash_map<int64_t, int32_t> state_first_op;    // state tensor -> first op touching it
   std::vector<std::vector<int64_t>> state_of_op(ops);
   absl::flat_hash_map<std::pair<int32_t, int32_t>, int32_t> edge_index;
-  std::vector<bool> output_read(ops, false);
   std::vector<absl::flat_hash_set<int64_t>> read_later(ops);  // written tensors others read
   auto add_edge = [&](int32_t src, int32_t dst, int64_t bytes) {
     auto [it, inserted] = edge_index.try_emplace({src, dst}, graph.edges_size());
@@ -709,7 +708,6 @@ absl::StatusOr<v1::PlaceRequest> ImportChakra(absl::string_view path, const Impo
     const int32_t root = find(k);
     if (group_size[root] >= 2) op->set_colocation_group(absl::StrCat("state:", op_names[root]));
   }
-  (void)output_read;
   if (stats != nullptr) {
     stats->et_nodes = n;
     stats->top_level_ops = ops;

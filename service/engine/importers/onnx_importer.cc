@@ -293,7 +293,7 @@ absl::StatusOr<LayerGraph> OnnxLayerGraph(absl::string_view path, absl::string_v
 
     std::vector<const TensorInfo*> inputs, outputs;
     double traffic = 0;
-    absl::flat_hash_set<int32_t> producers_seen;
+    absl::flat_hash_map<int32_t, size_t> edge_of_producer;  // one edge per producer, bytes summed
     for (const std::string& input : node.input()) {
       auto info = tensors.find(input);
       inputs.push_back(input.empty() || info == tensors.end() ? nullptr : &info->second);
@@ -311,12 +311,11 @@ absl::StatusOr<LayerGraph> OnnxLayerGraph(absl::string_view path, absl::string_v
       auto from = producer.find(input);
       if (from == producer.end()) continue;  // unknown tensor (e.g. from a subgraph): no dependency
       traffic += static_cast<double>(input_bytes);
-      if (producers_seen.insert(from->second).second) {
+      auto [edge, inserted] = edge_of_producer.try_emplace(from->second, layers.edges.size());
+      if (inserted) {
         layers.edges.push_back({from->second, index, input_bytes});
       } else {
-        for (LayerEdge& edge : layers.edges) {  // same producer, another tensor: add the bytes
-          if (edge.src == from->second && edge.dst == index) edge.bytes += input_bytes;
-        }
+        layers.edges[edge->second].bytes += input_bytes;
       }
     }
     for (const std::string& output : node.output()) {

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cmath>
 #include <deque>
 #include <string>
 #include <vector>
@@ -63,7 +65,11 @@ absl::Status ReadNameValues(const std::string& file, absl::flat_hash_map<std::st
       return FileError(file, static_cast<int64_t>(i) + 1,
                        absl::StrCat("'", parts[1], "' is not a number (expected name::value)"));
     }
-    values[std::string(parts[0])] = static_cast<int64_t>(value);
+    // -1 marks an unknown size in the reference's files; anything below is kept as "unknown" too.
+    if (!std::isfinite(value) || value > 1e18) {
+      return FileError(file, static_cast<int64_t>(i) + 1, absl::StrCat("'", parts[1], "' is out of range"));
+    }
+    values[std::string(parts[0])] = static_cast<int64_t>(std::max(value, -1.0));
   }
   return absl::OkStatus();
 }

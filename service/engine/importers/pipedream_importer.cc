@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -135,6 +136,7 @@ absl::StatusOr<LayerGraph> ParsePipeDream(absl::string_view path, absl::string_v
   }
   if (graph.layers.empty()) return FileError(path, 0, "no node lines found");
 
+  absl::flat_hash_set<std::pair<int32_t, int32_t>> seen;  // a repeated edge line is one edge
   for (const PendingEdge& edge : pending) {
     auto src = layer_of_name.find(edge.src);
     auto dst = layer_of_name.find(edge.dst);
@@ -146,6 +148,7 @@ absl::StatusOr<LayerGraph> ParsePipeDream(absl::string_view path, absl::string_v
     if (src->second == dst->second) {
       return FileError(path, edge.line, absl::StrCat("self edge on '", edge.src, "'"));
     }
+    if (!seen.insert({src->second, dst->second}).second) continue;
     graph.edges.push_back(
         {src->second, dst->second, graph.layers[src->second].output_bytes});
   }
