@@ -194,8 +194,9 @@ int ConvertAll() {
   return failures == 0 ? 0 : 1;
 }
 
-// Devices for a scaled graph: 16 up to 100K ops, 64 beyond (memory sized by ClusterForGraph).
-int32_t DevicesFor(int64_t ops) { return ops <= 100'000 ? 16 : 64; }
+// Devices for a scaled graph: 16 for the ~100K-op cases, 64 for the ~1M-op ones (memory sized by
+// ClusterForGraph).
+int32_t DevicesFor(int64_t ops) { return ops < 500'000 ? 16 : 64; }
 
 absl::StatusOr<v1::PlaceRequest> ScaledBert(int64_t target_ops) {
   std::string path = absl::GetFlag(FLAGS_msr);
