@@ -43,7 +43,32 @@ PlacementCore::PlacementCore(PlacementCoreOptions options, const AlgorithmCatalo
       cache_(cache),
       jobs_(jobs),
       operations_(operations),
-      metrics_(metrics) {}
+      metrics_(metrics),
+      fingerprints_({.max_bytes = options_.fingerprint_bytes}) {}
+
+bool PlacementCore::TryRepeatHit(const v1::PlaceRequest& request, std::string* fingerprint,
+                                 std::string* request_digest, v1::PlaceResponse* out) {
+  fingerprint->clear();
+  if (options_.fingerprint_bytes <= 0 || request.options().skip_cache()) return false;
+  *fingerprint = RequestFingerprints::Of(request);
+  std::optional<RequestFingerprints::Known> known = fingerprints_.Find(*fingerprint);
+  if (!known.has_value()) return false;
+  cache::CachedPlacement hit = cache_->Lookup(known->request_digest);
+  if (hit == nullptr) return false;  // evicted: take the full path (which re-fills the cache)
+  CountLookup(v1::HIT);
+  *request_digest = known->request_digest;
+  v1::Placement* placement = out->mutable_placement();
+  cache::ToRequestOrder(*hit, *known->request_index, placement);
+  placement->mutable_provenance()->set_cache(v1::HIT);
+  placement->mutable_provenance()->set_queue_ns(0);
+  return true;
+}
+
+void PlacementCore::RememberFingerprint(const std::string& fingerprint,
+                                        const PreparedRequest& prepared) {
+  if (fingerprint.empty()) return;
+  fingerprints_.Insert(fingerprint, prepared.request_digest, prepared.request_index());
+}
 
 void PlacementCore::CountLookup(v1::CacheResult result) const {
   if (metrics_ != nullptr) metrics_->RecordCacheLookup(result);

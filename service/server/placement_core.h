@@ -34,6 +34,7 @@
 #include "service/jobs/job_manager.h"
 #include "service/jobs/operation_registry.h"
 #include "service/server/algorithm_catalog.h"
+#include "service/server/request_fingerprints.h"
 #include "service/server/service_metrics.h"
 
 namespace placement::server {
@@ -48,6 +49,8 @@ struct PlacementCoreOptions {
   // Store results that the time limit cut short (request_digest does not cover the time limit, so a
   // later caller with a larger budget gets the same answer).
   bool cache_time_limited_results = true;
+  // Bound of the index of byte-identical repeat requests (request_fingerprints.h); 0 disables it.
+  int64_t fingerprint_bytes = int64_t{64} << 20;
   engine::ModelLimits model_limits;
 };
 
@@ -95,6 +98,13 @@ class PlacementCore {
   // an unknown options.algorithm) and computes its request_digest.
   absl::StatusOr<std::shared_ptr<const PreparedRequest>> Prepare(
       const v1::PlaceRequest& request) const;
+
+  // Fast path for a request seen before byte for byte (unless options.skip_cache): answers it from the
+  // cache without validating and modelling it again. True when `out` holds the answer; otherwise
+  // `*fingerprint` is set (or empty) for RememberFingerprint after Prepare.
+  bool TryRepeatHit(const v1::PlaceRequest& request, std::string* fingerprint,
+                    std::string* request_digest, v1::PlaceResponse* out);
+  void RememberFingerprint(const std::string& fingerprint, const PreparedRequest& prepared);
 
   // Unary Place: a cache hit (unless options.skip_cache), or a job to wait for. `deadline` is the
   // caller's (InfiniteFuture = none). UNAVAILABLE / DEADLINE_EXCEEDED from admission.
@@ -145,6 +155,7 @@ class PlacementCore {
   jobs::JobManager* const jobs_;
   jobs::OperationRegistry* const operations_;
   ServiceMetrics* const metrics_;
+  RequestFingerprints fingerprints_;
 };
 
 }  // namespace placement::server

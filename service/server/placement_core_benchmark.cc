@@ -53,6 +53,28 @@ void BM_CacheHitInCore(benchmark::State& state) {
 }
 BENCHMARK(BM_CacheHitInCore)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
+// A byte-identical repeat: fingerprint, lookups, mapping (what PlaceReactor does first).
+void BM_RepeatHitInCore(benchmark::State& state) {
+  Fixture fixture;
+  const v1::PlaceRequest request = Request(static_cast<int>(state.range(0)));
+  {
+    auto prepared = fixture.core.Prepare(request).value();
+    auto start = fixture.core.StartPlace(prepared, absl::InfiniteFuture(), "").value();
+    while (!start.admission.job->done()) {
+    }
+    fixture.core.Release(start.admission.job);
+    fixture.core.RememberFingerprint(RequestFingerprints::Of(request), *prepared);
+  }
+  std::string fingerprint;
+  std::string digest;
+  for (auto _ : state) {
+    v1::PlaceResponse response;
+    if (!fixture.core.TryRepeatHit(request, &fingerprint, &digest, &response)) std::abort();
+    benchmark::DoNotOptimize(response);
+  }
+}
+BENCHMARK(BM_RepeatHitInCore)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
 void BM_PrepareOnly(benchmark::State& state) {
   Fixture fixture;
   const v1::PlaceRequest request = Request(static_cast<int>(state.range(0)));

@@ -140,6 +140,29 @@ TEST_F(PlacementCoreTest, AnotherOpOrderHitsTheCacheAndGetsItsOwnOrder) {
   EXPECT_EQ(cache_.Stats().insertions, 2);  // skip_cache still stores
 }
 
+TEST_F(PlacementCoreTest, ByteIdenticalRepeatsSkipTheModelButGetTheSameAnswer) {
+  v1::PlaceRequest request = Request(200, 21, "round_robin");
+  std::string fingerprint;
+  std::string digest;
+  v1::PlaceResponse fast;
+  EXPECT_FALSE(core_.TryRepeatHit(request, &fingerprint, &digest, &fast));  // never seen
+  ASSERT_EQ(fingerprint.size(), 32u);
+  v1::PlaceResponse full = Place(request);
+  core_.RememberFingerprint(fingerprint, *core_.Prepare(request).value());
+
+  ASSERT_TRUE(core_.TryRepeatHit(request, &fingerprint, &digest, &fast));
+  EXPECT_EQ(digest, full.placement().provenance().request_digest());
+  EXPECT_EQ(fast.placement().provenance().cache(), v1::HIT);
+  EXPECT_EQ(std::vector<int32_t>(fast.placement().device().begin(), fast.placement().device().end()),
+            std::vector<int32_t>(full.placement().device().begin(), full.placement().device().end()));
+
+  // Another op order is another fingerprint; skip_cache never takes the fast path.
+  EXPECT_FALSE(core_.TryRepeatHit(testutil::ShuffleRequest(request, 3), &fingerprint, &digest, &fast));
+  request.mutable_options()->set_skip_cache(true);
+  EXPECT_FALSE(core_.TryRepeatHit(request, &fingerprint, &digest, &fast));
+  EXPECT_TRUE(fingerprint.empty());
+}
+
 TEST_F(PlacementCoreTest, SubmitAnswersAHitAtOnceAndIsIdempotentByRequestId) {
   v1::PlaceRequest request = Request(40, 8, "round_robin");
   Place(request);  // now cached

@@ -172,12 +172,19 @@ class PlaceReactor final : public JobWaitReactor {
 
   void Start() {
     PlacementCore& core = service_->core();
+    std::string fingerprint;
+    if (core.TryRepeatHit(*request_, &fingerprint, &record_.entry().digest, response_)) {
+      record_.entry().cache = v1::HIT;
+      if (Claim()) Complete(absl::OkStatus());
+      return;
+    }
     absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = core.Prepare(*request_);
     if (!prepared.ok()) {
       if (Claim()) Complete(prepared.status());
       return;
     }
     prepared_ = *std::move(prepared);
+    core.RememberFingerprint(fingerprint, *prepared_);
     record_.entry().digest = prepared_->request_digest;
     absl::StatusOr<PlaceStart> start = core.StartPlace(prepared_, deadline_, TenantOf(context_));
     if (!start.ok()) {
