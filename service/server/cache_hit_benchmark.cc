@@ -4,8 +4,10 @@
 // Both servers run in this process on 127.0.0.1 with real sockets: the placement server (log and metrics
 // off) and an "echo" PlacementService whose Place does no work — gRPC parses the same request and it
 // returns the same response bytes the hit returns. The difference is what the placement service adds
-// to a hit: validation and the compact model, the request digest, the cache lookup, and mapping the
-// cached placement to the caller's op order.
+// to a hit. Two variants: "cache hit" is the server as configured (a byte-identical repeat takes the
+// fingerprint fast path: SHA-256 of the request, two lookups, mapping to the caller's op order);
+// "hit (full)" is a server with that fast path off (validation, compact model and request digest on
+// every call — what a hit of the same graph in another op order costs).
 //
 //   placement_cache_hit_benchmark [--ops=10000] [--calls=400] [--concurrency=2] [--algorithm=round_robin]
 #include <algorithm>
@@ -125,6 +127,11 @@ int main(int argc, char** argv) {
   options.log_requests = false;
   placement::server::PlacementServer server(options);
   if (!server.Start().ok()) return 1;
+  // The same server without the repeat fast path: every hit is validated, modelled and digested.
+  placement::server::PlacementServerOptions full_options = options;
+  full_options.core.fingerprint_bytes = 0;
+  placement::server::PlacementServer full_server(full_options);
+  if (!full_server.Start().ok()) return 1;
 
   std::unique_ptr<PlacementService::Stub> placement = PlacementService::NewStub(Channel(server.port()));
   PlaceResponse hit;
@@ -134,6 +141,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "expected a cache hit\n");
     return 1;
   }
+
+  std::unique_ptr<PlacementService::Stub> full =
+      PlacementService::NewStub(Channel(full_server.port()));
+  PlaceResponse full_hit;
+  Call(*full, request, &full_hit);
+  Call(*full, request, &full_hit);
+  if (full_hit.placement().provenance().cache() != placement::v1::HIT) return 1;
 
   EchoService echo_service(hit);
   grpc::ServerBuilder builder;
@@ -154,7 +168,9 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 20; ++i) {  // warm-up
     Call(*placement, request, &response);
     Call(*echo_stub, request, &response);
+    Call(*full, request, &response);
   }
+  std::vector<absl::Duration> full_times;
   std::vector<absl::Duration> hit_times;
   std::vector<absl::Duration> echo_times;
   const int calls = absl::GetFlag(FLAGS_calls);
@@ -162,7 +178,10 @@ int main(int argc, char** argv) {
   for (int done = 0; done < calls; done += kBlock) {
     for (int i = 0; i < kBlock; ++i) hit_times.push_back(Call(*placement, request, &response));
     for (int i = 0; i < kBlock; ++i) echo_times.push_back(Call(*echo_stub, request, &response));
+    for (int i = 0; i < kBlock; ++i) full_times.push_back(Call(*full, request, &response));
   }
+  const double full_p50 = Percentile(full_times, 0.50);
+  const double full_p99 = Percentile(full_times, 0.99);
   const double hit_p50 = Percentile(hit_times, 0.50);
   const double hit_p99 = Percentile(hit_times, 0.99);
   const double echo_p50 = Percentile(echo_times, 0.50);
@@ -172,14 +191,19 @@ int main(int argc, char** argv) {
   const int concurrency = absl::GetFlag(FLAGS_concurrency);
   const double echo_rps = Throughput(echo_port, request, throughput_calls, concurrency);
   const double hit_rps = Throughput(server.port(), request, throughput_calls, concurrency);
+  const double full_rps = Throughput(full_server.port(), request, throughput_calls, concurrency);
 
   std::printf("%-10s %12s %12s %14s\n", "kind", "p50 (us)", "p99 (us)", "requests/s");
   std::printf("%-10s %12.0f %12.0f %14.0f\n", "cache hit", hit_p50, hit_p99, hit_rps);
   std::printf("%-10s %12.0f %12.0f %14.0f\n", "echo", echo_p50, echo_p99, echo_rps);
+  std::printf("%-10s %12.0f %12.0f %14.0f\n", "hit (full)", full_p50, full_p99, full_rps);
   std::printf("ratio hit/echo: p50 %.2f, p99 %.2f, throughput %.2f (echo/hit)\n",
               hit_p50 / echo_p50, hit_p99 / echo_p99, echo_rps / hit_rps);
+  std::printf("ratio full-path hit/echo: p50 %.2f, p99 %.2f, throughput %.2f (echo/hit)\n",
+              full_p50 / echo_p50, full_p99 / echo_p99, echo_rps / full_rps);
 
   echo->Shutdown(std::chrono::system_clock::now());
+  full_server.Shutdown();
   server.Shutdown();
   return 0;
 }

@@ -142,6 +142,8 @@ class PlacementCore {
   v1::ListAlgorithmsResponse ListAlgorithms() const;
 
   const PlacementCoreOptions& options() const { return options_; }
+  // Bytes held by the repeat index.
+  int64_t repeat_index_bytes() const { return fingerprints_.bytes(); }
 
  private:
   jobs::JobWork MakeSolveWork(std::shared_ptr<const PreparedRequest> prepared);

@@ -53,6 +53,7 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
   metrics_->SetSources({.jobs = [this] { return jobs_->Stats(); },
                         .cache = [this] { return cache_->Stats(); },
                         .operations = [this] { return operations_->size(); },
+                        .repeat_index_bytes = [this] { return core_->repeat_index_bytes(); },
                         .queue_capacity = options_.max_queued_jobs});
 }
 

@@ -58,6 +58,9 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM: how long in-flight calls may take before they are cancelled.");
 ABSL_FLAG(bool, cache_time_limited, true,
           "Cache results that the time limit cut short.");
+ABSL_FLAG(int64_t, repeat_index_bytes, int64_t{64} << 20,
+          "Bound of the index that answers byte-identical repeat requests from the cache without "
+          "re-validating them (0 disables it).");
 ABSL_FLAG(bool, log_requests, true, "Log one line per request on stderr.");
 ABSL_FLAG(bool, testing_algorithms, false,
           "Offer the `testing_wait` algorithm, which holds a worker until cancelled or out of "
@@ -106,6 +109,7 @@ int main(int argc, char** argv) {
   options.core.default_time_limit = absl::GetFlag(FLAGS_default_time_limit);
   options.core.max_time_limit = absl::GetFlag(FLAGS_max_time_limit);
   options.core.cache_time_limited_results = absl::GetFlag(FLAGS_cache_time_limited);
+  options.core.fingerprint_bytes = absl::GetFlag(FLAGS_repeat_index_bytes);
 
   placement::server::PlacementServer server(options);
   if (absl::Status started = server.Start(); !started.ok()) {

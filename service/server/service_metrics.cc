@@ -166,6 +166,11 @@ class ServiceMetrics::GaugeCollector : public prometheus::Collectable {
                                "Long-running operations kept (pending and finished, not expired).",
                                static_cast<double>(sources.operations())));
     }
+    if (sources.repeat_index_bytes) {
+      families.push_back(Gauge("placement_repeat_index_bytes",
+                               "Bytes held by the index of byte-identical repeat requests.",
+                               static_cast<double>(sources.repeat_index_bytes())));
+    }
     families.push_back(Gauge("placement_build_info", "Build information; always 1.", 1.0,
                              {{"version", kVersion}}));
     const ProcessStats process = ReadProcessStats();

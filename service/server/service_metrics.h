@@ -18,6 +18,7 @@
 //   placement_cache_bytes, placement_cache_max_bytes, placement_cache_entries       gauge
 //   placement_cache_evictions_total                 counter
 //   placement_operations                            gauge     operations kept (pending + finished)
+//   placement_repeat_index_bytes                    gauge     index of byte-identical repeats
 //   placement_build_info{version}                   gauge     always 1
 //   process_resident_memory_bytes, process_cpu_seconds_total, process_open_fds
 //
@@ -67,9 +68,10 @@ class ServiceMetrics : public jobs::JobObserver {
  public:
   // Where gauges come from at scrape time (each may be empty).
   struct Sources {
-    std::function<jobs::JobManagerStats()> jobs;
-    std::function<cache::CacheStats()> cache;
-    std::function<size_t()> operations;
+    std::function<jobs::JobManagerStats()> jobs = nullptr;
+    std::function<cache::CacheStats()> cache = nullptr;
+    std::function<size_t()> operations = nullptr;
+    std::function<int64_t()> repeat_index_bytes = nullptr;
     int queue_capacity = 0;
   };
 
