@@ -1,0 +1,35 @@
+# Multi-stage image for placement_server (+ placementctl for health checks, placement_offline for files).
+# Build stage: Debian 12 with the -dev packages; runtime stage: bookworm-slim with the matching runtime
+# libraries only, running as a fixed non-root user.
+FROM debian:bookworm AS build
+COPY deploy/debian-packages.txt /tmp/debian-packages.txt
+RUN apt-get update \
+ && grep -v '^\s*#' /tmp/debian-packages.txt | sed '/^\s*$/d' \
+    | xargs apt-get install -y --no-install-recommends \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DPLACEMENT_BUILD_TESTS=OFF -DPLACEMENT_BUILD_BENCHMARKS=OFF \
+ && cmake --build /build --target placement_server placementctl placement_offline \
+ && install -m 0755 /build/service/server/placement_server /build/client/placementctl \
+      /build/service/offline/placement_offline /usr/local/bin/
+
+FROM debian:bookworm-slim AS runtime
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+      libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 \
+      libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libcivetweb1 libc-ares2 libre2-9 \
+      libmetis5 libonnx1 zlib1g libssl3 \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --system --gid 10001 placement \
+ && useradd --system --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin placement
+COPY --from=build /usr/local/bin/placement_server /usr/local/bin/placementctl \
+     /usr/local/bin/placement_offline /usr/local/bin/
+USER 10001:10001
+EXPOSE 50051 9464
+STOPSIGNAL SIGTERM
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s \
+  CMD ["/usr/local/bin/placementctl", "--server=127.0.0.1:50051", "--timeout=2s", "health"]
+ENTRYPOINT ["/usr/local/bin/placement_server"]
+CMD ["--port=50051", "--metrics_port=9464"]
