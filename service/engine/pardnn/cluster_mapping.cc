@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -27,6 +28,7 @@ class Mapper {
         options_(options),
         context_(context),
         rules_(model),
+        g_(clusters.topo),
         n_(model.num_ops()),
         devices_(model.num_devices()) {}
 
@@ -35,16 +37,32 @@ class Mapper {
  private:
   struct Choice {
     DeviceId device = kNone;
+    int64_t overflow = 0;  // estimated bytes beyond the device's capacity that placing here adds
     double penalty = kInfinity;
+    int64_t current_overflow = 0;
     double current_penalty = kInfinity;
   };
 
-  int32_t UnitOf(OpId v) const {
+  int32_t UnitOf(OpId v) const {  // v: op id
     const int32_t g = model_.colocation_group[v];
     return g != kNone ? g : model_.num_groups() + v;
   }
+  int64_t OpTime(int32_t pos, DeviceId d) const {
+    return ScaledComputeNs(compute_by_pos_[pos], model_.speed[d]);
+  }
   void BuildMembers();
   absl::Status MatchPrimaries();
+  // Cuts the critical path (cluster 0) into contiguous pieces that fit their devices' memory.
+  void SegmentCriticalPath(const std::vector<DeviceId>& by_rank, DeviceId first,
+                           std::vector<uint8_t>* taken);
+  int64_t UnitFootprint(int32_t pos) const;
+  // What the memory estimate may fill on device d: its capacity, scaled by the caller's calibration.
+  int64_t Budget(DeviceId d) const {
+    const double scale = static_cast<size_t>(d) < options_.capacity_scale.size()
+                             ? options_.capacity_scale[d]
+                             : 1.0;
+    return static_cast<int64_t>(scale * static_cast<double>(model_.capacity_bytes[d]));
+  }
   absl::Status SplitForConstraints();
   void PrepareSpans();
   void PrepareLinks();
@@ -63,7 +81,13 @@ class Mapper {
   const int64_t* CommRow(int32_t c);
   void Place(int32_t c, DeviceId d);
   void Unplace(int32_t c);
-  Choice Evaluate(int32_t c);
+  // improve = false: the first placement; true: the improvement pass (see Evaluate).
+  Choice Evaluate(int32_t c, bool improve = false);
+  struct Option {
+    bool allowed = false;
+    int64_t overflow = 0;
+    double busy = 0.0, queue = 0.0, comm = 0.0;
+  };
 
   const Model& model_;
   const SlicingCosts& costs_;
@@ -71,23 +95,36 @@ class Mapper {
   const MappingOptions& options_;
   const SolveContext& context_;
   PlacementRules rules_;
+  // Everything per op below is indexed by topological position (g_.pos_of / g_.op_at convert), so
+  // that walking a chain and its edges touches nearby memory.
+  const TopoGraph& g_;
   const int32_t n_;
   const int32_t devices_;
 
-  std::vector<int32_t> cl_;  // cluster per op (after colocation pulls and splits)
+  std::vector<int32_t> cl_;  // cluster per position (after colocation pulls and splits)
+  std::vector<int64_t> compute_by_pos_;
   int32_t num_clusters_ = 0;
   int32_t num_primaries_ = 0;
   std::vector<int32_t> member_offset_;
-  std::vector<OpId> member_ops_;
-  std::vector<uint8_t> op_restricted_;  // the op's unit has a pin or a kind restriction
-  std::vector<int32_t> restricted_offset_;  // per cluster: one op per restricted unit
+  std::vector<int32_t> member_ops_;  // positions
+  std::vector<uint8_t> op_restricted_;  // by position: the op's unit has a pin or a kind restriction
+  std::vector<int32_t> restricted_offset_;  // per cluster: one op (id) per restricted unit
   std::vector<OpId> restricted_ops_;
   std::vector<DeviceId> primary_device_;
+  // Clusters fixed on a device by stage 1 (primaries, pieces of the critical path); kNone = free.
+  std::vector<DeviceId> anchor_device_;
   std::vector<DeviceId> cluster_device_;
+  std::vector<DeviceId> pos_device_;  // device of each position's cluster, kNone until placed
+  // Memory estimate: persistent bytes + half the output bytes per op (an output lives for part of
+  // the step), per cluster and per device as placed.
+  std::vector<int64_t> op_footprint_;
+  std::vector<int64_t> cluster_footprint_;
+  std::vector<int64_t> device_footprint_;
   std::vector<int32_t> device_rank_;  // 0 = fastest and cheapest to talk to
 
   std::vector<int64_t> tl_, bl_;
   std::vector<int64_t> slot_time_;
+  int32_t num_slots_ = 1;
   std::vector<int32_t> slot_of_;
   std::vector<int64_t> compute_sum_;  // per cluster, compute_ns
   std::vector<int64_t> own_load_;     // per cluster, load added to its device's tree
@@ -101,17 +138,21 @@ class Mapper {
   std::vector<int64_t> row_scratch_;
   std::vector<double> link_factor_;  // devices x devices: pair's transfer time / mean transfer time
   std::vector<int64_t> load_scratch_;
+  std::vector<Option> options_scratch_;
   std::vector<DeviceId> nonzero_scratch_;
 };
 
 void Mapper::BuildMembers() {
   member_offset_.assign(num_clusters_ + 1, 0);
-  for (OpId v = 0; v < n_; ++v) ++member_offset_[cl_[v] + 1];
+  for (int32_t i = 0; i < n_; ++i) ++member_offset_[cl_[i] + 1];
   for (int32_t c = 0; c < num_clusters_; ++c) member_offset_[c + 1] += member_offset_[c];
   member_ops_.resize(n_);
   std::vector<int32_t> fill(member_offset_.begin(), member_offset_.end() - 1);
   // Keep the path order of the slicing where it still applies.
-  for (const OpId v : clusters_.ops) member_ops_[fill[cl_[v]]++] = v;
+  for (const OpId v : clusters_.ops) {
+    const int32_t pos = g_.pos_of[v];
+    member_ops_[fill[cl_[pos]]++] = pos;
+  }
 
   // One representative op per restricted unit of each cluster.
   restricted_offset_.assign(num_clusters_ + 1, 0);
@@ -119,8 +160,9 @@ void Mapper::BuildMembers() {
   std::vector<uint8_t> seen(model_.num_groups(), 0);
   for (int32_t c = 0; c < num_clusters_; ++c) {
     for (int32_t i = member_offset_[c]; i < member_offset_[c + 1]; ++i) {
-      const OpId v = member_ops_[i];
-      if (!op_restricted_[v]) continue;
+      const int32_t pos = member_ops_[i];
+      if (!op_restricted_[pos]) continue;
+      const OpId v = g_.op_at[pos];
       const int32_t g = model_.colocation_group[v];
       if (g != kNone) {
         if (seen[g]) continue;
@@ -163,7 +205,7 @@ absl::Status Mapper::MatchPrimaries() {
   std::vector<int64_t> work(num_primaries_, 0);
   for (int32_t p = 0; p < num_primaries_; ++p) {
     for (int32_t i = member_offset_[p]; i < member_offset_[p + 1]; ++i) {
-      work[p] += costs_.op_ns[member_ops_[i]];
+      work[p] += g_.op_ns[member_ops_[i]];
     }
   }
   std::vector<int32_t> order(num_primaries_);
@@ -172,28 +214,112 @@ absl::Status Mapper::MatchPrimaries() {
     return work[a] != work[b] ? work[a] > work[b] : a < b;
   });
   primary_device_.assign(num_primaries_, kNone);
+  anchor_device_.assign(num_clusters_, kNone);
   std::vector<uint8_t> taken(devices_, 0);
-  for (const int32_t p : order) {
-    if (member_offset_[p] == member_offset_[p + 1]) continue;  // emptied by colocation pulls
+  auto best_device_for = [&](int32_t p) {
     DeviceId best = kNone;
     int64_t best_allowed = -1;
     for (const DeviceId d : by_rank) {
       if (taken[d]) continue;
       int64_t allowed = work[p];
       for (int32_t i = member_offset_[p]; i < member_offset_[p + 1]; ++i) {
-        const OpId v = member_ops_[i];
-        if (op_restricted_[v] && !rules_.Allowed(v, d)) allowed -= costs_.op_ns[v];
+        const int32_t pos = member_ops_[i];
+        if (op_restricted_[pos] && !rules_.Allowed(g_.op_at[pos], d)) allowed -= g_.op_ns[pos];
       }
       if (allowed > best_allowed) {
         best = d;
         best_allowed = allowed;
       }
     }
-    if (best == kNone) break;  // more primaries than devices cannot happen; be safe
+    return best;
+  };
+  // The critical path first: the best device, or contiguous pieces over several when its memory does
+  // not fit one (ParDNN assumes it does; memory-bound training graphs are chains that do not).
+  if (num_primaries_ > 0 && member_offset_[0] != member_offset_[1]) {
+    const DeviceId first = best_device_for(0);
+    int64_t footprint = 0;
+    for (int32_t i = member_offset_[0]; i < member_offset_[1]; ++i) {
+      footprint += op_footprint_[member_ops_[i]];
+    }
+    primary_device_[0] = first;
+    if (footprint > Budget(first) && devices_ > 1) {
+      SegmentCriticalPath(by_rank, first, &taken);
+    } else {
+      anchor_device_[0] = first;
+      taken[first] = 1;
+    }
+  }
+  for (const int32_t p : order) {
+    if (p == 0 || member_offset_[p] == member_offset_[p + 1]) continue;  // emptied by pulls
+    const DeviceId best = best_device_for(p);
+    if (best == kNone) break;  // every device is taken: the rest are mapped like secondaries
     taken[best] = 1;
     primary_device_[p] = best;
+    anchor_device_[p] = best;
   }
   return absl::OkStatus();
+}
+
+int64_t Mapper::UnitFootprint(int32_t pos) const {
+  const int32_t g = model_.colocation_group[g_.op_at[pos]];
+  if (g == kNone) return op_footprint_[pos];
+  int64_t sum = 0;
+  for (int32_t i = model_.group_offset[g]; i < model_.group_offset[g + 1]; ++i) {
+    sum += op_footprint_[g_.pos_of[model_.group_member[i]]];
+  }
+  return sum;
+}
+
+void Mapper::SegmentCriticalPath(const std::vector<DeviceId>& by_rank, DeviceId first,
+                                 std::vector<uint8_t>* taken) {
+  // Pieces are filled to the share of memory the whole graph needs (at least half of a device), so
+  // the rest of the graph still finds room next to them.
+  double total_footprint = 0.0, total_capacity = 0.0;
+  for (int32_t i = 0; i < n_; ++i) total_footprint += static_cast<double>(op_footprint_[i]);
+  for (DeviceId d = 0; d < devices_; ++d) total_capacity += static_cast<double>(Budget(d));
+  const double fill =
+      std::clamp(total_capacity > 0 ? total_footprint / total_capacity : 1.0, 0.5, 1.0);
+  std::vector<DeviceId> devices = {first};
+  for (const DeviceId d : by_rank) {
+    if (d != first && !(*taken)[d]) devices.push_back(d);
+  }
+  std::vector<uint8_t> seen_group(model_.num_groups(), 0);
+  size_t piece = 0;
+  int32_t piece_cluster = 0;
+  int64_t piece_footprint = 0;
+  anchor_device_[0] = devices[0];
+  (*taken)[devices[0]] = 1;
+  for (const OpId v : clusters_.Ops(0)) {
+    const int32_t pos = g_.pos_of[v];
+    if (cl_[pos] != 0) continue;  // already moved with its group
+    const int32_t g = model_.colocation_group[v];
+    if (g != kNone) {
+      if (seen_group[g]) continue;
+      seen_group[g] = 1;
+    }
+    const int64_t unit = UnitFootprint(pos);
+    if (piece_footprint > 0 && piece + 1 < devices.size() &&
+        static_cast<double>(piece_footprint + unit) >
+            fill * static_cast<double>(Budget(devices[piece]))) {
+      ++piece;
+      piece_cluster = num_clusters_++;
+      anchor_device_.push_back(devices[piece]);
+      (*taken)[devices[piece]] = 1;
+      piece_footprint = 0;
+    }
+    piece_footprint += unit;
+    if (piece_cluster == 0) continue;
+    if (g == kNone) {
+      cl_[pos] = piece_cluster;
+    } else {
+      for (int32_t i = model_.group_offset[g]; i < model_.group_offset[g + 1]; ++i) {
+        cl_[g_.pos_of[model_.group_member[i]]] = piece_cluster;
+      }
+    }
+  }
+  // Group members that joined cluster 0 from elsewhere went with their group above; anything else in
+  // cluster 0 that is not on the path stays with the first piece.
+  BuildMembers();
 }
 
 absl::Status Mapper::SplitForConstraints() {
@@ -206,17 +332,17 @@ absl::Status Mapper::SplitForConstraints() {
     if (unit_new_cluster[u] == kNone) unit_new_cluster[u] = next++;
     const int32_t g = model_.colocation_group[v];
     if (g == kNone) {
-      cl_[v] = unit_new_cluster[u];
+      cl_[g_.pos_of[v]] = unit_new_cluster[u];
     } else {
       for (int32_t i = model_.group_offset[g]; i < model_.group_offset[g + 1]; ++i) {
-        cl_[model_.group_member[i]] = unit_new_cluster[u];
+        cl_[g_.pos_of[model_.group_member[i]]] = unit_new_cluster[u];
       }
     }
   };
   for (int32_t c = 0; c < num_clusters_; ++c) {
     if (restricted_offset_[c] == restricted_offset_[c + 1]) continue;
-    if (c < num_primaries_) {
-      const DeviceId d = primary_device_[c];
+    if (anchor_device_[c] != kNone) {
+      const DeviceId d = anchor_device_[c];
       for (int32_t i = restricted_offset_[c]; i < restricted_offset_[c + 1]; ++i) {
         const OpId v = restricted_ops_[i];
         if (d == kNone || !rules_.Allowed(v, d)) split_unit(v);
@@ -233,11 +359,12 @@ absl::Status Mapper::SplitForConstraints() {
   }
   if (next != num_clusters_) {
     num_clusters_ = next;
+    anchor_device_.resize(num_clusters_, kNone);
     BuildMembers();
   }
   // Every restricted unit must have some device.
   for (int32_t c = 0; c < num_clusters_; ++c) {
-    if (c < num_primaries_ || restricted_offset_[c] == restricted_offset_[c + 1]) continue;
+    if (anchor_device_[c] != kNone || restricted_offset_[c] == restricted_offset_[c + 1]) continue;
     bool some_device = false;
     for (DeviceId d = 0; d < devices_ && !some_device; ++d) some_device = ClusterAllowed(c, d);
     if (!some_device) {
@@ -253,21 +380,41 @@ absl::Status Mapper::SplitForConstraints() {
 }
 
 void Mapper::PrepareSpans() {
-  ComputeClusteredLevels(model_, costs_, cl_, &tl_, &bl_);
-  slot_time_.assign(tl_.begin(), tl_.end());
-  std::sort(slot_time_.begin(), slot_time_.end());
-  slot_time_.erase(std::unique(slot_time_.begin(), slot_time_.end()), slot_time_.end());
-  slot_of_.resize(n_);
+  ComputePositionLevels(g_, cl_, &tl_, &bl_);
+  // Time slots of the Fenwick trees: the distinct top levels, or (on large graphs) at most
+  // options_.max_time_slots equal buckets of the stage-1 schedule, so that K trees stay small enough
+  // for the cache; a span then covers whole buckets (a slightly wider window).
   int64_t graph_end = 0;
-  for (OpId v = 0; v < n_; ++v) {
-    slot_of_[v] = static_cast<int32_t>(
-        std::lower_bound(slot_time_.begin(), slot_time_.end(), tl_[v]) - slot_time_.begin());
-    graph_end = std::max(graph_end, tl_[v] + costs_.op_ns[v]);
+  for (int32_t i = 0; i < n_; ++i) graph_end = std::max(graph_end, tl_[i] + g_.op_ns[i]);
+  slot_time_.clear();
+  if (n_ <= 4 * options_.max_time_slots) {  // else there are too many distinct levels anyway
+    slot_time_.assign(tl_.begin(), tl_.end());
+    std::sort(slot_time_.begin(), slot_time_.end());
+    slot_time_.erase(std::unique(slot_time_.begin(), slot_time_.end()), slot_time_.end());
   }
-  auto slot_at = [&](int64_t t) {
-    return static_cast<int32_t>(std::lower_bound(slot_time_.begin(), slot_time_.end(), t) -
-                                slot_time_.begin());
+  const bool exact = !slot_time_.empty() &&
+                     static_cast<int64_t>(slot_time_.size()) <= options_.max_time_slots;
+  const int64_t buckets = exact ? static_cast<int64_t>(slot_time_.size()) : options_.max_time_slots;
+  num_slots_ = static_cast<int32_t>(std::max<int64_t>(1, buckets));
+  const double per_ns = static_cast<double>(num_slots_) / static_cast<double>(graph_end + 1);
+  auto bucket = [&](int64_t t) {
+    return static_cast<int32_t>(
+        std::clamp<int64_t>(static_cast<int64_t>(static_cast<double>(t) * per_ns), 0, num_slots_ - 1));
   };
+  // First slot of a window starting at t, and the end slot of a window ending (exclusive) at t.
+  auto slot_at = [&](int64_t t) {
+    if (exact) {
+      return static_cast<int32_t>(std::lower_bound(slot_time_.begin(), slot_time_.end(), t) -
+                                  slot_time_.begin());
+    }
+    return bucket(t);
+  };
+  auto slot_end = [&](int64_t t) {
+    if (exact) return slot_at(t);
+    return t <= 0 ? 0 : bucket(t - 1) + 1;
+  };
+  slot_of_.resize(n_);
+  for (int32_t i = 0; i < n_; ++i) slot_of_[i] = slot_at(tl_[i]);
   compute_sum_.assign(num_clusters_, 0);
   own_load_.assign(num_clusters_, 0);
   begin_slot_.assign(num_clusters_, 0);
@@ -279,21 +426,21 @@ void Mapper::PrepareSpans() {
     int64_t end = 0, last_finish = 0;
     bool has_outside_child = false;
     for (int32_t i = member_offset_[c]; i < member_offset_[c + 1]; ++i) {
-      const OpId v = member_ops_[i];
-      compute_sum_[c] += model_.compute_ns[v];
+      const int32_t v = member_ops_[i];
+      compute_sum_[c] += compute_by_pos_[v];
       max_level_[c] = std::max(max_level_[c], static_cast<double>(tl_[v] + bl_[v]));
       // Earliest start: after the latest parent has finished (reference §8.8: max, not min).
       int64_t parents_done = 0;
-      for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
-        const OpId p = model_.in_src[e];
-        parents_done = std::max(parents_done, tl_[p] + costs_.op_ns[p]);
+      for (int64_t e = g_.in_offset[v]; e < g_.in_offset[v + 1]; ++e) {
+        const int32_t p = g_.in_src[e];
+        parents_done = std::max(parents_done, tl_[p] + g_.op_ns[p]);
       }
       start = std::min(start, parents_done);
-      last_finish = std::max(last_finish, tl_[v] + costs_.op_ns[v]);
+      last_finish = std::max(last_finish, tl_[v] + g_.op_ns[v]);
       // Deadline: the earliest start of an outside child.
       int64_t child_start = std::numeric_limits<int64_t>::max();
-      for (EdgeId e = model_.out_begin(v); e < model_.out_end(v); ++e) {
-        const OpId ch = model_.out_dst[e];
+      for (int64_t e = g_.out_offset[v]; e < g_.out_offset[v + 1]; ++e) {
+        const int32_t ch = g_.out_dst[e];
         if (cl_[ch] != c) child_start = std::min(child_start, tl_[ch]);
       }
       if (child_start != std::numeric_limits<int64_t>::max()) {
@@ -305,7 +452,7 @@ void Mapper::PrepareSpans() {
     if (!has_outside_child) end = graph_end;
     end = std::max(end, last_finish);
     begin_slot_[c] = slot_at(start);
-    end_slot_[c] = slot_at(end);
+    end_slot_[c] = std::max(begin_slot_[c], slot_end(end));
     window_ns_[c] = std::max<int64_t>(0, end - start);
   }
 }
@@ -339,18 +486,18 @@ const int64_t* Mapper::CommRow(int32_t c) {
   if (dense_) return Row(c);
   std::fill(row_scratch_.begin(), row_scratch_.end(), 0);
   for (int32_t i = member_offset_[c]; i < member_offset_[c + 1]; ++i) {
-    const OpId v = member_ops_[i];
-    for (EdgeId e = model_.out_begin(v); e < model_.out_end(v); ++e) {
-      const OpId y = model_.out_dst[e];
-      if (cl_[y] != c && cluster_device_[cl_[y]] != kNone) {
-        row_scratch_[cluster_device_[cl_[y]]] += costs_.out_edge_ns[e];
-      }
+    const int32_t v = member_ops_[i];
+    // pos_device_ (not cluster_device_[cl_[y]]): neighbours' positions are close to v's, cluster
+    // ids are not, and this loop is the mapping's hot spot on large graphs.
+    for (int64_t e = g_.out_offset[v]; e < g_.out_offset[v + 1]; ++e) {
+      const int32_t y = g_.out_dst[e];
+      const DeviceId d = pos_device_[y];
+      if (d != kNone && cl_[y] != c) row_scratch_[d] += g_.out_ns[e];
     }
-    for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
-      const OpId y = model_.in_src[e];
-      if (cl_[y] != c && cluster_device_[cl_[y]] != kNone) {
-        row_scratch_[cluster_device_[cl_[y]]] += costs_.in_edge_ns[e];
-      }
+    for (int64_t e = g_.in_offset[v]; e < g_.in_offset[v + 1]; ++e) {
+      const int32_t y = g_.in_src[e];
+      const DeviceId d = pos_device_[y];
+      if (d != kNone && cl_[y] != c) row_scratch_[d] += g_.in_ns[e];
     }
   }
   return row_scratch_.data();
@@ -358,20 +505,22 @@ const int64_t* Mapper::CommRow(int32_t c) {
 
 void Mapper::Place(int32_t c, DeviceId d) {
   cluster_device_[c] = d;
+  device_footprint_[d] += cluster_footprint_[c];
   int64_t load = 0;
   for (int32_t i = member_offset_[c]; i < member_offset_[c + 1]; ++i) {
-    const OpId v = member_ops_[i];
-    const int64_t t = model_.OpTimeNs(v, d);
+    const int32_t v = member_ops_[i];
+    pos_device_[v] = d;
+    const int64_t t = OpTime(v, d);
     load += t;
     loads_.Add(d, slot_of_[v], t);
     if (!dense_) continue;
-    for (EdgeId e = model_.out_begin(v); e < model_.out_end(v); ++e) {
-      const int32_t other = cl_[model_.out_dst[e]];
-      if (other != c && HasRow(other)) Row(other)[d] += costs_.out_edge_ns[e];
+    for (int64_t e = g_.out_offset[v]; e < g_.out_offset[v + 1]; ++e) {
+      const int32_t other = cl_[g_.out_dst[e]];
+      if (other != c && HasRow(other)) Row(other)[d] += g_.out_ns[e];
     }
-    for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
-      const int32_t other = cl_[model_.in_src[e]];
-      if (other != c && HasRow(other)) Row(other)[d] += costs_.in_edge_ns[e];
+    for (int64_t e = g_.in_offset[v]; e < g_.in_offset[v + 1]; ++e) {
+      const int32_t other = cl_[g_.in_src[e]];
+      if (other != c && HasRow(other)) Row(other)[d] += g_.in_ns[e];
     }
   }
   own_load_[c] = load;
@@ -380,23 +529,25 @@ void Mapper::Place(int32_t c, DeviceId d) {
 void Mapper::Unplace(int32_t c) {
   const DeviceId d = cluster_device_[c];
   for (int32_t i = member_offset_[c]; i < member_offset_[c + 1]; ++i) {
-    const OpId v = member_ops_[i];
-    loads_.Add(d, slot_of_[v], -model_.OpTimeNs(v, d));
+    const int32_t v = member_ops_[i];
+    pos_device_[v] = kNone;
+    loads_.Add(d, slot_of_[v], -OpTime(v, d));
     if (!dense_) continue;
-    for (EdgeId e = model_.out_begin(v); e < model_.out_end(v); ++e) {
-      const int32_t other = cl_[model_.out_dst[e]];
-      if (other != c && HasRow(other)) Row(other)[d] -= costs_.out_edge_ns[e];
+    for (int64_t e = g_.out_offset[v]; e < g_.out_offset[v + 1]; ++e) {
+      const int32_t other = cl_[g_.out_dst[e]];
+      if (other != c && HasRow(other)) Row(other)[d] -= g_.out_ns[e];
     }
-    for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
-      const int32_t other = cl_[model_.in_src[e]];
-      if (other != c && HasRow(other)) Row(other)[d] -= costs_.in_edge_ns[e];
+    for (int64_t e = g_.in_offset[v]; e < g_.in_offset[v + 1]; ++e) {
+      const int32_t other = cl_[g_.in_src[e]];
+      if (other != c && HasRow(other)) Row(other)[d] -= g_.in_ns[e];
     }
   }
   own_load_[c] = 0;
+  device_footprint_[d] -= cluster_footprint_[c];
   cluster_device_[c] = kNone;
 }
 
-Mapper::Choice Mapper::Evaluate(int32_t c) {
+Mapper::Choice Mapper::Evaluate(int32_t c, bool improve) {
   Choice choice;
   const DeviceId current = cluster_device_[c];
   loads_.RangeSums(begin_slot_[c], end_slot_[c], load_scratch_.data());
@@ -407,33 +558,68 @@ Mapper::Choice Mapper::Evaluate(int32_t c) {
     if (row[j] != 0) nonzero_scratch_.push_back(j);
   }
   const double window = static_cast<double>(window_ns_[c]);
-  int64_t best_row = 0;
-  double best_busy = 0.0;
+  // Per device: the estimated memory overflow it adds, the queueing beyond the window, the transfers.
   for (DeviceId k = 0; k < devices_; ++k) {
-    if (!ClusterAllowed(c, k)) continue;
+    Option& o = options_scratch_[k];
+    o.allowed = ClusterAllowed(c, k);
+    if (!o.allowed) continue;
+    const int64_t used = device_footprint_[k] - (k == current ? cluster_footprint_[c] : 0);
+    const int64_t capacity = Budget(k);
+    o.overflow = std::max<int64_t>(0, used + cluster_footprint_[c] - capacity) -
+                 std::max<int64_t>(0, used - capacity);
     const double work = static_cast<double>(compute_sum_[c]) / model_.speed[k];
-    const double busy = static_cast<double>(load_scratch_[k]) + work;
-    double penalty = std::max(0.0, busy - window);
+    o.busy = static_cast<double>(load_scratch_[k]) + work;
+    o.queue = std::max(0.0, o.busy - window);
+    o.comm = 0.0;
     const double* factor = link_factor_.data() + static_cast<size_t>(k);
     for (const DeviceId j : nonzero_scratch_) {
-      if (j != k) penalty += static_cast<double>(row[j]) * factor[static_cast<size_t>(j) * devices_];
-    }
-    if (k == current) choice.current_penalty = penalty;
-    // Ties: keep communication local, then the less busy device, then the better ranked one.
-    const bool better =
-        choice.device == kNone || penalty < choice.penalty ||
-        (penalty == choice.penalty &&
-         (row[k] > best_row ||
-          (row[k] == best_row &&
-           (busy < best_busy ||
-            (busy == best_busy && device_rank_[k] < device_rank_[choice.device])))));
-    if (better) {
-      choice.device = k;
-      choice.penalty = penalty;
-      best_row = row[k];
-      best_busy = busy;
+      if (j != k) o.comm += static_cast<double>(row[j]) * factor[static_cast<size_t>(j) * devices_];
     }
   }
+  if (current != kNone) {
+    choice.current_overflow = options_scratch_[current].overflow;
+    choice.current_penalty = options_scratch_[current].queue + options_scratch_[current].comm;
+  }
+  // First placement: least (memory overflow, queueing + transfers). Improvement: least transfers
+  // among the devices that queue and overflow no more than the current one; the cut then shrinks with
+  // every move, so the worklist cannot cycle.
+  int64_t best_row = 0;
+  double best_key = kInfinity, best_busy = 0.0;
+  for (DeviceId k = 0; k < devices_; ++k) {
+    const Option& o = options_scratch_[k];
+    if (!o.allowed) continue;
+    double key;
+    if (improve) {
+      const Option& cur = options_scratch_[current];
+      if (k != current && (o.overflow > cur.overflow || o.queue > cur.queue)) continue;
+      key = o.comm;
+    } else {
+      key = o.queue + o.comm;
+    }
+    // Ties: keep communication local, then the less busy device, then the better ranked one.
+    const bool better =
+        choice.device == kNone || o.overflow < choice.overflow ||
+        (o.overflow == choice.overflow &&
+         (key < best_key ||
+          (key == best_key &&
+           (row[k] > best_row ||
+            (row[k] == best_row &&
+             (o.busy < best_busy ||
+              (o.busy == best_busy && device_rank_[k] < device_rank_[choice.device])))))));
+    if (improve && o.overflow != choice.overflow && choice.device != kNone) {
+      // In improvement mode overflow never exceeds the current one; compare on the key only.
+      if (!(key < best_key)) continue;
+    } else if (!better) {
+      continue;
+    }
+    choice.device = k;
+    choice.overflow = o.overflow;
+    choice.penalty = key;
+    best_key = key;
+    best_row = row[k];
+    best_busy = o.busy;
+  }
+  if (improve && current != kNone) choice.current_penalty = options_scratch_[current].comm;
   return choice;
 }
 
@@ -441,67 +627,99 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
   ClusterMapping out;
   // Units with a pin or a kind restriction (groups: any member).
   op_restricted_.assign(n_, 0);
-  for (OpId v = 0; v < n_; ++v) {
-    op_restricted_[v] = model_.pinned_device[v] != kNone || model_.allowed_kind_mask[v] != 0;
+  compute_by_pos_.resize(n_);
+  op_footprint_.resize(n_);
+  cl_.resize(n_);
+  for (int32_t i = 0; i < n_; ++i) {
+    const OpId v = g_.op_at[i];
+    op_restricted_[i] = model_.pinned_device[v] != kNone || model_.allowed_kind_mask[v] != 0;
+    compute_by_pos_[i] = model_.compute_ns[v];
+    op_footprint_[i] = model_.persistent_bytes[v] + model_.output_bytes[v] / 2;
+    cl_[i] = clusters_.cluster_of[v];
   }
   for (int32_t g = 0; g < model_.num_groups(); ++g) {
     uint8_t any = 0;
     for (int32_t i = model_.group_offset[g]; i < model_.group_offset[g + 1]; ++i) {
-      any |= op_restricted_[model_.group_member[i]];
+      any |= op_restricted_[g_.pos_of[model_.group_member[i]]];
     }
     for (int32_t i = model_.group_offset[g]; i < model_.group_offset[g + 1]; ++i) {
-      op_restricted_[model_.group_member[i]] = any;
+      op_restricted_[g_.pos_of[model_.group_member[i]]] = any;
     }
   }
 
-  // 1. Colocation groups into one cluster each: the lowest id holding a member.
-  cl_ = clusters_.cluster_of;
+  // 1. Colocation groups into one cluster each: the cluster holding most of the group's work (ties:
+  // the lowest id, i.e. a primary before a secondary). Not simply the lowest id: a group spanning the
+  // graph (an RNN layer's cells with their weight update) would drag everything onto the critical
+  // path's device.
   num_clusters_ = clusters_.num_clusters();
   num_primaries_ = clusters_.num_primaries;
+  std::vector<std::pair<int32_t, int64_t>> shares;  // (cluster, work) of one group's members
   for (int32_t g = 0; g < model_.num_groups(); ++g) {
-    int32_t target = std::numeric_limits<int32_t>::max();
+    shares.clear();
     for (int32_t i = model_.group_offset[g]; i < model_.group_offset[g + 1]; ++i) {
-      target = std::min(target, cl_[model_.group_member[i]]);
+      const int32_t pos = g_.pos_of[model_.group_member[i]];
+      shares.emplace_back(cl_[pos], g_.op_ns[pos] + 1);  // +1: zero-time members still count
+    }
+    std::sort(shares.begin(), shares.end());
+    int32_t target = shares[0].first;
+    int64_t best = -1;
+    for (size_t i = 0; i < shares.size();) {
+      size_t j = i;
+      int64_t sum = 0;
+      for (; j < shares.size() && shares[j].first == shares[i].first; ++j) sum += shares[j].second;
+      if (sum > best) {
+        best = sum;
+        target = shares[i].first;
+      }
+      i = j;
     }
     for (int32_t i = model_.group_offset[g]; i < model_.group_offset[g + 1]; ++i) {
-      cl_[model_.group_member[i]] = target;
+      cl_[g_.pos_of[model_.group_member[i]]] = target;
     }
   }
   BuildMembers();
 
-  // 2. Primaries onto devices; constraint splits.
+  // 2. Primaries onto devices (the critical path cut into pieces when it does not fit); constraint
+  // splits.
   absl::Status status = MatchPrimaries();
   if (!status.ok()) return status;
   status = SplitForConstraints();
   if (!status.ok()) return status;
   cluster_device_.assign(num_clusters_, kNone);
+  pos_device_.assign(n_, kNone);
+  cluster_footprint_.assign(num_clusters_, 0);
+  for (int32_t i = 0; i < n_; ++i) cluster_footprint_[cl_[i]] += op_footprint_[i];
+  device_footprint_.assign(devices_, 0);
 
   // 3. Levels, spans, loads, communication table.
   PrepareSpans();
   PrepareLinks();
-  loads_.Reset(devices_, static_cast<int32_t>(slot_time_.size()));
+  loads_.Reset(devices_, num_slots_);
   load_scratch_.assign(devices_, 0);
+  options_scratch_.assign(devices_, Option());
   row_scratch_.assign(devices_, 0);
-  const int64_t rows = std::max(0, num_clusters_ - 1);
-  dense_ = rows * devices_ <= options_.max_dense_table_entries;
-  if (dense_) table_.assign(static_cast<size_t>(rows) * devices_, 0);
+  // The first pass computes communication rows on demand (each cluster is evaluated once); the table
+  // is built for the improvement pass, where clusters are re-evaluated after their neighbours move.
+  dense_ = false;
 
-  for (int32_t p = 0; p < num_primaries_; ++p) {
-    if (primary_device_[p] != kNone && member_offset_[p] != member_offset_[p + 1]) {
-      Place(p, primary_device_[p]);
-    }
+  // Anchored clusters first; the critical path and its pieces never move, the other primaries may.
+  std::vector<uint8_t> movable(num_clusters_, 1);
+  for (int32_t c = 0; c < num_clusters_; ++c) {
+    if (anchor_device_[c] == kNone || member_offset_[c] == member_offset_[c + 1]) continue;
+    Place(c, anchor_device_[c]);
+    movable[c] = c > 0 && c < num_primaries_;
   }
   std::vector<int32_t> order;
   order.reserve(num_clusters_);
-  for (int32_t c = num_primaries_; c < num_clusters_; ++c) {
-    if (member_offset_[c] != member_offset_[c + 1]) order.push_back(c);
+  for (int32_t c = 0; c < num_clusters_; ++c) {
+    if (anchor_device_[c] == kNone && member_offset_[c] != member_offset_[c + 1]) order.push_back(c);
   }
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
     return max_level_[a] != max_level_[b] ? max_level_[a] > max_level_[b] : a < b;
   });
   out.num_secondaries = static_cast<int32_t>(order.size());
 
-  // 4. Each secondary onto the device with the least estimated delay.
+  // 4. Each secondary onto the device with the least estimated delay (that has memory left).
   for (size_t i = 0; i < order.size(); ++i) {
     const int32_t c = order[i];
     Place(c, Evaluate(c).device);
@@ -509,15 +727,30 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
   }
 
   // 5. Worklist improvement: re-evaluate with every neighbour placed; re-queue neighbours of moves.
-  const int64_t budget = static_cast<int64_t>(options_.improvement_evaluations_per_cluster *
-                                              static_cast<double>(order.size() + num_primaries_));
+  const int64_t rows = std::max(0, num_clusters_ - 1);
+  if (options_.improvement_evaluations_per_cluster > 0 &&
+      rows * devices_ <= options_.max_dense_table_entries) {
+    dense_ = true;
+    table_.assign(static_cast<size_t>(rows) * devices_, 0);
+    for (int32_t v = 0; v < n_; ++v) {
+      for (int64_t e = g_.out_offset[v]; e < g_.out_offset[v + 1]; ++e) {
+        const int32_t y = g_.out_dst[e];
+        const int32_t cv = cl_[v], cy = cl_[y];
+        if (cv == cy) continue;
+        if (HasRow(cv)) Row(cv)[pos_device_[y]] += g_.out_ns[e];
+        if (HasRow(cy)) Row(cy)[pos_device_[v]] += g_.out_ns[e];
+      }
+    }
+  }
   std::deque<int32_t> work;
   std::vector<uint8_t> queued(num_clusters_, 0);
-  for (int32_t p = 1; p < num_primaries_; ++p) {
-    if (cluster_device_[p] != kNone) work.push_back(p);
+  for (int32_t c = 0; c < num_clusters_; ++c) {
+    if (anchor_device_[c] != kNone && movable[c] && cluster_device_[c] != kNone) work.push_back(c);
   }
   work.insert(work.end(), order.begin(), order.end());
   for (const int32_t c : work) queued[c] = 1;
+  const int64_t budget = static_cast<int64_t>(options_.improvement_evaluations_per_cluster *
+                                              static_cast<double>(work.size()));
   int64_t evaluations = 0;
   while (!work.empty() && evaluations < budget) {
     if ((evaluations & 1023) == 0 && context_.ShouldStop()) {
@@ -528,31 +761,32 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
     work.pop_front();
     queued[c] = 0;
     ++evaluations;
-    const Choice choice = Evaluate(c);
+    const Choice choice = Evaluate(c, /*improve=*/true);
     const double margin =
         std::max(1.0, options_.min_relative_gain * static_cast<double>(compute_sum_[c]));
-    if (choice.device == cluster_device_[c] || choice.penalty >= choice.current_penalty - margin) {
+    if (choice.device == kNone || choice.device == cluster_device_[c] ||
+        choice.penalty >= choice.current_penalty - margin) {
       continue;
     }
     Unplace(c);
     Place(c, choice.device);
     ++out.improvement_moves;
     for (int32_t i = member_offset_[c]; i < member_offset_[c + 1]; ++i) {
-      const OpId v = member_ops_[i];
-      auto enqueue = [&](OpId y) {
+      const int32_t v = member_ops_[i];
+      auto enqueue = [&](int32_t y) {
         const int32_t other = cl_[y];
-        if (other != c && HasRow(other) && !queued[other]) {
+        if (other != c && movable[other] && !queued[other]) {
           queued[other] = 1;
           work.push_back(other);
         }
       };
-      for (EdgeId e = model_.out_begin(v); e < model_.out_end(v); ++e) enqueue(model_.out_dst[e]);
-      for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) enqueue(model_.in_src[e]);
+      for (int64_t e = g_.out_offset[v]; e < g_.out_offset[v + 1]; ++e) enqueue(g_.out_dst[e]);
+      for (int64_t e = g_.in_offset[v]; e < g_.in_offset[v + 1]; ++e) enqueue(g_.in_src[e]);
     }
   }
 
   out.assignment.resize(n_);
-  for (OpId v = 0; v < n_; ++v) out.assignment[v] = cluster_device_[cl_[v]];
+  for (int32_t i = 0; i < n_; ++i) out.assignment[g_.op_at[i]] = cluster_device_[cl_[i]];
   out.primary_device = primary_device_;
   return out;
 }

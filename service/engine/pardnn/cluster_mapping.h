@@ -1,8 +1,8 @@
 // cluster_mapping.h — ParDNN stage 1, mapping: puts the linear clusters of linear_clustering.h onto
 // devices.
 //
-//  1. Colocation groups become indivisible: every group is pulled into one cluster (the lowest cluster
-//     id holding a member, i.e. a primary if any, else the most critical secondary).
+//  1. Colocation groups become indivisible: every group is pulled into one cluster (the one holding
+//     most of its work; ties to the lowest id, i.e. a primary before a secondary).
 //  2. Primaries are matched to devices, heaviest first: each takes the device on which most of its work
 //     is allowed, then the fastest, then the one with the cheapest links to the others. Units of a
 //     primary (or of a secondary) that pins or kinds forbid on every device its cluster could use become
@@ -45,7 +45,14 @@ struct MappingOptions {
   double min_relative_gain = 0.02;
   // Above this many cluster x device entries the communication rows are computed on demand from the
   // cluster's edges instead of being kept in the dense table (same results, less memory).
-  int64_t max_dense_table_entries = int64_t{1} << 23;
+  int64_t max_dense_table_entries = int64_t{1} << 20;
+  // The Fenwick trees have one slot per distinct top level, or this many equal time buckets when there
+  // are more (large graphs: K small trees stay in cache).
+  int64_t max_time_slots = 8192;
+  // Memory: clusters are charged persistent bytes + half their output bytes (an output lives for part
+  // of the step) and kept within capacity x capacity_scale[d] where possible (empty = 1.0 for every
+  // device). The partitioner calibrates the scales against simulated peaks (pardnn_partitioner.cc).
+  std::vector<double> capacity_scale;
 };
 
 struct ClusterMapping {

@@ -2,8 +2,8 @@
 // of device k's work (in its own time units) falls into the time window (a, b] of the stage-1 schedule.
 // ParDNN's mapping asks this for every secondary cluster and every device ("load in the cluster's span").
 //
-// All K trees live in one flat array (tree k at [k * (L + 1), (k + 1) * (L + 1))), so one query for all
-// devices walks the same index sequence K times over contiguous memory.
+// All K trees live in one flat array, interleaved by index (entry i of tree k at i * K + k), so a query
+// for all devices reads one contiguous run of K values per Fenwick index instead of K far-apart ones.
 //
 // Example:
 //   DeviceSlotLoads loads(/*devices=*/4, /*slots=*/num_levels);
@@ -49,20 +49,20 @@ class DeviceSlotLoads {
   DeviceSlotLoads(int32_t devices = 0, int32_t slots = 0) { Reset(devices, slots); }
   void Reset(int32_t devices, int32_t slots) {
     devices_ = devices;
-    stride_ = slots + 1;
-    tree_.assign(static_cast<size_t>(devices) * stride_, 0);
+    size_ = slots + 1;
+    tree_.assign(static_cast<size_t>(devices) * size_, 0);
   }
   int32_t devices() const { return devices_; }
-  int32_t slots() const { return stride_ - 1; }
+  int32_t slots() const { return size_ - 1; }
 
   void Add(int32_t device, int32_t slot, int64_t delta) {
-    int64_t* t = tree_.data() + static_cast<size_t>(device) * stride_;
-    for (int32_t i = slot + 1; i < stride_; i += i & -i) t[i] += delta;
+    for (int32_t i = slot + 1; i < size_; i += i & -i) {
+      tree_[static_cast<size_t>(i) * devices_ + device] += delta;
+    }
   }
   int64_t Prefix(int32_t device, int32_t end) const {
-    const int64_t* t = tree_.data() + static_cast<size_t>(device) * stride_;
     int64_t sum = 0;
-    for (int32_t i = end; i > 0; i -= i & -i) sum += t[i];
+    for (int32_t i = end; i > 0; i -= i & -i) sum += tree_[static_cast<size_t>(i) * devices_ + device];
     return sum;
   }
   int64_t RangeSum(int32_t device, int32_t begin, int32_t end) const {
@@ -73,7 +73,7 @@ class DeviceSlotLoads {
 
  private:
   int32_t devices_ = 0;
-  int32_t stride_ = 1;
+  int32_t size_ = 1;
   std::vector<int64_t> tree_;
 };
 

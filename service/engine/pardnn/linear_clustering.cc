@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace placement::engine::pardnn {
@@ -50,31 +51,88 @@ SlicingCosts ComputeSlicingCosts(const Model& model) {
   return costs;
 }
 
-void ComputeClusteredLevels(const Model& model, const SlicingCosts& costs,
-                            const std::vector<int32_t>& cluster_of, std::vector<int64_t>* top_level,
-                            std::vector<int64_t>* bottom_level) {
+TopoGraph BuildTopoGraph(const Model& model, const SlicingCosts& costs) {
+  TopoGraph g;
   const int32_t n = model.num_ops();
-  std::vector<int64_t>& tl = *top_level;
-  std::vector<int64_t>& bl = *bottom_level;
+  g.op_at.assign(model.topo_order.begin(), model.topo_order.end());
+  g.pos_of.resize(n);
+  for (int32_t i = 0; i < n; ++i) g.pos_of[g.op_at[i]] = i;
+  g.op_ns.resize(n);
+  g.out_offset.resize(static_cast<size_t>(n) + 1);
+  g.in_offset.resize(static_cast<size_t>(n) + 1);
+  g.out_dst.resize(model.num_edges());
+  g.in_src.resize(model.num_edges());
+  g.out_ns.resize(model.num_edges());
+  g.in_ns.resize(model.num_edges());
+  int64_t out = 0, in = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    const OpId v = g.op_at[i];
+    g.op_ns[i] = costs.op_ns[v];
+    g.out_offset[i] = out;
+    for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e, ++out) {
+      g.out_dst[out] = g.pos_of[model.out_dst[e]];
+      g.out_ns[out] = costs.out_edge_ns[e];
+    }
+    g.in_offset[i] = in;
+    for (EdgeId e = model.in_begin(v); e < model.in_end(v); ++e, ++in) {
+      g.in_src[in] = g.pos_of[model.in_src[e]];
+      g.in_ns[in] = costs.in_edge_ns[e];
+    }
+  }
+  g.out_offset[n] = out;
+  g.in_offset[n] = in;
+  return g;
+}
+
+namespace {
+
+// Levels by position; cluster ids by position (kNone never matches).
+void PositionLevels(const TopoGraph& g, const std::vector<int32_t>& cluster, std::vector<int64_t>& tl,
+                    std::vector<int64_t>& bl) {
+  const int32_t n = g.size();
   tl.assign(n, 0);
   bl.assign(n, 0);
-  auto same = [&](OpId a, OpId b) { return cluster_of[a] != kNone && cluster_of[a] == cluster_of[b]; };
-  for (const OpId v : model.topo_order) {
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t c = cluster[i];
     int64_t start = 0;
-    for (EdgeId e = model.in_begin(v); e < model.in_end(v); ++e) {
-      const OpId p = model.in_src[e];
-      start = std::max(start, tl[p] + costs.op_ns[p] + (same(p, v) ? 0 : costs.in_edge_ns[e]));
+    for (int64_t e = g.in_offset[i]; e < g.in_offset[i + 1]; ++e) {
+      const int32_t p = g.in_src[e];
+      const bool same = c != kNone && cluster[p] == c;
+      start = std::max(start, tl[p] + g.op_ns[p] + (same ? 0 : g.in_ns[e]));
     }
-    tl[v] = start;
+    tl[i] = start;
   }
-  for (auto it = model.topo_order.rbegin(); it != model.topo_order.rend(); ++it) {
-    const OpId v = *it;
+  for (int32_t i = n - 1; i >= 0; --i) {
+    const int32_t c = cluster[i];
     int64_t tail = 0;
-    for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
-      const OpId c = model.out_dst[e];
-      tail = std::max(tail, bl[c] + (same(v, c) ? 0 : costs.out_edge_ns[e]));
+    for (int64_t e = g.out_offset[i]; e < g.out_offset[i + 1]; ++e) {
+      const int32_t ch = g.out_dst[e];
+      const bool same = c != kNone && cluster[ch] == c;
+      tail = std::max(tail, bl[ch] + (same ? 0 : g.out_ns[e]));
     }
-    bl[v] = costs.op_ns[v] + tail;
+    bl[i] = g.op_ns[i] + tail;
+  }
+}
+
+}  // namespace
+
+void ComputePositionLevels(const TopoGraph& graph, const std::vector<int32_t>& cluster_by_position,
+                           std::vector<int64_t>* top_level, std::vector<int64_t>* bottom_level) {
+  PositionLevels(graph, cluster_by_position, *top_level, *bottom_level);
+}
+
+void ComputeClusteredLevels(const TopoGraph& g, const std::vector<int32_t>& cluster_of,
+                            std::vector<int64_t>* top_level, std::vector<int64_t>* bottom_level) {
+  const int32_t n = g.size();
+  std::vector<int32_t> cluster(n);
+  for (int32_t i = 0; i < n; ++i) cluster[i] = cluster_of[g.op_at[i]];
+  std::vector<int64_t> tl, bl;
+  PositionLevels(g, cluster, tl, bl);
+  top_level->resize(n);
+  bottom_level->resize(n);
+  for (int32_t i = 0; i < n; ++i) {
+    (*top_level)[g.op_at[i]] = tl[i];
+    (*bottom_level)[g.op_at[i]] = bl[i];
   }
 }
 
@@ -82,52 +140,56 @@ LinearClusters SliceIntoLinearClusters(const Model& model, const SlicingCosts& c
                                        int32_t num_primaries) {
   const int32_t n = model.num_ops();
   LinearClusters result;
-  result.cluster_of.assign(n, kNone);
-  std::vector<int32_t>& cluster_of = result.cluster_of;
+  result.topo = BuildTopoGraph(model, costs);
+  const TopoGraph& g = result.topo;
+  // Everything below works on positions; op ids only break ties.
+  std::vector<int32_t> cluster(n, kNone);
   std::vector<uint8_t> visited(n, 0);
   std::vector<int64_t> bl(n, 0);
-  // Paths in extraction order (cluster c = ops path_ops[path_offset[c] .. path_offset[c + 1])).
-  std::vector<OpId> path_ops;
+  // Paths in extraction order (cluster c = positions path[path_offset[c] .. path_offset[c + 1])).
+  std::vector<int32_t> path;
   std::vector<int32_t> path_offset = {0};
-  path_ops.reserve(n);
+  path.reserve(n);
+  auto prefer = [&](int32_t a, int64_t va, int32_t b, int64_t vb) {  // is a better than b?
+    return b == kNone || va > vb || (va == vb && g.op_at[a] < g.op_at[b]);
+  };
 
   // ---- Primaries: heaviest remaining path, K times. ----
   int64_t critical_work = 0;
   for (int32_t p = 0; p < num_primaries; ++p) {
     // Bottom levels over the unclustered subgraph (edges into clustered ops are ignored).
-    OpId start = kNone;
-    for (auto it = model.topo_order.rbegin(); it != model.topo_order.rend(); ++it) {
-      const OpId v = *it;
-      if (visited[v]) continue;
+    int32_t start = kNone;
+    for (int32_t i = n - 1; i >= 0; --i) {
+      if (visited[i]) continue;
       int64_t tail = 0;
-      for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
-        const OpId c = model.out_dst[e];
-        if (!visited[c]) tail = std::max(tail, costs.out_edge_ns[e] + bl[c]);
+      for (int64_t e = g.out_offset[i]; e < g.out_offset[i + 1]; ++e) {
+        const int32_t c = g.out_dst[e];
+        if (!visited[c]) tail = std::max(tail, g.out_ns[e] + bl[c]);
       }
-      bl[v] = costs.op_ns[v] + tail;
-      if (start == kNone || bl[v] > bl[start] || (bl[v] == bl[start] && v < start)) start = v;
+      bl[i] = g.op_ns[i] + tail;
+      if (prefer(i, bl[i], start, start == kNone ? 0 : bl[start])) start = i;
     }
     if (start == kNone) break;  // every op is clustered already
     int64_t work = 0;
-    for (OpId v = start; v != kNone;) {
-      visited[v] = 1;
-      cluster_of[v] = p;
-      path_ops.push_back(v);
-      work += costs.op_ns[v];
-      OpId next = kNone;
+    for (int32_t i = start; i != kNone;) {
+      visited[i] = 1;
+      cluster[i] = p;
+      path.push_back(i);
+      work += g.op_ns[i];
+      int32_t next = kNone;
       int64_t best = 0;
-      for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
-        const OpId c = model.out_dst[e];
+      for (int64_t e = g.out_offset[i]; e < g.out_offset[i + 1]; ++e) {
+        const int32_t c = g.out_dst[e];
         if (visited[c]) continue;
-        const int64_t value = costs.out_edge_ns[e] + bl[c];
-        if (next == kNone || value > best || (value == best && c < next)) {
+        const int64_t value = g.out_ns[e] + bl[c];
+        if (prefer(c, value, next, best)) {
           next = c;
           best = value;
         }
       }
-      v = next;
+      i = next;
     }
-    path_offset.push_back(static_cast<int32_t>(path_ops.size()));
+    path_offset.push_back(static_cast<int32_t>(path.size()));
     if (p == 0) critical_work = work;
   }
   result.num_primaries = static_cast<int32_t>(path_offset.size()) - 1;
@@ -137,69 +199,86 @@ LinearClusters SliceIntoLinearClusters(const Model& model, const SlicingCosts& c
                    : 0.0;
 
   // ---- Secondaries: chains in decreasing weighted level. ----
-  std::vector<int64_t>& tl = result.top_level;
-  std::vector<int64_t>& blc = result.bottom_level;
-  ComputeClusteredLevels(model, costs, cluster_of, &tl, &blc);
-  std::vector<OpId> order;
-  order.reserve(n - path_ops.size());
-  for (OpId v = 0; v < n; ++v) {
-    if (!visited[v]) order.push_back(v);
+  std::vector<int64_t> tl, blc;
+  PositionLevels(g, cluster, tl, blc);
+  // Start order: weighted level descending, then top level, then op id (packed keys sort fast).
+  struct StartKey {
+    int64_t weighted_level;
+    int64_t top_level;
+    OpId op;
+    int32_t pos;
+  };
+  std::vector<StartKey> keys;
+  keys.reserve(n - path.size());
+  for (int32_t i = 0; i < n; ++i) {
+    if (!visited[i]) keys.push_back({tl[i] + blc[i], tl[i], g.op_at[i], i});
   }
-  std::sort(order.begin(), order.end(), [&](OpId a, OpId b) {
-    const int64_t wa = tl[a] + blc[a], wb = tl[b] + blc[b];
-    if (wa != wb) return wa > wb;
-    if (tl[a] != tl[b]) return tl[a] < tl[b];
-    return a < b;
+  std::sort(keys.begin(), keys.end(), [](const StartKey& a, const StartKey& b) {
+    if (a.weighted_level != b.weighted_level) return a.weighted_level > b.weighted_level;
+    if (a.top_level != b.top_level) return a.top_level < b.top_level;
+    return a.op < b.op;
   });
+  std::vector<int32_t> order(keys.size());
+  for (size_t k = 0; k < keys.size(); ++k) order[k] = keys[k].pos;
+  std::vector<StartKey>().swap(keys);
   int32_t next_id = result.num_primaries;
-  for (const OpId first : order) {
+  for (const int32_t first : order) {
     if (visited[first]) continue;
     const int32_t id = next_id++;
-    for (OpId v = first;;) {
-      visited[v] = 1;
-      cluster_of[v] = id;
-      path_ops.push_back(v);
+    for (int32_t i = first;;) {
+      visited[i] = 1;
+      cluster[i] = id;
+      path.push_back(i);
       // The critical successor among all children; the chain ends where it is already clustered.
-      OpId next = kNone;
+      int32_t next = kNone;
       int64_t best = 0;
-      for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
-        const OpId c = model.out_dst[e];
-        const int64_t value = costs.out_edge_ns[e] + blc[c];
-        if (next == kNone || value > best || (value == best && c < next)) {
+      for (int64_t e = g.out_offset[i]; e < g.out_offset[i + 1]; ++e) {
+        const int32_t c = g.out_dst[e];
+        const int64_t value = g.out_ns[e] + blc[c];
+        if (prefer(c, value, next, best)) {
           next = c;
           best = value;
         }
       }
       if (next == kNone || visited[next]) break;
-      v = next;
+      i = next;
     }
-    path_offset.push_back(static_cast<int32_t>(path_ops.size()));
+    path_offset.push_back(static_cast<int32_t>(path.size()));
   }
 
   // ---- Final levels and the secondaries' processing order. ----
-  ComputeClusteredLevels(model, costs, cluster_of, &tl, &blc);
+  PositionLevels(g, cluster, tl, blc);
   const int32_t clusters = static_cast<int32_t>(path_offset.size()) - 1;
-  std::vector<int32_t> by_level;
-  by_level.reserve(clusters - result.num_primaries);
-  for (int32_t c = result.num_primaries; c < clusters; ++c) by_level.push_back(c);
-  std::sort(by_level.begin(), by_level.end(), [&](int32_t a, int32_t b) {
-    const OpId fa = path_ops[path_offset[a]], fb = path_ops[path_offset[b]];
-    const int64_t wa = tl[fa] + blc[fa], wb = tl[fb] + blc[fb];
-    return wa != wb ? wa > wb : a < b;
-  });
+  std::vector<std::pair<int64_t, int32_t>> level_keys;  // (-weighted level of first op, cluster)
+  level_keys.reserve(clusters - result.num_primaries);
+  for (int32_t c = result.num_primaries; c < clusters; ++c) {
+    const int32_t f = path[path_offset[c]];
+    level_keys.emplace_back(-(tl[f] + blc[f]), c);
+  }
+  std::sort(level_keys.begin(), level_keys.end());
+  std::vector<int32_t> by_level(level_keys.size());
+  for (size_t k = 0; k < level_keys.size(); ++k) by_level[k] = level_keys[k].second;
+  result.cluster_of.assign(n, kNone);
   result.offset.assign(1, 0);
   result.offset.reserve(clusters + 1);
   result.ops.reserve(n);
   auto emit = [&](int32_t old_id, int32_t new_id) {
-    for (int32_t i = path_offset[old_id]; i < path_offset[old_id + 1]; ++i) {
-      result.ops.push_back(path_ops[i]);
-      cluster_of[path_ops[i]] = new_id;
+    for (int32_t k = path_offset[old_id]; k < path_offset[old_id + 1]; ++k) {
+      const OpId v = g.op_at[path[k]];
+      result.ops.push_back(v);
+      result.cluster_of[v] = new_id;
     }
     result.offset.push_back(static_cast<int32_t>(result.ops.size()));
   };
   for (int32_t c = 0; c < result.num_primaries; ++c) emit(c, c);
-  for (size_t i = 0; i < by_level.size(); ++i) {
-    emit(by_level[i], result.num_primaries + static_cast<int32_t>(i));
+  for (size_t k = 0; k < by_level.size(); ++k) {
+    emit(by_level[k], result.num_primaries + static_cast<int32_t>(k));
+  }
+  result.top_level.resize(n);
+  result.bottom_level.resize(n);
+  for (int32_t i = 0; i < n; ++i) {
+    result.top_level[g.op_at[i]] = tl[i];
+    result.bottom_level[g.op_at[i]] = blc[i];
   }
   return result;
 }

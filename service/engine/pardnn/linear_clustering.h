@@ -41,6 +41,22 @@ struct SlicingCosts {
 
 SlicingCosts ComputeSlicingCosts(const Model& model);
 
+// The graph renumbered in topological order with the slicing costs attached: position i holds op
+// op_at[i], every edge goes from a smaller to a larger position. Canonical op ids follow names, so a
+// level sweep over them jumps around memory; over positions it walks mostly forwards (several times
+// faster on large graphs). Ties are still broken by op id.
+struct TopoGraph {
+  std::vector<OpId> op_at;      // position -> op
+  std::vector<int32_t> pos_of;  // op -> position
+  std::vector<int64_t> op_ns;   // by position
+  std::vector<int64_t> out_offset, in_offset;  // CSR by position
+  std::vector<int32_t> out_dst, in_src;         // positions
+  std::vector<int64_t> out_ns, in_ns;           // edge times
+  int32_t size() const { return static_cast<int32_t>(op_at.size()); }
+};
+
+TopoGraph BuildTopoGraph(const Model& model, const SlicingCosts& costs);
+
 struct LinearClusters {
   int32_t num_primaries = 0;
   // Cluster id per op: primaries 0..num_primaries-1, then secondaries.
@@ -56,6 +72,8 @@ struct LinearClusters {
   // communication-to-computation ratio = total edge time / total work.
   double dop = 0.0;
   double ccr = 0.0;
+  // The topologically renumbered graph the slicing ran on (reused by the mapping).
+  TopoGraph topo;
 
   int32_t num_clusters() const { return static_cast<int32_t>(offset.size()) - 1; }
   absl::Span<const OpId> Ops(int32_t cluster) const {
@@ -68,11 +86,14 @@ struct LinearClusters {
 LinearClusters SliceIntoLinearClusters(const Model& model, const SlicingCosts& costs,
                                        int32_t num_primaries);
 
-// Top and bottom levels where an edge costs nothing when both ends share a cluster id in `cluster_of`
-// (kNone never matches). Exposed for the mapping, which recomputes them after re-clustering.
-void ComputeClusteredLevels(const Model& model, const SlicingCosts& costs,
-                            const std::vector<int32_t>& cluster_of, std::vector<int64_t>* top_level,
-                            std::vector<int64_t>* bottom_level);
+// Top and bottom levels (by op id) where an edge costs nothing when both ends share a cluster id in
+// `cluster_of` (by op id; kNone never matches). Exposed for the mapping, which recomputes them after
+// re-clustering.
+void ComputeClusteredLevels(const TopoGraph& graph, const std::vector<int32_t>& cluster_of,
+                            std::vector<int64_t>* top_level, std::vector<int64_t>* bottom_level);
+// Same with everything indexed by topological position.
+void ComputePositionLevels(const TopoGraph& graph, const std::vector<int32_t>& cluster_by_position,
+                           std::vector<int64_t>* top_level, std::vector<int64_t>* bottom_level);
 
 }  // namespace placement::engine::pardnn
 

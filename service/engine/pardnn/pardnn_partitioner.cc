@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -18,6 +20,12 @@
 
 namespace placement::engine {
 namespace {
+
+// PLACEMENT_PARDNN_DEBUG=1 traces the stages on stderr (development aid).
+bool DebugEnabled() {
+  static const bool enabled = std::getenv("PLACEMENT_PARDNN_DEBUG") != nullptr;
+  return enabled;
+}
 
 struct Score {
   int64_t overflow = INT64_MAX;
@@ -89,21 +97,63 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
   PlacementRules rules(model);
 
   // ---- Stage 1: slicing and mapping ----
+  const absl::Time start_time = absl::Now();
+  auto trace = [&](const char* what) {
+    if (DebugEnabled()) {
+      std::fprintf(stderr, "pardnn %.3f s: %s\n", absl::ToDoubleSeconds(absl::Now() - start_time),
+                   what);
+    }
+  };
   context.Report("slicing", 0.0);
   const pardnn::SlicingCosts costs = pardnn::ComputeSlicingCosts(model);
+  trace("costs");
   const pardnn::LinearClusters clusters = pardnn::SliceIntoLinearClusters(model, costs, devices);
+  trace("sliced");
   out.ccr = clusters.ccr;
   out.dop = clusters.dop;
   context.Report("mapping", 0.1);
-  absl::StatusOr<pardnn::ClusterMapping> mapping =
-      pardnn::MapClustersToDevices(model, costs, clusters, options_.mapping, context);
-  if (!mapping.ok()) return mapping.status();
-  out.time_limited |= mapping->time_limited;
+  // The mapping's memory estimate (persistent + half the outputs) is calibrated against the simulated
+  // peaks: a device that overflows gets a proportionally smaller budget in the next mapping.
+  pardnn::MappingOptions mapping_options = options_.mapping;
+  mapping_options.capacity_scale.assign(devices, 1.0);
+  Assignment mapped;
+  Score mapped_score;
+  for (int32_t round = 0; round <= options_.memory_calibration_rounds; ++round) {
+    absl::StatusOr<pardnn::ClusterMapping> mapping =
+        pardnn::MapClustersToDevices(model, costs, clusters, mapping_options, context);
+    if (!mapping.ok()) return mapping.status();
+    out.time_limited |= mapping->time_limited;
+    trace("mapped");
+    const SimResult& r = sim.Run(mapping->assignment);
+    trace("simulated");
+    Score s;
+    s.makespan = r.makespan_ns;
+    s.overflow = 0;
+    bool changed = false;
+    for (DeviceId d = 0; d < devices; ++d) {
+      const int64_t peak = r.peak_memory_bytes[d], capacity = model.capacity_bytes[d];
+      if (peak <= capacity) continue;
+      s.overflow += peak - capacity;
+      mapping_options.capacity_scale[d] *=
+          options_.calibration_margin * static_cast<double>(capacity) / static_cast<double>(peak);
+      changed = true;
+    }
+    if (DebugEnabled()) {
+      std::fprintf(stderr, "pardnn mapping %d: overflow %lld makespan %lld\n", round,
+                   static_cast<long long>(s.overflow), static_cast<long long>(s.makespan));
+    }
+    if (mapped.empty() || s.Better(mapped_score)) {
+      mapped = std::move(mapping->assignment);
+      mapped_score = s;
+    }
+    if (!changed || context.ShouldStop()) break;
+  }
 
   // Seeds: the ParDNN mapping first; reference points beside it.
   std::vector<Assignment> seeds;
-  seeds.push_back(std::move(mapping->assignment));
-  if (options_.compare_reference_points) {
+  seeds.push_back(std::move(mapped));
+  const int64_t refinement_budget = PardnnRefinementBudget(options_, n, model.num_edges());
+  if (refinement_budget >= options_.reference_points_min_budget) {
     seeds.push_back(pardnn::EarliestFinishSeed(model, costs));
     seeds.push_back(FastestDeviceSeed(model, rules));
   }
@@ -117,16 +167,22 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
     }
   };
   for (const Assignment& seed : seeds) {
-    scores.push_back(Simulate(model, sim, seed));
+    scores.push_back(scores.empty() ? mapped_score : Simulate(model, sim, seed));
     consider(seed, scores.back());
+    if (DebugEnabled()) {
+      std::fprintf(stderr, "pardnn seed %zu: overflow %lld makespan %lld\n", scores.size() - 1,
+                   static_cast<long long>(scores.back().overflow),
+                   static_cast<long long>(scores.back().makespan));
+    }
   }
   context.Report("mapping", 0.2, best_score.overflow == 0 ? best_score.makespan : 0);
 
-  // ---- Stage 2: memory, for the seeds that overflow (the list schedule and the mapping) ----
-  if (best_score.overflow > 0) {
-    RepairOptions repair = options_.repair;
-    repair.progress_from = 0.2;
-    repair.progress_to = 0.4;
+  // ---- Stage 2: memory, for the seeds that overflow (the ParDNN mapping and the list schedule),
+  // whether or not another seed already fits: a repaired seed is often the better answer. ----
+  RepairOptions repair = options_.repair;
+  repair.progress_from = 0.2;
+  repair.progress_to = 0.4;
+  {
     const size_t repairable = std::min<size_t>(seeds.size(), 2);
     for (size_t i = 0; i < repairable && !context.ShouldStop(); ++i) {
       if (scores[i].overflow == 0) continue;
@@ -134,6 +190,11 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
       const RepairOutcome outcome = RepairMemory(model, context, repair, a);
       out.time_limited |= outcome.time_limited;
       consider(a, Score{outcome.overflow_bytes, outcome.makespan_ns});
+      if (DebugEnabled()) {
+        std::fprintf(stderr, "pardnn repaired seed %zu: overflow %lld makespan %lld rounds %d\n", i,
+                     static_cast<long long>(outcome.overflow_bytes),
+                     static_cast<long long>(outcome.makespan_ns), outcome.rounds);
+      }
     }
     // Last resorts when nothing fits yet: spread by memory from the trivial placements.
     if (best_score.overflow > 0) {
@@ -148,16 +209,26 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
     }
   }
 
+  trace("seeds and memory");
   // ---- Refinement: critical-path local search on the best ----
   pardnn::RefinementOptions refinement;
-  refinement.max_simulations = PardnnRefinementBudget(options_, n, model.num_edges());
+  refinement.max_simulations = refinement_budget;
   refinement.progress_from = 0.4;
   refinement.progress_to = 1.0;
   if (refinement.max_simulations > 0 && devices > 1 && !context.ShouldStop()) {
     const pardnn::RefinementResult r =
         pardnn::RefineAlongCriticalPath(model, refinement, context, sim, best);
     out.time_limited |= r.time_limited;
+    if (DebugEnabled()) {
+      std::fprintf(stderr,
+                   "pardnn refined: overflow %lld makespan %lld (%lld sims of %lld, %lld moves%s)\n",
+                   static_cast<long long>(r.overflow_bytes), static_cast<long long>(r.makespan_ns),
+                   static_cast<long long>(r.simulations),
+                   static_cast<long long>(refinement.max_simulations),
+                   static_cast<long long>(r.moves), r.local_optimum ? ", local optimum" : "");
+    }
   }
+  trace("refined");
   if (context.ShouldStop()) out.time_limited = true;
   out.assignment = std::move(best);
   context.Report("done", 1.0);
@@ -171,8 +242,7 @@ int64_t PardnnRefinementBudget(const PardnnOptions& options, int64_t num_ops, in
   const double size = static_cast<double>(std::max<int64_t>(1, num_ops + num_edges));
   const double sims =
       options.refinement_scale * std::pow(1e4 / size, options.refinement_exponent);
-  return std::clamp<int64_t>(static_cast<int64_t>(std::llround(std::min(sims, 1e12))),
-                             options.refinement_min_simulations,
+  return std::clamp<int64_t>(static_cast<int64_t>(std::min(sims, 1e12)), 0,
                              options.refinement_max_simulations);
 }
 

@@ -31,17 +31,23 @@ namespace placement::engine {
 
 struct PardnnOptions {
   pardnn::MappingOptions mapping;
+  // Re-mappings with memory budgets calibrated against the simulated peaks of the previous mapping
+  // (budget x= margin x capacity / peak on each overflowing device); the best mapping is kept.
+  int32_t memory_calibration_rounds = 3;
+  double calibration_margin = 0.97;
   RepairOptions repair;
-  // Refinement budget in simulations: round(refinement_scale * (1e4 / (V + E))^refinement_exponent),
-  // clamped to [refinement_min_simulations, refinement_max_simulations]. It shrinks faster than
-  // linearly with the graph so that the total stays near a few stage-1 times on huge graphs while small
-  // graphs get thousands of tries. refinement_max_simulations = 0 turns refinement off.
+  // Refinement budget in simulations: floor(refinement_scale * (1e4 / (V + E))^refinement_exponent),
+  // clamped to [0, refinement_max_simulations]. It shrinks faster than linearly with the graph: small
+  // graphs (thousands of ops) get thousands of simulations, 25K ops about ten, 100K ops none, so the
+  // total stays within a few simulations' time on huge graphs. refinement_max_simulations = 0 turns
+  // refinement off.
   double refinement_scale = 2000.0;
-  double refinement_exponent = 1.7;
-  int64_t refinement_min_simulations = 2;
+  double refinement_exponent = 2.2;
   int64_t refinement_max_simulations = 4000;
-  // Simulate the reference points (single device, list schedule) and keep the best.
-  bool compare_reference_points = true;
+  // Simulate the reference points (everything on the fastest device, the earliest-finish list
+  // schedule) next to the ParDNN mapping when the refinement budget is at least this many
+  // simulations (i.e. on graphs small enough that two more simulations do not matter).
+  int64_t reference_points_min_budget = 8;
 };
 
 std::unique_ptr<Partitioner> MakePardnnPartitioner();

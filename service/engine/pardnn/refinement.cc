@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "service/engine/partition/placement_rules.h"
+#include "service/engine/repair/memory_repair.h"
 
 namespace placement::engine::pardnn {
 namespace {
@@ -31,6 +32,22 @@ bool Accept(const Score& next, const Score& current) {
   return next.makespan < current.makespan;
 }
 
+// Deterministic on every platform (no std::*_distribution).
+class SplitMix {
+ public:
+  explicit SplitMix(uint64_t seed) : state_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  uint64_t Below(uint64_t n) { return n == 0 ? 0 : Next() % n; }
+
+ private:
+  uint64_t state_;
+};
+
 struct Candidate {
   int64_t gain;     // time the critical path spends on what this move removes
   int32_t order;    // creation order (tie-break)
@@ -43,7 +60,12 @@ class Refiner {
  public:
   Refiner(const Model& model, const RefinementOptions& options, const SolveContext& context,
           Simulator& sim)
-      : model_(model), options_(options), context_(context), sim_(sim), rules_(model) {}
+      : model_(model),
+        options_(options),
+        context_(context),
+        sim_(sim),
+        rules_(model),
+        rng_(context.seed ^ 0x9e3779b97f4a7c15ULL) {}
 
   RefinementResult Run(Assignment& assignment);
 
@@ -58,10 +80,16 @@ class Refiner {
   // Moves the candidate's ops (with their colocation groups); false when a constraint forbids it or
   // nothing would change. Old devices go to undo_.
   bool Apply(const Candidate& c, Assignment& assignment);
+  // Units holding the most bytes at each overflowing device's peak, towards the devices of their
+  // neighbours and the device with the most room.
+  void BuildMemoryCandidates(const SimResult& r, const Assignment& assignment);
   void Undo(Assignment& assignment) {
     for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) assignment[it->first] = it->second;
     undo_.clear();
   }
+  bool RepairAfterMove(Assignment& assignment, const Score& current, Score* next,
+                       RefinementResult* result);
+  void Perturb(const std::vector<OpId>& path, Assignment& assignment);
   bool IsInput(OpId p, OpId v) const {
     for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
       if (model_.in_src[e] == p) return true;
@@ -78,6 +106,9 @@ class Refiner {
   std::vector<OpId> candidate_ops_;
   std::vector<std::pair<OpId, DeviceId>> undo_;
   std::vector<std::pair<int32_t, DeviceId>> tried_;  // (first op's unit, target) this round
+  Assignment trial_;
+  std::vector<int64_t> unit_bytes_;
+  SplitMix rng_;
 };
 
 void Refiner::BuildCandidates(const std::vector<OpId>& path, const SimResult& r,
@@ -132,6 +163,77 @@ void Refiner::BuildCandidates(const std::vector<OpId>& path, const SimResult& r,
   });
 }
 
+void Refiner::BuildMemoryCandidates(const SimResult& r, const Assignment& assignment) {
+  candidates_.clear();
+  candidate_ops_.clear();
+  const int32_t devices = model_.num_devices();
+  const int32_t groups = model_.num_groups();
+  auto unit_of = [&](OpId v) {
+    const int32_t g = model_.colocation_group[v];
+    return g != kNone ? g : groups + v;
+  };
+  // The device with the most room relative to its capacity.
+  DeviceId roomiest = 0;
+  for (DeviceId d = 1; d < devices; ++d) {
+    if (model_.capacity_bytes[d] - r.peak_memory_bytes[d] >
+        model_.capacity_bytes[roomiest] - r.peak_memory_bytes[roomiest]) {
+      roomiest = d;
+    }
+  }
+  unit_bytes_.resize(static_cast<size_t>(groups) + model_.num_ops());
+  for (DeviceId d = 0; d < devices; ++d) {
+    if (r.peak_memory_bytes[d] <= model_.capacity_bytes[d]) continue;
+    const int64_t t = r.peak_time_ns[d];
+    std::vector<std::pair<int64_t, int32_t>> holders;  // (bytes, unit)
+    for (const MemoryInterval& iv : r.memory_intervals) {
+      if (iv.device != d || iv.kind == MemoryInterval::Kind::kReceived) continue;
+      if (!(iv.from_ns <= t && t < iv.until_ns)) continue;
+      const int32_t u = unit_of(iv.op);
+      if (unit_bytes_[u] == 0) holders.emplace_back(0, u);
+      unit_bytes_[u] += iv.bytes;
+    }
+    for (auto& [bytes, u] : holders) {
+      bytes = unit_bytes_[u];
+      unit_bytes_[u] = 0;
+    }
+    std::sort(holders.begin(), holders.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    if (holders.size() > 16) holders.resize(16);
+    for (const auto& [bytes, u] : holders) {
+      const OpId head = u < groups ? model_.group_member[model_.group_offset[u]] : u - groups;
+      if (rules_.FixedDevice(head) != kNone) continue;
+      // Targets: where its neighbours are (no new transfers there), and the roomiest device.
+      std::vector<DeviceId> targets;
+      auto add_target = [&](DeviceId k) {
+        if (k != d && std::find(targets.begin(), targets.end(), k) == targets.end()) {
+          targets.push_back(k);
+        }
+      };
+      auto scan = [&](OpId v) {
+        for (EdgeId e = model_.out_begin(v); e < model_.out_end(v); ++e) {
+          add_target(assignment[model_.out_dst[e]]);
+        }
+        for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
+          add_target(assignment[model_.in_src[e]]);
+        }
+      };
+      if (u < groups) {
+        for (int32_t k = model_.group_offset[u]; k < model_.group_offset[u + 1]; ++k) {
+          scan(model_.group_member[k]);
+        }
+      } else {
+        scan(head);
+      }
+      add_target(roomiest);
+      for (const DeviceId k : targets) AddCandidate(bytes, &head, 1, k);
+    }
+  }
+  std::stable_sort(candidates_.begin(), candidates_.end(), [](const Candidate& x, const Candidate& y) {
+    return x.gain != y.gain ? x.gain > y.gain : x.order < y.order;
+  });
+}
+
 bool Refiner::Apply(const Candidate& c, Assignment& assignment) {
   undo_.clear();
   for (int32_t i = c.first; i < c.first + c.count; ++i) {
@@ -156,36 +258,97 @@ bool Refiner::Apply(const Candidate& c, Assignment& assignment) {
   return !undo_.empty();
 }
 
+bool Refiner::RepairAfterMove(Assignment& assignment, const Score& current, Score* next,
+                              RefinementResult* result) {
+  // A move that shortens the step but overflows memory may still pay off once something else makes
+  // room: give the memory repair a few rounds on a copy.
+  if (!options_.repair_after_move || current.overflow != 0 || next->overflow == 0 ||
+      next->makespan >= current.makespan) {
+    return false;
+  }
+  trial_ = assignment;
+  RepairOptions repair;
+  repair.max_rounds = options_.repair_rounds;
+  repair.max_stalled_rounds = 2;
+  repair.progress_stage = options_.progress_stage;
+  repair.progress_from = repair.progress_to = -1.0;  // silent
+  SolveContext quiet = context_;
+  quiet.on_progress = nullptr;
+  const RepairOutcome outcome = RepairMemory(model_, quiet, repair, trial_);
+  result->simulations += outcome.rounds;
+  if (!outcome.fits || outcome.makespan_ns >= current.makespan) return false;
+  assignment.swap(trial_);
+  *next = Score{0, outcome.makespan_ns};
+  return true;
+}
+
+void Refiner::Perturb(const std::vector<OpId>& path, Assignment& assignment) {
+  // Move a random stretch of the critical path (1 to 4 ops, with their groups) to another device.
+  const int32_t devices = model_.num_devices();
+  if (path.empty() || devices < 2) return;
+  const size_t begin = static_cast<size_t>(rng_.Below(path.size()));
+  const size_t length = 1 + static_cast<size_t>(rng_.Below(4));
+  const DeviceId from = assignment[path[begin]];
+  DeviceId to = static_cast<DeviceId>(rng_.Below(devices - 1));
+  if (to >= from) ++to;
+  for (size_t i = begin; i < path.size() && i < begin + length; ++i) {
+    const OpId v = path[i];
+    if (rules_.FixedDevice(v) != kNone || !rules_.Allowed(v, to)) continue;
+    const int32_t g = model_.colocation_group[v];
+    if (g == kNone) {
+      assignment[v] = to;
+    } else {
+      for (int32_t k = model_.group_offset[g]; k < model_.group_offset[g + 1]; ++k) {
+        assignment[model_.group_member[k]] = to;
+      }
+    }
+  }
+}
+
 RefinementResult Refiner::Run(Assignment& assignment) {
   RefinementResult result;
   SimOptions sim_options;
   sim_options.compute_memory = true;
   const double budget = static_cast<double>(std::max<int64_t>(1, options_.max_simulations));
   auto report = [&](const Score& s) {
+    if (options_.progress_from < 0) return;
     const double fraction = std::min(1.0, static_cast<double>(result.simulations) / budget);
     context_.Report(options_.progress_stage,
                     options_.progress_from + (options_.progress_to - options_.progress_from) * fraction,
                     s.overflow == 0 ? s.makespan : 0);
   };
+  auto out_of_budget = [&]() { return result.simulations >= options_.max_simulations; };
 
   // `r` is the simulator's result buffer: it describes the current assignment at the top of every
   // round (the last run was either the initial one or the accepted candidate).
   const SimResult& r = sim_.Run(assignment, sim_options);
   Score current = ScoreOf(model_, r);
   ++result.simulations;
-  while (result.simulations < options_.max_simulations) {
+  Assignment best = assignment;
+  Score best_score = current;
+  int32_t restarts = 0;
+  while (!out_of_budget()) {
     if (context_.ShouldStop()) {
       result.time_limited = true;
       break;
     }
-    const std::vector<OpId> path = CriticalPath(model_, assignment, r);
-    BuildCandidates(path, r, assignment);
+    if (current.overflow > 0) {
+      // Memory first: moves off the overflowing devices' peaks, judged by simulation (the estimates
+      // of the memory repair have run out of ideas by now).
+      SimOptions with_intervals = sim_options;
+      with_intervals.record_memory_intervals = true;
+      BuildMemoryCandidates(sim_.Run(assignment, with_intervals), assignment);
+      ++result.simulations;
+    } else {
+      const std::vector<OpId> path = CriticalPath(model_, assignment, r);
+      BuildCandidates(path, r, assignment);
+    }
     tried_.clear();
     bool accepted = false, exhausted = true;
     int32_t tried_count = 0;
     for (const Candidate& c : candidates_) {
       if (tried_count >= options_.max_candidates_per_round) break;
-      if (result.simulations >= options_.max_simulations) {
+      if (out_of_budget()) {
         exhausted = false;
         break;
       }
@@ -204,26 +367,50 @@ RefinementResult Refiner::Run(Assignment& assignment) {
       }
       if (!Apply(c, assignment)) continue;
       ++tried_count;
-      const Score next = ScoreOf(model_, sim_.Run(assignment, sim_options));
+      Score next = ScoreOf(model_, sim_.Run(assignment, sim_options));
       ++result.simulations;
-      if (Accept(next, current)) {
+      const bool repaired = RepairAfterMove(assignment, current, &next, &result);
+      if (repaired || Accept(next, current)) {
         current = next;
         ++result.moves;
         accepted = true;
         undo_.clear();
+        if (repaired) {
+          sim_.Run(assignment, sim_options);  // keep `r` describing the current assignment
+          ++result.simulations;
+        }
         report(current);
         break;
       }
       Undo(assignment);
     }
-    if (!accepted) {
-      result.local_optimum = exhausted && !result.time_limited;
-      break;
+    if (accepted) continue;
+    // A local optimum (or the budget ran out mid-round).
+    if (Accept(current, best_score) || best.empty()) {
+      best = assignment;
+      best_score = current;
     }
+    if (!exhausted || result.time_limited) break;
+    result.local_optimum = true;
+    // Iterated local search: kick the best assignment along its critical path and search again.
+    if (restarts >= options_.max_restarts || out_of_budget()) break;
+    ++restarts;
+    assignment = best;
+    const SimResult& base = sim_.Run(assignment, sim_options);
+    ++result.simulations;
+    Perturb(CriticalPath(model_, assignment, base), assignment);
+    current = ScoreOf(model_, sim_.Run(assignment, sim_options));
+    ++result.simulations;
   }
-  result.makespan_ns = current.makespan;
-  result.overflow_bytes = current.overflow;
-  report(current);
+  if (Accept(current, best_score)) {
+    best = assignment;
+    best_score = current;
+  }
+  assignment = best;
+  result.restarts = restarts;
+  result.makespan_ns = best_score.makespan;
+  result.overflow_bytes = best_score.overflow;
+  report(best_score);
   return result;
 }
 

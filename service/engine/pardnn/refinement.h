@@ -9,9 +9,11 @@
 //   * a path op on a slower device than the fastest allowed one: move it there.
 // Candidates are tried in order of the time the path spends on them (the transfer or the wait), each
 // judged by a full simulation; the first one that shortens the step without breaking memory (a
-// feasible assignment stays feasible; an infeasible one may not overflow more) is kept. The search ends
-// at a local optimum, when the simulation budget is spent, or when the context says stop; the
-// assignment in hand is always the best seen.
+// feasible assignment stays feasible; an infeasible one may not overflow more) is kept. A move that
+// shortens the step but overflows gets a few rounds of memory repair before it is judged. At a local
+// optimum the search restarts from the best assignment kicked along its critical path (iterated local
+// search, seeded by the context's seed). It ends when the simulation budget is spent or the context
+// says stop; the best assignment seen is returned.
 //
 // Example:
 //   Simulator sim(model);
@@ -34,6 +36,14 @@ struct RefinementOptions {
   int64_t max_simulations = 1000;
   // Candidates tried per critical path before giving up on it.
   int32_t max_candidates_per_round = 48;
+  // A move that shortens the step but overflows memory gets this many memory-repair rounds to fit
+  // again (each costs a simulation); false = such moves are simply rejected.
+  bool repair_after_move = true;
+  int32_t repair_rounds = 4;
+  // Iterated local search: at a local optimum, kick the best assignment (a random stretch of its
+  // critical path to another device, drawn from the context's seed) and search again, this many times
+  // at most while the budget lasts.
+  int32_t max_restarts = 1000;
   // Progress reports: stage name and the fraction range this stage covers.
   const char* progress_stage = "refinement";
   double progress_from = 0.0;
@@ -45,7 +55,8 @@ struct RefinementResult {
   int64_t moves = 0;          // accepted moves
   int64_t makespan_ns = 0;    // of the returned assignment
   int64_t overflow_bytes = 0;  // sum over devices of max(0, peak - capacity)
-  bool local_optimum = false;
+  bool local_optimum = false;  // reached at least once
+  int32_t restarts = 0;
   bool time_limited = false;
 };
 

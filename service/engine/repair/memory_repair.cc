@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -37,6 +38,21 @@ struct Candidate {
   int64_t freed_bytes;  // at the examined peak
   double cost_key;      // estimated cost per useful byte (smaller is better)
 };
+
+struct HeapEntry {
+  double key;
+  int64_t freed_bytes;
+  int32_t unit;
+  int32_t index;    // into the candidate list
+  int32_t version;  // stale when the candidate was re-keyed since
+};
+
+// Max-heap comparator that puts the smallest key (then most bytes, then smallest unit) on top.
+bool HeapLater(const HeapEntry& a, const HeapEntry& b) {
+  if (a.key != b.key) return a.key > b.key;
+  if (a.freed_bytes != b.freed_bytes) return a.freed_bytes < b.freed_bytes;
+  return a.unit > b.unit;
+}
 
 class Repairer {
  public:
@@ -90,8 +106,11 @@ class Repairer {
   }
   // Time device d is busy within [a, b) in the simulated schedule.
   int64_t BusyWithin(DeviceId d, int64_t a, int64_t b) const;
+  // Slack of v in the simulated schedule, minus the delay earlier moves of this round already put on
+  // it (so a batch does not spend the same slack twice).
   int64_t Slack(OpId v) const {
-    return std::max<int64_t>(0, makespan_ - (result_->start_ns[v] + result_->bottom_level_ns[v]));
+    return std::max<int64_t>(
+        0, makespan_ - (result_->start_ns[v] + result_->bottom_level_ns[v]) - slack_used_[v]);
   }
 
   // Tries to bring device d under its capacity; returns the number of ops moved.
@@ -99,8 +118,10 @@ class Repairer {
   // Units holding bytes on d at time t with the bytes each would free there.
   void CollectCandidates(DeviceId d, int64_t t, const Assignment& assignment);
   // Estimated makespan increase (ns) and created transfer time of moving `unit` from `from` to `to`.
+  // With `delays`, also lists the estimated delay of each op it touches.
   void EstimateMove(int32_t unit, DeviceId from, DeviceId to, const Assignment& assignment,
-                    int64_t* impact_ns, int64_t* transfer_ns) const;
+                    int64_t* impact_ns, int64_t* transfer_ns,
+                    std::vector<std::pair<OpId, int64_t>>* delays = nullptr) const;
   // The memory charges of moving `unit` from `from` to `to` (removals negative).
   void BuildCharges(int32_t unit, DeviceId from, DeviceId to, const Assignment& assignment,
                     std::vector<Charge>* charges);
@@ -145,14 +166,20 @@ class Repairer {
   int32_t stamp_ = 0;
   int32_t round_ = 0;
   std::vector<Candidate> candidates_;
+  std::vector<HeapEntry> heap_;
+  std::vector<int32_t> candidate_version_;
+  std::vector<int64_t> slack_used_;
+  std::vector<std::pair<OpId, int64_t>> delays_;
   std::vector<Charge> charges_;
   std::vector<int64_t> values_;
   int32_t moves_ = 0;
+  bool stuck_ = false;
 };
 
 void Repairer::IndexRound(const SimResult& result, const Assignment& assignment) {
   result_ = &result;
   makespan_ = result.makespan_ns;
+  slack_used_.assign(model_.num_ops(), 0);
   const int32_t n = model_.num_ops();
   const int32_t devices = model_.num_devices();
   const std::vector<MemoryInterval>& intervals = result.memory_intervals;
@@ -273,7 +300,8 @@ int64_t Repairer::BusyWithin(DeviceId d, int64_t a, int64_t b) const {
 }
 
 void Repairer::EstimateMove(int32_t unit, DeviceId from, DeviceId to, const Assignment& assignment,
-                            int64_t* impact_ns, int64_t* transfer_ns) const {
+                            int64_t* impact_ns, int64_t* transfer_ns,
+                            std::vector<std::pair<OpId, int64_t>>* delays) const {
   const SimResult& r = *result_;
   int64_t impact = 0, transfer = 0;
   ForEachMember(unit, [&](OpId u) {
@@ -293,6 +321,7 @@ void Repairer::EstimateMove(int32_t unit, DeviceId from, DeviceId to, const Assi
     const int64_t finish_delay =
         std::max<int64_t>(0, ready + queue + new_time - r.finish_ns[u]);
     impact = std::max(impact, finish_delay - Slack(u));
+    if (delays != nullptr && finish_delay > 0) delays->emplace_back(u, finish_delay);
     // Outputs: consumers left behind (or elsewhere) now receive over the link from `to`.
     for (EdgeId e = model_.out_begin(u); e < model_.out_end(u); ++e) {
       const OpId c = model_.out_dst[e];
@@ -303,6 +332,7 @@ void Repairer::EstimateMove(int32_t unit, DeviceId from, DeviceId to, const Assi
       transfer += xfer;
       const int64_t arrival = r.finish_ns[u] + finish_delay + xfer;
       impact = std::max(impact, arrival - r.start_ns[c] - Slack(c));
+      if (delays != nullptr && arrival > r.start_ns[c]) delays->emplace_back(c, arrival - r.start_ns[c]);
     }
   });
   *impact_ns = std::max<int64_t>(0, impact);
@@ -458,8 +488,11 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
     CollectCandidates(d, t, assignment);
     if (candidates_.empty()) break;
     const int64_t need = trees_[d].At(slot) - capacity;
-    // Order by (estimated increase + weighted transfer time) per useful byte, best target ignoring room.
-    for (Candidate& c : candidates_) {
+    // Order by (estimated increase + weighted transfer time) per useful byte, best target ignoring
+    // room. A heap with versions: after each move the keys of the moved unit's neighbours are
+    // recomputed (a neighbour that follows it creates fewer transfers), so the batch grows contiguous
+    // regions instead of scattering single units.
+    auto key_of = [&](const Candidate& c, int64_t still_needed) {
       double best = std::numeric_limits<double>::infinity();
       for (DeviceId to = 0; to < devices; ++to) {
         if (to == d || !rules_.Allowed(FirstMember(c.unit), to)) continue;
@@ -468,16 +501,28 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
         best = std::min(best, static_cast<double>(impact) +
                                   options_.transfer_weight * static_cast<double>(transfer));
       }
-      const double useful = static_cast<double>(std::max<int64_t>(1, std::min(c.freed_bytes, need)));
-      c.cost_key = (best + 1.0) / useful;
+      const double useful =
+          static_cast<double>(std::max<int64_t>(1, std::min(c.freed_bytes, still_needed)));
+      return (best + 1.0) / useful;
+    };
+    heap_.clear();
+    candidate_version_.assign(candidates_.size(), 0);
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      candidates_[i].cost_key = key_of(candidates_[i], need);
+      heap_.push_back({candidates_[i].cost_key, candidates_[i].freed_bytes, candidates_[i].unit,
+                       static_cast<int32_t>(i), 0});
     }
-    std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
-      if (a.cost_key != b.cost_key) return a.cost_key < b.cost_key;
-      if (a.freed_bytes != b.freed_bytes) return a.freed_bytes > b.freed_bytes;
-      return a.unit < b.unit;
-    });
+    std::make_heap(heap_.begin(), heap_.end(), HeapLater);
     bool moved_here = false;
-    for (const Candidate& c : candidates_) {
+    bool forced = false;
+    const int32_t scan_stamp = stamp_;  // CollectCandidates' stamp marks this scan's candidates
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), HeapLater);
+      const HeapEntry top = heap_.back();
+      heap_.pop_back();
+      if (top.version != candidate_version_[top.index]) continue;  // re-keyed since
+      const Candidate& c = candidates_[top.index];
+      if (unit_moved_round_[c.unit] == round_) continue;
       if (trees_[d].At(slot) <= capacity || c.freed_bytes <= 0) break;
       // Best target: one with room (least estimated increase, then most room, then lowest id); if
       // none has room, the move that lowers the total overflow the most (a later step fixes the
@@ -487,6 +532,8 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
       int64_t best_room = 0;
       DeviceId spill_to = kNone;
       int64_t spill_delta = 0;
+      DeviceId force_to = kNone;  // most room left, even if none: see below
+      int64_t force_room = std::numeric_limits<int64_t>::min();
       const int64_t over_from = std::max<int64_t>(0, trees_[d].Max() - capacity);
       for (DeviceId to = 0; to < devices; ++to) {
         if (to == d || !rules_.Allowed(FirstMember(c.unit), to)) continue;
@@ -504,7 +551,12 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
         const int64_t over_to = std::max<int64_t>(0, trees_[to].Max() - cap_to);
         BuildCharges(c.unit, d, to, assignment, &charges_);
         for (const Charge& ch : charges_) Apply(ch, +1);
-        const int64_t room = cap_to - trees_[to].Max();
+        // Room is judged against a slightly lower fill than the capacity: the re-simulation after the
+        // batch shifts the schedule (new transfers delay ops, buffers live longer), and a target
+        // filled to the brim overflows next round.
+        const int64_t room =
+            static_cast<int64_t>(options_.target_fill * static_cast<double>(cap_to)) -
+            trees_[to].Max();
         const int64_t delta = std::max<int64_t>(0, -room) - over_to +
                               std::max<int64_t>(0, trees_[d].Max() - capacity) - over_from;
         for (const Charge& ch : charges_) Apply(ch, -1);
@@ -512,6 +564,10 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
           if (best_to == kNone && delta < spill_delta) {
             spill_to = to;
             spill_delta = delta;
+          }
+          if (room > force_room) {
+            force_to = to;
+            force_room = room;
           }
           continue;
         }
@@ -522,9 +578,22 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
         }
       }
       if (best_to == kNone) best_to = spill_to;
+      // Stuck (every device is full where this unit would go): one forced move per device and round,
+      // to the device with the most room, lets the next rounds reshuffle; the best assignment seen is
+      // kept, so this can only help.
+      if (best_to == kNone && !forced && force_to != kNone && stuck_) {
+        best_to = force_to;
+        forced = true;
+      }
       if (best_to == kNone) continue;
       BuildCharges(c.unit, d, best_to, assignment, &charges_);
       for (const Charge& ch : charges_) Apply(ch, +1);
+      {
+        int64_t impact, transfer;
+        delays_.clear();
+        EstimateMove(c.unit, d, best_to, assignment, &impact, &transfer, &delays_);
+        for (const auto& [op, delay] : delays_) slack_used_[op] += delay;
+      }
       ForEachMember(c.unit, [&](OpId u) {
         assignment[u] = best_to;
         ++moved;
@@ -532,6 +601,25 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
       unit_moved_round_[c.unit] = round_;
       unit_left_device_[c.unit] = d;
       moved_here = true;
+      // Re-key the candidates next to the moved unit.
+      const int64_t still_needed = trees_[d].At(slot) - capacity;
+      const int32_t moved_unit = c.unit;
+      ForEachMember(moved_unit, [&](OpId u) {
+        auto rekey = [&](OpId y) {
+          const int32_t w = UnitOf(y);
+          if (w == moved_unit || unit_stamp_[w] != scan_stamp || unit_moved_round_[w] == round_) {
+            return;
+          }
+          const int32_t index = unit_candidate_[w];
+          Candidate& other = candidates_[index];
+          other.cost_key = key_of(other, still_needed);
+          heap_.push_back({other.cost_key, other.freed_bytes, other.unit, index,
+                           ++candidate_version_[index]});
+          std::push_heap(heap_.begin(), heap_.end(), HeapLater);
+        };
+        for (EdgeId e = model_.out_begin(u); e < model_.out_end(u); ++e) rekey(model_.out_dst[e]);
+        for (EdgeId e = model_.in_begin(u); e < model_.in_end(u); ++e) rekey(model_.in_src[e]);
+      });
     }
     if (DebugEnabled()) {
       std::fprintf(stderr, "  device %d slot %d t=%lld need %lld: %zu candidates, moved %d\n", d,
@@ -618,7 +706,14 @@ RepairOutcome Repairer::Run(Assignment& assignment) {
       return oa != ob ? oa > ob : a < b;
     });
     int32_t moved = 0;
+    stuck_ = false;
     for (DeviceId d : order) moved += FixDevice(d, assignment);
+    if (moved == 0 && !context_.ShouldStop()) {
+      // Nothing fits anywhere as it is: allow forced moves once.
+      stuck_ = true;
+      IndexRound(result, assignment);
+      for (DeviceId d : order) moved += FixDevice(d, assignment);
+    }
     outcome.moves += moved;
     if (moved == 0) {
       outcome.time_limited = context_.ShouldStop();

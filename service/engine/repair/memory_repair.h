@@ -40,7 +40,10 @@ struct RepairOptions {
   // Simulate-and-move rounds at most.
   int32_t max_rounds = 200;
   // Give up after this many consecutive rounds that did not reduce the total overflow.
-  int32_t max_stalled_rounds = 6;
+  int32_t max_stalled_rounds = 10;
+  // A target has room for a move when its timeline stays at or below this fraction of its capacity
+  // (the re-simulated schedule drifts; a target filled to the brim tends to overflow next round).
+  double target_fill = 0.98;
   // Peak re-examinations per overflowing device per round (each rescans that device's intervals).
   int32_t max_peak_scans_per_device = 64;
   // A unit may not move back to the device it left for this many rounds (stops ping-pong).
