@@ -728,7 +728,7 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
 
   // 5. Worklist improvement: re-evaluate with every neighbour placed; re-queue neighbours of moves.
   const int64_t rows = std::max(0, num_clusters_ - 1);
-  if (options_.improvement_evaluations_per_cluster > 0 &&
+  if (options_.improvement_evaluations_per_cluster > 0 && options_.max_improvement_evaluations > 0 &&
       rows * devices_ <= options_.max_dense_table_entries) {
     dense_ = true;
     table_.assign(static_cast<size_t>(rows) * devices_, 0);
@@ -749,8 +749,10 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
   }
   work.insert(work.end(), order.begin(), order.end());
   for (const int32_t c : work) queued[c] = 1;
-  const int64_t budget = static_cast<int64_t>(options_.improvement_evaluations_per_cluster *
-                                              static_cast<double>(work.size()));
+  const int64_t budget =
+      std::min(options_.max_improvement_evaluations,
+               static_cast<int64_t>(options_.improvement_evaluations_per_cluster *
+                                    static_cast<double>(work.size())));
   int64_t evaluations = 0;
   while (!work.empty() && evaluations < budget) {
     if ((evaluations & 1023) == 0 && context_.ShouldStop()) {

@@ -40,6 +40,8 @@ namespace placement::engine::pardnn {
 struct MappingOptions {
   // Re-evaluations in the improvement pass, as a multiple of the number of secondaries (0 = none).
   double improvement_evaluations_per_cluster = 3.0;
+  // ... and at most this many in all (large graphs: the pass is a polish, the first placement decides).
+  int64_t max_improvement_evaluations = 50'000;
   // A cluster moves only when its estimated delay drops by more than this fraction of its own work
   // (and at least 1 ns): hysteresis against ping-pong between equally good devices.
   double min_relative_gain = 0.02;

@@ -9,7 +9,7 @@
 
 namespace placement::engine::pardnn {
 
-Assignment EarliestFinishSeed(const Model& model, const SlicingCosts& costs) {
+Assignment EarliestFinishSeed(const Model& model, const SlicingCosts& costs, SeedOrder order_kind) {
   const int32_t n = model.num_ops();
   const int32_t devices = model.num_devices();
   Assignment assignment(n, kNone);
@@ -28,10 +28,20 @@ Assignment EarliestFinishSeed(const Model& model, const SlicingCosts& costs) {
     }
     rank[v] = costs.op_ns[v] + tail;
   }
-  std::vector<OpId> order(model.topo_order.begin(), model.topo_order.end());
-  std::sort(order.begin(), order.end(), [&](OpId a, OpId b) {
-    return rank[a] != rank[b] ? rank[a] > rank[b] : topo_index[a] < topo_index[b];
-  });
+
+  // Transfer times in floating point (a seed needs no exact rounding; the 128-bit division of
+  // Model::TransferNs would dominate this loop).
+  std::vector<int64_t> link_latency(static_cast<size_t>(devices) * devices, 0);
+  std::vector<double> link_ns_per_byte(static_cast<size_t>(devices) * devices, 0.0);
+  for (DeviceId a = 0; a < devices; ++a) {
+    for (DeviceId b = 0; b < devices; ++b) {
+      if (a == b) continue;
+      const LinkCost& link = model.Link(a, b);
+      link_latency[static_cast<size_t>(a) * devices + b] = link.latency_ns;
+      link_ns_per_byte[static_cast<size_t>(a) * devices + b] =
+          1e9 / static_cast<double>(std::max<int64_t>(1, link.bandwidth_bytes_per_second));
+    }
+  }
 
   // Persistent bytes per unit (a group is charged once, when its device is chosen).
   std::vector<int64_t> group_persistent(model.num_groups(), 0);
@@ -43,7 +53,7 @@ Assignment EarliestFinishSeed(const Model& model, const SlicingCosts& costs) {
   std::vector<int64_t> persistent(devices, 0);
   std::vector<int64_t> free_at(devices, 0);
   std::vector<int64_t> finish(n, 0);
-  for (const OpId v : order) {
+  auto place = [&](OpId v) {
     const int32_t g = model.colocation_group[v];
     const int64_t bytes = g != kNone ? group_persistent[g] : model.persistent_bytes[v];
     DeviceId best = kNone, best_fitting = kNone;
@@ -53,7 +63,15 @@ Assignment EarliestFinishSeed(const Model& model, const SlicingCosts& costs) {
       int64_t ready = free_at[k];
       for (EdgeId e = model.in_begin(v); e < model.in_end(v); ++e) {
         const OpId p = model.in_src[e];
-        ready = std::max(ready, finish[p] + model.TransferNs(assignment[p], k, model.in_bytes[e]));
+        const DeviceId dp = assignment[p];
+        if (dp != k) {
+          const size_t pair = static_cast<size_t>(dp) * devices + k;
+          ready = std::max(ready, finish[p] + link_latency[pair] +
+                                      static_cast<int64_t>(link_ns_per_byte[pair] *
+                                                           static_cast<double>(model.in_bytes[e])));
+        } else {
+          ready = std::max(ready, finish[p]);
+        }
       }
       const int64_t f = ready + model.OpTimeNs(v, k);
       if (f < best_finish) {
@@ -85,6 +103,51 @@ Assignment EarliestFinishSeed(const Model& model, const SlicingCosts& costs) {
       persistent[d] += bytes;
     } else if (g == kNone) {
       persistent[d] += bytes;
+    }
+  };
+
+  if (order_kind == SeedOrder::kRank) {
+    // HEFT order: decreasing upward rank (then topological position: a valid topological order).
+    std::vector<OpId> order(model.topo_order.begin(), model.topo_order.end());
+    std::sort(order.begin(), order.end(), [&](OpId a, OpId b) {
+      return rank[a] != rank[b] ? rank[a] > rank[b] : topo_index[a] < topo_index[b];
+    });
+    for (const OpId v : order) place(v);
+  } else {
+    // ETF order: the ready op whose inputs are done earliest goes next (ties: higher rank, then
+    // topological position), so devices fill up in time order and idle ones take parallel work.
+    struct Ready {
+      int64_t time, rank;
+      int32_t topo;
+      OpId op;
+    };
+    auto later = [](const Ready& a, const Ready& b) {
+      if (a.time != b.time) return a.time > b.time;
+      if (a.rank != b.rank) return a.rank < b.rank;
+      return a.topo > b.topo;
+    };
+    std::vector<Ready> heap;
+    std::vector<int32_t> pending(n);
+    for (OpId v = 0; v < n; ++v) {
+      pending[v] = static_cast<int32_t>(model.in_end(v) - model.in_begin(v));
+      if (pending[v] == 0) heap.push_back({0, rank[v], topo_index[v], v});
+    }
+    std::make_heap(heap.begin(), heap.end(), later);
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), later);
+      const OpId v = heap.back().op;
+      heap.pop_back();
+      place(v);
+      for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
+        const OpId c = model.out_dst[e];
+        if (--pending[c] != 0) continue;
+        int64_t ready = 0;
+        for (EdgeId f = model.in_begin(c); f < model.in_end(c); ++f) {
+          ready = std::max(ready, finish[model.in_src[f]]);
+        }
+        heap.push_back({ready, rank[c], topo_index[c], c});
+        std::push_heap(heap.begin(), heap.end(), later);
+      }
     }
   }
   return assignment;

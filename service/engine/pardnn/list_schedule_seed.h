@@ -1,6 +1,7 @@
-// list_schedule_seed.h — a greedy earliest-finish-time list schedule (HEFT-like) used inside pardnn as
-// a reference point next to the ParDNN mapping: ops in decreasing upward rank (mean op time + mean
-// transfer times to the end), each on the allowed device where it would finish first given the
+// list_schedule_seed.h — greedy earliest-finish-time list schedules used inside pardnn as reference
+// points next to the ParDNN mapping: ops in decreasing upward rank (mean op time + mean transfer times
+// to the end; HEFT-like) or in order of readiness (ETF-like), each on the allowed device where it
+// would finish first given the
 // transfers from its already placed inputs (per-pair links, per-device speeds). Colocation groups take
 // the device of their first scheduled member; a device whose persistent bytes would exceed its
 // capacity is skipped when another one has room.
@@ -18,7 +19,12 @@
 
 namespace placement::engine::pardnn {
 
-Assignment EarliestFinishSeed(const Model& model, const SlicingCosts& costs);
+// kRank: ops in decreasing upward rank (HEFT's order); kReadyTime: the ready op whose inputs finish
+// first goes next (ETF's order: fills devices in time order, so idle devices take parallel work).
+enum class SeedOrder { kRank, kReadyTime };
+
+Assignment EarliestFinishSeed(const Model& model, const SlicingCosts& costs,
+                              SeedOrder order = SeedOrder::kRank);
 
 }  // namespace placement::engine::pardnn
 

@@ -153,8 +153,13 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
   std::vector<Assignment> seeds;
   seeds.push_back(std::move(mapped));
   const int64_t refinement_budget = PardnnRefinementBudget(options_, n, model.num_edges());
+  // Reference points, when the budget affords them: the ETF-order list schedule as soon as one
+  // refinement simulation is affordable, the HEFT-order one and the fastest device from a few.
+  if (refinement_budget >= 1) {
+    seeds.push_back(pardnn::EarliestFinishSeed(model, costs, pardnn::SeedOrder::kReadyTime));
+  }
   if (refinement_budget >= options_.reference_points_min_budget) {
-    seeds.push_back(pardnn::EarliestFinishSeed(model, costs));
+    seeds.push_back(pardnn::EarliestFinishSeed(model, costs, pardnn::SeedOrder::kRank));
     seeds.push_back(FastestDeviceSeed(model, rules));
   }
   std::vector<Score> scores;
@@ -183,7 +188,7 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
   repair.progress_from = 0.2;
   repair.progress_to = 0.4;
   {
-    const size_t repairable = std::min<size_t>(seeds.size(), 2);
+    const size_t repairable = std::min<size_t>(seeds.size(), 3);
     for (size_t i = 0; i < repairable && !context.ShouldStop(); ++i) {
       if (scores[i].overflow == 0) continue;
       Assignment a = seeds[i];
@@ -198,7 +203,7 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
     }
     // Last resorts when nothing fits yet: spread by memory from the trivial placements.
     if (best_score.overflow > 0) {
-      Assignment fallbacks[2] = {seeds.size() > 2 ? seeds[2] : FastestDeviceSeed(model, rules),
+      Assignment fallbacks[2] = {seeds.size() > 3 ? seeds[3] : FastestDeviceSeed(model, rules),
                                  RoundRobinSeed(model, rules)};
       for (Assignment& a : fallbacks) {
         if (context.ShouldStop() || best_score.overflow == 0) break;

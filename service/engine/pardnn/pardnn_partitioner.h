@@ -44,9 +44,10 @@ struct PardnnOptions {
   double refinement_scale = 2000.0;
   double refinement_exponent = 2.2;
   int64_t refinement_max_simulations = 4000;
-  // Simulate the reference points (everything on the fastest device, the earliest-finish list
-  // schedule) next to the ParDNN mapping when the refinement budget is at least this many
-  // simulations (i.e. on graphs small enough that two more simulations do not matter).
+  // Reference points simulated next to the ParDNN mapping: the ETF-order list schedule whenever the
+  // refinement budget is at least one simulation; the HEFT-order one and everything-on-the-fastest-
+  // device too when it is at least this many (graphs small enough that two more simulations do not
+  // matter).
   int64_t reference_points_min_budget = 8;
 };
 
