@@ -578,7 +578,8 @@ Mapper::Choice Mapper::Evaluate(int32_t c, bool improve) {
   }
   if (current != kNone) {
     choice.current_overflow = options_scratch_[current].overflow;
-    choice.current_penalty = options_scratch_[current].queue + options_scratch_[current].comm;
+    choice.current_penalty =
+        options_.load_weight * options_scratch_[current].queue + options_scratch_[current].comm;
   }
   // First placement: least (memory overflow, queueing + transfers). Improvement: least transfers
   // among the devices that queue and overflow no more than the current one; the cut then shrinks with
@@ -594,7 +595,7 @@ Mapper::Choice Mapper::Evaluate(int32_t c, bool improve) {
       if (k != current && (o.overflow > cur.overflow || o.queue > cur.queue)) continue;
       key = o.comm;
     } else {
-      key = o.queue + o.comm;
+      key = options_.load_weight * o.queue + o.comm;
     }
     // Ties: keep communication local, then the less busy device, then the better ranked one.
     const bool better =

@@ -55,6 +55,10 @@ struct MappingOptions {
   // of the step) and kept within capacity x capacity_scale[d] where possible (empty = 1.0 for every
   // device). The partitioner calibrates the scales against simulated peaks (pardnn_partitioner.cc).
   std::vector<double> capacity_scale;
+  // Weight of the queueing term against the transfers in the first placement. 0 attaches every
+  // cluster to the device it talks to most (memory permitting): few cut edges, as a min-cut
+  // partitioner would give; the partitioner tries it as an extra seed when memory is tight.
+  double load_weight = 1.0;
 };
 
 struct ClusterMapping {

@@ -151,8 +151,28 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
 
   // Seeds: the ParDNN mapping first; reference points beside it.
   std::vector<Assignment> seeds;
+  std::vector<Score> known_scores;  // of the first seeds, already simulated
   seeds.push_back(std::move(mapped));
+  known_scores.push_back(mapped_score);
+  // Memory-bound graphs: also the mapping that attaches every cluster to the device it talks to most
+  // (few cut edges, so few tensors are held twice), with the last calibration.
+  if (mapped_score.overflow > 0 && !context.ShouldStop()) {
+    pardnn::MappingOptions attach = mapping_options;
+    attach.load_weight = 0.0;
+    absl::StatusOr<pardnn::ClusterMapping> mapping =
+        pardnn::MapClustersToDevices(model, costs, clusters, attach, context);
+    if (mapping.ok()) {
+      const Score s = Simulate(model, sim, mapping->assignment);
+      if (DebugEnabled()) {
+        std::fprintf(stderr, "pardnn attach mapping: overflow %lld makespan %lld\n",
+                     static_cast<long long>(s.overflow), static_cast<long long>(s.makespan));
+      }
+      seeds.push_back(std::move(mapping->assignment));
+      known_scores.push_back(s);
+    }
+  }
   const int64_t refinement_budget = PardnnRefinementBudget(options_, n, model.num_edges());
+  int32_t fastest_seed_index = -1;
   // Reference points, when the budget affords them: the ETF-order list schedule as soon as one
   // refinement simulation is affordable, the HEFT-order one and the fastest device from a few.
   if (refinement_budget >= 1) {
@@ -160,6 +180,7 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
   }
   if (refinement_budget >= options_.reference_points_min_budget) {
     seeds.push_back(pardnn::EarliestFinishSeed(model, costs, pardnn::SeedOrder::kRank));
+    fastest_seed_index = static_cast<int32_t>(seeds.size());
     seeds.push_back(FastestDeviceSeed(model, rules));
   }
   std::vector<Score> scores;
@@ -172,7 +193,8 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
     }
   };
   for (const Assignment& seed : seeds) {
-    scores.push_back(scores.empty() ? mapped_score : Simulate(model, sim, seed));
+    scores.push_back(scores.size() < known_scores.size() ? known_scores[scores.size()]
+                                                         : Simulate(model, sim, seed));
     consider(seed, scores.back());
     if (DebugEnabled()) {
       std::fprintf(stderr, "pardnn seed %zu: overflow %lld makespan %lld\n", scores.size() - 1,
@@ -188,9 +210,13 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
   repair.progress_from = 0.2;
   repair.progress_to = 0.4;
   {
-    const size_t repairable = std::min<size_t>(seeds.size(), 3);
+    // Every seed but the fastest device alone (the last resort below).
+    const size_t repairable = seeds.size() - (fastest_seed_index >= 0 ? 1 : 0);
     for (size_t i = 0; i < repairable && !context.ShouldStop(); ++i) {
       if (scores[i].overflow == 0) continue;
+      bool duplicate = false;  // e.g. the two list schedules often agree
+      for (size_t j = 0; j < i && !duplicate; ++j) duplicate = seeds[j] == seeds[i];
+      if (duplicate) continue;
       Assignment a = seeds[i];
       const RepairOutcome outcome = RepairMemory(model, context, repair, a);
       out.time_limited |= outcome.time_limited;
@@ -203,7 +229,8 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
     }
     // Last resorts when nothing fits yet: spread by memory from the trivial placements.
     if (best_score.overflow > 0) {
-      Assignment fallbacks[2] = {seeds.size() > 3 ? seeds[3] : FastestDeviceSeed(model, rules),
+      Assignment fallbacks[2] = {fastest_seed_index >= 0 ? seeds[fastest_seed_index]
+                                                         : FastestDeviceSeed(model, rules),
                                  RoundRobinSeed(model, rules)};
       for (Assignment& a : fallbacks) {
         if (context.ShouldStop() || best_score.overflow == 0) break;

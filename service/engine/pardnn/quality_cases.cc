@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -107,6 +108,33 @@ absl::StatusOr<std::vector<QualityCase>> LoadQualityCases(const std::string& sha
     }
   }
   return cases;
+}
+
+OpId MemoryProvablyInfeasible(const Model& model, int64_t* needed_bytes) {
+  int64_t largest = 0;
+  for (const int64_t c : model.capacity_bytes) largest = std::max(largest, c);
+  std::vector<int64_t> group_persistent(model.num_groups(), 0);
+  for (OpId v = 0; v < model.num_ops(); ++v) {
+    if (model.colocation_group[v] != kNone) {
+      group_persistent[model.colocation_group[v]] += model.persistent_bytes[v];
+    }
+  }
+  OpId worst = kNone;
+  int64_t worst_need = 0;
+  for (OpId v = 0; v < model.num_ops(); ++v) {
+    const int32_t g = model.colocation_group[v];
+    int64_t need = (g != kNone ? group_persistent[g] : model.persistent_bytes[v]) +
+                   model.temp_bytes[v] + model.output_bytes[v];
+    for (EdgeId e = model.in_begin(v); e < model.in_end(v); ++e) {
+      need += std::min(model.output_bytes[model.in_src[e]], model.in_bytes[e]);
+    }
+    if (need > worst_need) {
+      worst_need = need;
+      worst = v;
+    }
+  }
+  if (needed_bytes != nullptr) *needed_bytes = worst_need;
+  return worst_need > largest ? worst : kNone;
 }
 
 }  // namespace placement::engine::pardnn

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "placement/v1/placement.pb.h"
+#include "service/engine/model/model.h"
 
 namespace placement::engine::pardnn {
 
@@ -36,6 +37,11 @@ std::string FindSharedDir();
 // Every case, in a fixed order. NOT_FOUND when `shared_dir`/workloads is missing; import errors pass
 // through.
 absl::StatusOr<std::vector<QualityCase>> LoadQualityCases(const std::string& shared_dir);
+
+// A proof that no placement fits: some op needs, on its own device at its own start, its group's
+// persistent bytes + its temp and output bytes + at least min(output, edge bytes) of every input, and
+// that exceeds the largest device's capacity. Returns the op (kNone when there is no such proof).
+OpId MemoryProvablyInfeasible(const Model& model, int64_t* needed_bytes = nullptr);
 
 }  // namespace placement::engine::pardnn
 

@@ -326,7 +326,7 @@ RefinementResult Refiner::Run(Assignment& assignment) {
   ++result.simulations;
   Assignment best = assignment;
   Score best_score = current;
-  int32_t restarts = 0;
+  int32_t restarts = 0, restarts_since_best = 0;
   while (!out_of_budget()) {
     if (context_.ShouldStop()) {
       result.time_limited = true;
@@ -389,11 +389,17 @@ RefinementResult Refiner::Run(Assignment& assignment) {
     if (Accept(current, best_score) || best.empty()) {
       best = assignment;
       best_score = current;
+      restarts_since_best = 0;
+    } else {
+      ++restarts_since_best;
     }
     if (!exhausted || result.time_limited) break;
     result.local_optimum = true;
     // Iterated local search: kick the best assignment along its critical path and search again.
-    if (restarts >= options_.max_restarts || out_of_budget()) break;
+    if (restarts >= options_.max_restarts || out_of_budget() ||
+        restarts_since_best > options_.max_restarts_without_improvement) {
+      break;
+    }
     ++restarts;
     assignment = best;
     const SimResult& base = sim_.Run(assignment, sim_options);

@@ -44,6 +44,8 @@ struct RefinementOptions {
   // critical path to another device, drawn from the context's seed) and search again, this many times
   // at most while the budget lasts.
   int32_t max_restarts = 1000;
+  // ... and stops after this many restarts in a row that did not improve the best assignment.
+  int32_t max_restarts_without_improvement = 60;
   // Progress reports: stage name and the fraction range this stage covers.
   const char* progress_stage = "refinement";
   double progress_from = 0.0;
