@@ -18,8 +18,9 @@
 namespace placement::engine {
 namespace {
 
-PartitionResult Place(const Model& model, const SolveContext& context = SolveContext()) {
-  std::unique_ptr<Partitioner> pardnn = MakePardnnPartitioner();
+PartitionResult Place(const Model& model, const SolveContext& context = SolveContext(),
+                      const PardnnOptions& options = PardnnOptions()) {
+  std::unique_ptr<Partitioner> pardnn = MakePardnnPartitioner(options);
   absl::StatusOr<PartitionResult> result = pardnn->Partition(model, context);
   EXPECT_TRUE(result.ok()) << result.status();
   if (!result.ok()) return PartitionResult();
@@ -227,7 +228,10 @@ TEST(PardnnPartitionerTest, PropertiesOnRandomDags) {
     }
     absl::StatusOr<Model> model = BuildModel(request);
     ASSERT_TRUE(model.ok()) << model.status();
-    const PartitionResult r = Place(*model);
+    // A small refinement budget keeps the test quick; the properties must hold without refinement.
+    PardnnOptions options_small;
+    options_small.refinement_max_simulations = 100;
+    const PartitionResult r = Place(*model, SolveContext(), options_small);
     ASSERT_EQ(static_cast<int32_t>(r.assignment.size()), model->num_ops());
     const auto problems = CheckConstraints(*model, r.assignment);
     EXPECT_TRUE(problems.empty()) << "seed " << seed << ": " << problems[0].description;
