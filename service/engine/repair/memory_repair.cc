@@ -487,6 +487,22 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
     const int64_t t = slot_time_[d][slot];
     CollectCandidates(d, t, assignment);
     if (candidates_.empty()) break;
+    // On huge graphs thousands of units hold bytes at a peak; the ones holding the most are where a
+    // few moves can help, so only they are costed.
+    if (static_cast<int64_t>(candidates_.size()) > options_.max_candidates_per_scan) {
+      std::nth_element(candidates_.begin(), candidates_.begin() + options_.max_candidates_per_scan,
+                       candidates_.end(), [](const Candidate& a, const Candidate& b) {
+                         return a.freed_bytes != b.freed_bytes ? a.freed_bytes > b.freed_bytes
+                                                               : a.unit < b.unit;
+                       });
+      for (size_t i = options_.max_candidates_per_scan; i < candidates_.size(); ++i) {
+        unit_stamp_[candidates_[i].unit] = 0;  // no longer a candidate of this scan
+      }
+      candidates_.resize(options_.max_candidates_per_scan);
+      for (size_t i = 0; i < candidates_.size(); ++i) {
+        unit_candidate_[candidates_[i].unit] = static_cast<int32_t>(i);
+      }
+    }
     const int64_t need = trees_[d].At(slot) - capacity;
     // Order by (estimated increase + weighted transfer time) per useful byte, best target ignoring
     // room. A heap with versions: after each move the keys of the moved unit's neighbours are

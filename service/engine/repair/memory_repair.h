@@ -46,6 +46,8 @@ struct RepairOptions {
   double target_fill = 0.98;
   // Peak re-examinations per overflowing device per round (each rescans that device's intervals).
   int32_t max_peak_scans_per_device = 64;
+  // At one peak, only the units holding the most bytes there are costed (huge graphs).
+  int64_t max_candidates_per_scan = 2048;
   // A unit may not move back to the device it left for this many rounds (stops ping-pong).
   int32_t tabu_rounds = 3;
   // Weight of the transfer time a move creates, relative to its estimated makespan increase, in the
