@@ -53,6 +53,27 @@ Assignment EarliestFinishSeed(const Model& model, const SlicingCosts& costs, See
   std::vector<int64_t> persistent(devices, 0);
   std::vector<int64_t> free_at(devices, 0);
   std::vector<int64_t> finish(n, 0);
+  // Live buffers in list order (the m-ETF idea): an output stays until its last consumer is placed; a
+  // consumer on another device holds a copy until then too (tracked for up to 64 devices).
+  std::vector<int64_t> live(devices, 0);
+  std::vector<int32_t> consumers_left(n, 0);
+  std::vector<uint64_t> copies(n, 0);
+  const bool track_copies = devices <= 64;
+  for (OpId v = 0; v < n; ++v) {
+    consumers_left[v] = static_cast<int32_t>(model.out_end(v) - model.out_begin(v));
+  }
+  auto release = [&](OpId p) {
+    live[assignment[p]] -= model.output_bytes[p];
+    if (!track_copies || copies[p] == 0) return;
+    for (DeviceId k = 0; k < devices; ++k) {
+      if (((copies[p] >> k) & 1) == 0) continue;
+      int64_t bytes = 0;
+      for (EdgeId e = model.out_begin(p); e < model.out_end(p); ++e) {
+        if (assignment[model.out_dst[e]] == k) bytes = std::max(bytes, model.out_bytes[e]);
+      }
+      live[k] -= bytes;
+    }
+  };
   auto place = [&](OpId v) {
     const int32_t g = model.colocation_group[v];
     const int64_t bytes = g != kNone ? group_persistent[g] : model.persistent_bytes[v];
@@ -78,7 +99,14 @@ Assignment EarliestFinishSeed(const Model& model, const SlicingCosts& costs, See
         best = k;
         best_finish = f;
       }
-      if (f < best_fitting_finish && persistent[k] + bytes <= model.capacity_bytes[k]) {
+      int64_t need = persistent[k] + bytes + live[k] + model.output_bytes[v] + model.temp_bytes[v];
+      if (track_copies) {
+        for (EdgeId e = model.in_begin(v); e < model.in_end(v); ++e) {
+          const OpId p = model.in_src[e];
+          if (assignment[p] != k && ((copies[p] >> k) & 1) == 0) need += model.in_bytes[e];
+        }
+      }
+      if (f < best_fitting_finish && need <= model.capacity_bytes[k]) {
         best_fitting = k;
         best_fitting_finish = f;
       }
@@ -104,6 +132,19 @@ Assignment EarliestFinishSeed(const Model& model, const SlicingCosts& costs, See
     } else if (g == kNone) {
       persistent[d] += bytes;
     }
+    live[d] += model.output_bytes[v];
+    for (EdgeId e = model.in_begin(v); e < model.in_end(v); ++e) {
+      const OpId p = model.in_src[e];
+      if (track_copies && assignment[p] != d && ((copies[p] >> d) & 1) == 0) {
+        copies[p] |= uint64_t{1} << d;
+        live[d] += model.in_bytes[e];
+      }
+    }
+    for (EdgeId e = model.in_begin(v); e < model.in_end(v); ++e) {
+      const OpId p = model.in_src[e];
+      if (--consumers_left[p] == 0) release(p);
+    }
+    if (consumers_left[v] == 0) release(v);
   };
 
   if (order_kind == SeedOrder::kRank) {

@@ -3,8 +3,9 @@
 // to the end; HEFT-like) or in order of readiness (ETF-like), each on the allowed device where it
 // would finish first given the
 // transfers from its already placed inputs (per-pair links, per-device speeds). Colocation groups take
-// the device of their first scheduled member; a device whose persistent bytes would exceed its
-// capacity is skipped when another one has room.
+// the device of their first scheduled member. Memory as m-ETF tracks it, in list order: persistent
+// bytes, live outputs (until their last consumer is placed) and received copies; a device that would
+// exceed its capacity is skipped when another one has room.
 //
 // It is a seed, not the judge: the simulator re-schedules whatever assignment it returns.
 // O((V + E) * D + V log V).
