@@ -8,17 +8,21 @@
 //     primary (or of a secondary) that pins or kinds forbid on every device its cluster could use become
 //     clusters of their own, so constraints hold by construction (nothing is patched afterwards).
 //  3. Secondaries are placed one by one in decreasing weighted level. For each allowed device k the
-//     estimated delay is
+//     estimated cost is, first, the memory-estimate overflow the placement adds, then
 //         max(0, load_k(span) + work_k - |span|)            (queueing inside the cluster's window)
 //       + sum_{j != k} comm(cluster, j) * link_factor(j, k)  (transfers to already placed neighbours)
 //     where load_k(span) comes from per-device Fenwick trees over the top-level time slots, work_k is
-//     the cluster's work at device k's speed and comm(cluster, j) is kept in a dense, incrementally
-//     updated cluster x device table. The span starts at the latest parent finish and ends at the
-//     earliest start of an outside child (reference §8.8 corrected); a merged cluster is never counted
-//     twice (§8.9).
-//  4. A worklist improvement pass re-evaluates clusters with everything placed and moves a cluster when
-//     its estimated delay drops clearly; only the neighbours of a moved cluster are re-queued (no
-//     sweeping until nothing changes). Its length is bounded by MappingOptions.
+//     the cluster's work at device k's speed and comm(cluster, j) is summed from the cluster's edges to
+//     placed ops (each cluster is evaluated once here, so the row is computed on demand). The span
+//     starts at the latest parent finish and ends at the earliest start of an outside child (reference
+//     §8.8 corrected); every edge is counted once, against the device its other end is on (§8.9).
+//  4. A worklist improvement pass keeps a dense cluster x device communication table, updated
+//     incrementally on every move, re-evaluates clusters with everything placed and moves a cluster to
+//     the device with the fewest transfers when it queues and overflows no more there; only the
+//     neighbours of a moved cluster are re-queued (no sweeping until nothing changes) and every move
+//     shrinks the cut, so it cannot cycle. Its length is bounded by MappingOptions.
+//
+// Everything per op is indexed by topological position (LinearClusters::topo) for locality.
 //
 // Example:
 //   absl::StatusOr<ClusterMapping> mapping =

@@ -8,10 +8,14 @@
 //   3. memory         repair/memory_repair.h  moves off overflowing devices using the simulator's
 //                                           memory timeline
 //   4. refinement     refinement.h          critical-path local search judged by the simulator
-// Reference points are simulated next to the ParDNN mapping (everything on the fastest device, a greedy
-// earliest-finish list schedule), so the answer is never worse than those; the best, after memory repair,
-// is refined. The result carries CCR and DoP; progress is reported per stage; the deadline and
-// cancellation are checked at loop boundaries and the best answer so far is returned.
+// The mapping's memory estimate is calibrated against the simulated peaks (re-mapping with smaller
+// budgets where a device overflowed); when memory is tight a communication-only "attach" mapping is
+// tried as well; reference points (earliest-finish list schedules in ETF and HEFT order, everything on
+// the fastest device) are simulated beside it when the budget affords them, so the answer is never worse
+// than those. Every seed that overflows goes through stage 2; the best is refined. The result carries CCR
+// and DoP; progress is reported per stage; the deadline and cancellation are checked at loop boundaries
+// and the best answer so far is returned. Budgets scale with the graph (see PardnnOptions): thousands of
+// simulations for small graphs, none above ~100K ops (stage 1 + one simulation, ~6x a simulation).
 //
 // Example:
 //   std::unique_ptr<Partitioner> pardnn = MakePardnnPartitioner();
