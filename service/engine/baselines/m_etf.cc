@@ -187,39 +187,50 @@ class EtfScheduler {
   bool BestCandidate(DeviceId d, int64_t now, Entry& out) {
     EntryHeap& pending = pending_[d];
     EntryHeap& arrived = arrived_[d];
-    while (!pending.empty() && pending.top().key <= now) {
-      const Entry entry = pending.top();
-      pending.pop();
-      if (Valid(entry.op, d)) arrived.push(Entry{-level_[entry.op], 0, entry.op, entry.arrival});
-    }
-    for (EntryHeap* heap : {&arrived, &pending}) {
-      while (!heap->empty()) {
-        const Entry entry = heap->top();
-        if (!Valid(entry.op, d)) {
-          heap->pop();
-          continue;
-        }
-        int64_t need;
-        if (Fits(entry.op, d, &need)) {
-          out = entry;
-          return true;
-        }
-        heap->pop();
-        blocked_[d].push(Entry{need, 0, entry.op, entry.arrival});
+    for (;;) {
+      while (!pending.empty() && pending.top().key <= now) {
+        const Entry entry = pending.top();
+        pending.pop();
+        if (Valid(entry.op, d)) arrived.push(Entry{-level_[entry.op], 0, entry.op, entry.arrival});
       }
+      for (EntryHeap* heap : {&arrived, &pending}) {
+        while (!heap->empty()) {
+          const Entry entry = heap->top();
+          if (!Valid(entry.op, d)) {
+            heap->pop();
+            continue;
+          }
+          int64_t need;
+          if (Fits(entry.op, d, &need)) {
+            out = entry;
+            return true;
+          }
+          heap->pop();
+          blocked_[d].push(Entry{need, 0, entry.op, entry.arrival});
+        }
+      }
+      // Parked entries that fit by now, in batches (see Unblock).
+      if (Unblock(d) == 0) return false;
     }
-    return false;
   }
 
-  // Moves parked entries of d whose need now fits back to the pending heap.
-  void Unblock(DeviceId d) {
+  // Moves parked entries of d whose need now fits back to the pending heap, smallest need first, at most
+  // kUnblockBatch of them: when memory hovers just above what many parked ops need, moving them all back
+  // on every release only to park all but one again costs O(parked) per release (quadratic on big graphs
+  // under memory pressure). BestCandidate asks for the next batch when a batch yields nothing.
+  int32_t Unblock(DeviceId d) {
+    constexpr int32_t kUnblockBatch = 64;
     EntryHeap& blocked = blocked_[d];
     const int64_t room = model_.capacity_bytes[d] - used_[d];
-    while (!blocked.empty() && blocked.top().key <= room) {
+    int32_t moved = 0;
+    while (!blocked.empty() && blocked.top().key <= room && moved < kUnblockBatch) {
       const Entry entry = blocked.top();
       blocked.pop();
-      if (Valid(entry.op, d)) pending_[d].push(Entry{entry.arrival, -level_[entry.op], entry.op, entry.arrival});
+      if (!Valid(entry.op, d)) continue;
+      pending_[d].push(Entry{entry.arrival, -level_[entry.op], entry.op, entry.arrival});
+      ++moved;
     }
+    return moved;
   }
 
   void Schedule(OpId v, DeviceId d, int64_t start) {
