@@ -104,8 +104,8 @@ void JobManager::Release(const std::shared_ptr<Job>& job) {
     result.placement = job->cancel_status_;
     result.queue_time = clock_->Now() - job->admitted_at();
     job->work_ = nullptr;
+    if (options_.observer != nullptr) options_.observer->OnJobFinished(*job, result);
     job->Complete(std::move(result));
-    if (options_.observer != nullptr) options_.observer->OnJobFinished(*job, job->result());
   }
   // A running job notices cancelled_ and ends through Finish() on its worker.
 }
@@ -143,8 +143,8 @@ void JobManager::Shutdown() {
     result.placement = job->cancel_status_;
     result.queue_time = clock_->Now() - job->admitted_at();
     job->work_ = nullptr;
+    if (options_.observer != nullptr) options_.observer->OnJobFinished(*job, result);
     job->Complete(std::move(result));
-    if (options_.observer != nullptr) options_.observer->OnJobFinished(*job, job->result());
   }
   for (std::thread& thread : threads_) {
     if (thread.joinable()) thread.join();
@@ -218,8 +218,10 @@ void JobManager::Finish(const std::shared_ptr<Job>& job, absl::StatusOr<Placemen
   result.queue_time = job->started_at_ - job->admitted_at();
   result.solve_time = ran ? now - job->started_at_ : absl::ZeroDuration();
   result.ran = ran;
+  // The observer (metrics) sees the result before any waiter wakes, so a caller that got its
+  // answer and then scrapes the counters always finds this job counted.
+  if (options_.observer != nullptr) options_.observer->OnJobFinished(*job, result);
   job->Complete(std::move(result));
-  if (options_.observer != nullptr) options_.observer->OnJobFinished(*job, job->result());
 }
 
 }  // namespace placement::jobs

@@ -52,7 +52,8 @@ class JobObserver {
   // reason: "queue_full", "memory", "draining" or "deadline".
   virtual void OnAdmissionRejected(absl::string_view reason) {}
   virtual void OnJobStarted(const Job& job) {}
-  // Every job ends here exactly once, whether it ran or not (result.ran).
+  // Every job ends here exactly once, whether it ran or not (result.ran), before anyone waiting
+  // on the job is woken.
   virtual void OnJobFinished(const Job& job, const JobResult& result) {}
 };
 
