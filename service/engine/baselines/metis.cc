@@ -101,6 +101,15 @@ class MetisPartitioner final : public Partitioner {
 
   absl::StatusOr<PartitionResult> Partition(const Model& model,
                                             const SolveContext& context) const override {
+    absl::StatusOr<PartitionResult> result = Cut(model, context);
+    if (!result.ok() || result->assignment.empty() || model.num_devices() == 0) return result;
+    const RepairOutcome repair = RepairMemory(model, context, result->assignment);
+    result->time_limited = result->time_limited || repair.time_limited;
+    return result;
+  }
+
+  // The partition with pins, kinds and colocation honoured, before the memory repair.
+  static absl::StatusOr<PartitionResult> Cut(const Model& model, const SolveContext& context) {
     PartitionResult result;
     const DeviceId num_devices = model.num_devices();
     result.assignment.assign(model.num_ops(), kNone);
@@ -151,8 +160,6 @@ class MetisPartitioner final : public Partitioner {
     for (int32_t u = 0; u < num_units; ++u) {
       for (int32_t i = units.begin(u); i < units.end(u); ++i) result.assignment[units.member[i]] = part[u];
     }
-    const RepairOutcome repair = RepairMemory(model, context, result.assignment);
-    result.time_limited = result.time_limited || repair.time_limited;
     return result;
   }
 
@@ -211,5 +218,13 @@ class MetisPartitioner final : public Partitioner {
 }  // namespace
 
 std::unique_ptr<Partitioner> MakeMetisPartitioner() { return std::make_unique<MetisPartitioner>(); }
+
+namespace baselines {
+
+absl::StatusOr<PartitionResult> MetisCut(const Model& model, const SolveContext& context) {
+  return MetisPartitioner::Cut(model, context);
+}
+
+}  // namespace baselines
 
 }  // namespace placement::engine

@@ -10,6 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include "service/engine/baselines/heft.h"
+#include "service/engine/baselines/m_etf.h"
+#include "service/engine/baselines/m_topo.h"
+#include "service/engine/baselines/metis.h"
+#include "service/engine/baselines/pipeline.h"
 #include "service/engine/pardnn/cluster_mapping.h"
 #include "service/engine/pardnn/linear_clustering.h"
 #include "service/engine/pardnn/list_schedule_seed.h"
@@ -40,7 +45,7 @@ class PardnnPartitioner final : public Partitioner {
   explicit PardnnPartitioner(const PardnnOptions& options) : options_(options) {}
 
   std::string_view name() const override { return "pardnn"; }
-  std::string_view version() const override { return "1"; }
+  std::string_view version() const override { return "2"; }
   std::string_view description() const override {
     return "ParDNN: critical-path slicing into linear clusters, span/communication-aware mapping "
            "(Fenwick trees), memory repair on the simulated timeline, critical-path refinement.";
@@ -51,6 +56,15 @@ class PardnnPartitioner final : public Partitioner {
  private:
   PardnnOptions options_;
 };
+
+// Every op on a real device (a baseline that gives up may leave ops unplaced).
+bool CompleteAssignment(const Model& model, const Assignment& assignment) {
+  if (assignment.size() != static_cast<size_t>(model.num_ops())) return false;
+  for (DeviceId d : assignment) {
+    if (d < 0 || d >= model.num_devices()) return false;
+  }
+  return true;
+}
 
 Score Simulate(const Model& model, Simulator& sim, const Assignment& assignment) {
   SimOptions sim_options;
@@ -177,6 +191,27 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
   // refinement simulation is affordable, the HEFT-order one and the fastest device from a few.
   if (refinement_budget >= 1) {
     seeds.push_back(pardnn::EarliestFinishSeed(model, costs, pardnn::SeedOrder::kReadyTime));
+  }
+  // The published baselines' answers as further reference points (their progress is not reported:
+  // it would jump back and forth inside ours). They are cheap next to the refinement on graphs this
+  // size, and the memory-aware ones are what tight memory favours: with them stage 2 and the
+  // refinement start from the best of every method, so pardnn is never behind a baseline it ran.
+  if (options_.baseline_seeds && refinement_budget >= 1) {
+    SolveContext quiet = context;
+    quiet.on_progress = nullptr;
+    const std::unique_ptr<Partitioner> baselines[] = {
+        MakeMEtfPartitioner(), MakeHeftPartitioner(), MakeMTopoPartitioner(), MakePipelinePartitioner()};
+    for (const std::unique_ptr<Partitioner>& baseline : baselines) {
+      if (context.ShouldStop()) break;
+      absl::StatusOr<PartitionResult> r = baseline->Partition(model, quiet);
+      if (r.ok() && CompleteAssignment(model, r->assignment)) seeds.push_back(std::move(r->assignment));
+    }
+    if (!context.ShouldStop()) {
+      absl::StatusOr<PartitionResult> cut = baselines::MetisCut(model, quiet);
+      if (cut.ok() && CompleteAssignment(model, cut->assignment)) {
+        seeds.push_back(std::move(cut->assignment));
+      }
+    }
   }
   if (refinement_budget >= options_.reference_points_min_budget) {
     seeds.push_back(pardnn::EarliestFinishSeed(model, costs, pardnn::SeedOrder::kRank));

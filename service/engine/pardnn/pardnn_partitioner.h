@@ -11,8 +11,8 @@
 // The mapping's memory estimate is calibrated against the simulated peaks (re-mapping with smaller
 // budgets where a device overflowed); when memory is tight a communication-only "attach" mapping is
 // tried as well; reference points (earliest-finish list schedules in ETF and HEFT order, everything on
-// the fastest device) are simulated beside it when the budget affords them, so the answer is never worse
-// than those. Every seed that overflows goes through stage 2; the best is refined. The result carries CCR
+// the fastest device, and the answers of the m_etf, heft, m_topo and pipeline baselines and the METIS
+// cut) are simulated beside it when the budget affords them, so the answer is never worse than those. Every seed that overflows goes through stage 2; the best is refined. The result carries CCR
 // and DoP; progress is reported per stage; the deadline and cancellation are checked at loop boundaries
 // and the best answer so far is returned. Budgets scale with the graph (see PardnnOptions): thousands of
 // simulations for small graphs, none above ~100K ops (stage 1 + one simulation, ~6x a simulation).
@@ -53,6 +53,10 @@ struct PardnnOptions {
   // device too when it is at least this many (graphs small enough that two more simulations do not
   // matter).
   int64_t reference_points_min_budget = 8;
+  // Also seed from the baselines' answers (m_etf, heft, m_topo, pipeline, the METIS cut) whenever the
+  // refinement budget is at least one simulation. Off = ParDNN's own mapping and list schedules only
+  // (what bench/results.md's "pardnn (own seeds)" figures measure).
+  bool baseline_seeds = true;
 };
 
 std::unique_ptr<Partitioner> MakePardnnPartitioner();

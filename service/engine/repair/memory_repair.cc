@@ -532,7 +532,10 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
     bool moved_here = false;
     bool forced = false;
     const int32_t scan_stamp = stamp_;  // CollectCandidates' stamp marks this scan's candidates
+    int64_t pops = 0;
     while (!heap_.empty()) {
+      // A scan of a huge peak can cost many moves: the deadline is checked inside it too.
+      if ((++pops & 63) == 0 && context_.ShouldStop()) break;
       std::pop_heap(heap_.begin(), heap_.end(), HeapLater);
       const HeapEntry top = heap_.back();
       heap_.pop_back();
