@@ -160,6 +160,10 @@ class Repairer {
   // ---- Scratch ----
   std::vector<int32_t> unit_stamp_;
   std::vector<int32_t> unit_candidate_;
+  // Per candidate index: the move that last re-keyed it, so a move re-keys each neighbour once even
+  // when a big colocation group touches it through thousands of edges.
+  std::vector<int64_t> candidate_rekeyed_at_;
+  int64_t moves_in_scan_ = 0;
   std::vector<int32_t> unit_moved_round_;
   std::vector<DeviceId> unit_left_device_;
   std::vector<int32_t> op_stamp_;
@@ -532,10 +536,11 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
     bool moved_here = false;
     bool forced = false;
     const int32_t scan_stamp = stamp_;  // CollectCandidates' stamp marks this scan's candidates
-    int64_t pops = 0;
+    candidate_rekeyed_at_.assign(candidates_.size(), -1);
+    moves_in_scan_ = 0;
     while (!heap_.empty()) {
       // A scan of a huge peak can cost many moves: the deadline is checked inside it too.
-      if ((++pops & 63) == 0 && context_.ShouldStop()) break;
+      if (context_.ShouldStop()) break;
       std::pop_heap(heap_.begin(), heap_.end(), HeapLater);
       const HeapEntry top = heap_.back();
       heap_.pop_back();
@@ -623,6 +628,7 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
       // Re-key the candidates next to the moved unit.
       const int64_t still_needed = trees_[d].At(slot) - capacity;
       const int32_t moved_unit = c.unit;
+      const int64_t this_move = moves_in_scan_++;
       ForEachMember(moved_unit, [&](OpId u) {
         auto rekey = [&](OpId y) {
           const int32_t w = UnitOf(y);
@@ -630,6 +636,8 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
             return;
           }
           const int32_t index = unit_candidate_[w];
+          if (candidate_rekeyed_at_[index] == this_move) return;
+          candidate_rekeyed_at_[index] = this_move;
           Candidate& other = candidates_[index];
           other.cost_key = key_of(other, still_needed);
           heap_.push_back({other.cost_key, other.freed_bytes, other.unit, index,
