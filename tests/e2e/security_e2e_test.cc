@@ -275,7 +275,9 @@ TEST_F(TlsE2ETest, MutualTlsRejectsClientsWithoutACertificate) {
   TempDir dir;
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
       {"--tls_cert=" + pki_->server_cert, "--tls_key=" + pki_->server_key,
-       "--tls_client_ca=" + pki_->ca_cert, "--auth_tokens=" + TokensFile(dir)});
+       "--tls_client_ca=" + pki_->ca_cert, "--auth_tokens=" + TokensFile(dir),
+       // The refused handshake's connection keeps gRPC's Shutdown waiting for the whole grace.
+       "--shutdown_grace=2s"});
   ASSERT_TRUE(server.ok()) << server.status();
   EXPECT_THAT((*server)->Log(), HasSubstr("transport: mutual TLS"));
 
