@@ -32,4 +32,7 @@ STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s \
   CMD ["/usr/local/bin/placementctl", "--server=127.0.0.1:50051", "--timeout=2s", "health"]
 ENTRYPOINT ["/usr/local/bin/placement_server"]
-CMD ["--port=50051", "--metrics_port=9464"]
+# Plaintext unless overridden: the server refuses to start without TLS files or an explicit
+# --insecure. In production replace these arguments with --tls_cert/--tls_key (+ --tls_client_ca,
+# --auth_tokens) from mounted secrets.
+CMD ["--port=50051", "--metrics_port=9464", "--insecure"]

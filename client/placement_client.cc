@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <sstream>
+#include <utility>
 
 #include "absl/random/random.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -48,7 +52,67 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
   if (!options.load_balancing_policy.empty()) {
     arguments.SetLoadBalancingPolicyName(options.load_balancing_policy);
   }
-  return grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), arguments);
+  if (!options.tls.enabled) {
+    return grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), arguments);
+  }
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = options.tls.ca_pem;
+  ssl.pem_cert_chain = options.tls.cert_pem;
+  ssl.pem_private_key = options.tls.key_pem;
+  if (!options.tls.server_name_override.empty()) {
+    arguments.SetSslTargetNameOverride(options.tls.server_name_override);
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::SslCredentials(ssl);
+  if (!options.token.empty()) {
+    credentials = grpc::CompositeChannelCredentials(
+        credentials, grpc::AccessTokenCredentials(options.token));
+  }
+  return grpc::CreateCustomChannel(options.target, credentials, arguments);
+}
+
+namespace {
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read the ", what, " file ", path));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+}  // namespace
+
+absl::Status LoadTlsFiles(const std::string& ca_file, const std::string& cert_file,
+                          const std::string& key_file, TlsOptions* tls) {
+  if (cert_file.empty() != key_file.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
+  }
+  const std::pair<const std::string*, std::string*> files[] = {
+      {&ca_file, &tls->ca_pem}, {&cert_file, &tls->cert_pem}, {&key_file, &tls->key_pem}};
+  const char* what[] = {"TLS CA", "TLS certificate", "TLS key"};
+  for (int i = 0; i < 3; ++i) {
+    if (files[i].first->empty()) continue;
+    absl::StatusOr<std::string> pem = ReadWholeFile(*files[i].first, what[i]);
+    if (!pem.ok()) return pem.status();
+    if (pem->empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the ", what[i], " file ", *files[i].first, " is empty"));
+    }
+    *files[i].second = *std::move(pem);
+    tls->enabled = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadWholeFile(path, "token");
+  if (!text.ok()) return text.status();
+  const absl::string_view first_line = absl::StripAsciiWhitespace(
+      absl::string_view(*text).substr(0, absl::string_view(*text).find('\n')));
+  if (first_line.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("the token file ", path, " is empty"));
+  }
+  return std::string(first_line);
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
@@ -102,7 +166,14 @@ absl::Duration BackoffDelay(const RetryOptions& options, int retry) {
 }
 
 PlacementClient::PlacementClient(ClientOptions options)
-    : PlacementClient(options, MakeChannel(options)) {}
+    : PlacementClient(options, MakeChannel(options)) {
+  token_in_channel_ = options_.tls.enabled && !options_.token.empty();
+}
+
+void PlacementClient::Authorize(grpc::ClientContext& context) const {
+  if (options_.token.empty() || token_in_channel_) return;
+  context.AddMetadata("authorization", absl::StrCat("Bearer ", options_.token));
+}
 
 PlacementClient::PlacementClient(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)),
@@ -125,6 +196,7 @@ absl::Status PlacementClient::CallWithRetries(
   for (int tries = 1;; ++tries) {
     grpc::ClientContext context;
     context.set_deadline(ToChrono(deadline));
+    Authorize(context);
     absl::Status status = FromGrpcStatus(attempt(context));
     if (status.code() != absl::StatusCode::kUnavailable ||
         tries >= options_.retry.max_attempts) {
@@ -209,6 +281,7 @@ absl::StatusOr<v1::Operation> PlacementClient::WatchOperation(
   request.set_name(name);
   grpc::ClientContext context;
   context.set_deadline(ToChrono(deadline));
+  Authorize(context);
   std::unique_ptr<grpc::ClientReader<v1::WatchOperationResponse>> reader =
       stub_->WatchOperation(&context, request);
   v1::WatchOperationResponse message;
@@ -276,6 +349,7 @@ absl::StatusOr<ServingStatus> PlacementClient::CheckHealth(const std::string& se
   grpc::health::v1::HealthCheckResponse response;
   grpc::ClientContext context;
   context.set_deadline(ToChrono(absl::Now() + timeout));
+  Authorize(context);
   absl::Status status = FromGrpcStatus(health->Check(&context, request, &response));
   if (status.code() == absl::StatusCode::kNotFound) return ServingStatus::kServiceUnknown;
   if (!status.ok()) return status;

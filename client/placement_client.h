@@ -4,7 +4,8 @@
 // optional load-balancing policy), a deadline on every call, retries with exponential backoff and jitter
 // on UNAVAILABLE (honouring the server's RetryInfo hint, never past the call's deadline), statuses as
 // absl::Status with the server's details kept as payloads (BadRequest field violations, RetryInfo), the
-// long-running-operation helpers (watch or wait until done), and the standard health check.
+// long-running-operation helpers (watch or wait until done), the standard health check, and TLS / mutual
+// TLS plus a bearer token (ClientOptions::tls, ::token).
 //
 // Retries: every RPC here is safe to retry on UNAVAILABLE: Place, Evaluate and the operation reads are
 // idempotent, CancelOperation is too, and SubmitPlacement is deduplicated by the server when the request
@@ -48,6 +49,19 @@ struct RetryOptions {
   double jitter = 0.2;
 };
 
+// Transport security of the channel. PEM contents, not paths (see LoadTlsFiles).
+struct TlsOptions {
+  // TLS; with an empty ca_pem the system's root CAs verify the server.
+  bool enabled = false;
+  // The CA(s) that signed the server's certificate.
+  std::string ca_pem;
+  // The client's certificate chain and private key, for servers that require mutual TLS.
+  std::string cert_pem;
+  std::string key_pem;
+  // Name checked against the server's certificate instead of the target's host ("" = the host).
+  std::string server_name_override;
+};
+
 struct ClientOptions {
   // "host:port", or any gRPC target ("dns:///placement-headless:50051", "unix:/path").
   std::string target = "localhost:50051";
@@ -57,8 +71,22 @@ struct ClientOptions {
   int max_message_bytes = 256 << 20;
   // "" = gRPC's default (pick_first); "round_robin" spreads calls over all resolved addresses.
   std::string load_balancing_policy = "";
+  TlsOptions tls = {};
+  // Bearer token sent as `authorization: Bearer <token>` on every call ("" = none). Over TLS it travels
+  // as gRPC call credentials; on a plaintext channel (where gRPC refuses call credentials) it is added
+  // to each call's metadata, readable by anyone on the path — use TLS beyond the local host.
+  // Never logged.
+  std::string token = "";
   RetryOptions retry;
 };
+
+// Reads PEM files into `tls` and enables TLS when any path is non-empty; `cert_file` and `key_file` go
+// together. NOT_FOUND / INVALID_ARGUMENT naming the file.
+absl::Status LoadTlsFiles(const std::string& ca_file, const std::string& cert_file,
+                          const std::string& key_file, TlsOptions* tls);
+// The token in `path`: its first line, without surrounding whitespace. NOT_FOUND / INVALID_ARGUMENT
+// (empty). The error never contains the token.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 
 enum class ServingStatus { kUnknown, kServing, kNotServing, kServiceUnknown };
 const char* ServingStatusName(ServingStatus status);
@@ -66,7 +94,8 @@ const char* ServingStatusName(ServingStatus status);
 class PlacementClient {
  public:
   explicit PlacementClient(ClientOptions options);
-  // Uses an existing channel (e.g. an in-process one).
+  // Uses an existing channel (e.g. an in-process one); options.tls is ignored and a token goes into each
+  // call's metadata.
   PlacementClient(ClientOptions options, std::shared_ptr<grpc::Channel> channel);
 
   // Waits until the channel is connected. UNAVAILABLE when it is not within `timeout`.
@@ -107,13 +136,18 @@ class PlacementClient {
   absl::Status CallWithRetries(absl::Time deadline,
                                const std::function<grpc::Status(grpc::ClientContext&)>& attempt);
   absl::Time DeadlineFor(absl::Duration timeout) const;
+  // Adds the token to `context` unless the channel's call credentials carry it.
+  void Authorize(grpc::ClientContext& context) const;
 
   const ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::PlacementService::Stub> stub_;
+  // The channel was made with the token as call credentials (TLS).
+  bool token_in_channel_ = false;
 };
 
-// A channel with the options' message size limits and load-balancing policy.
+// A channel with the options' message size limits, load-balancing policy and transport security (TLS
+// channels carry the token as call credentials).
 std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options);
 
 // grpc::Status → absl::Status (same code); each detail of the grpc-status-details-bin trailer becomes a

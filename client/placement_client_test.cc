@@ -1,5 +1,10 @@
 #include "client/placement_client.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <string>
+
 #include "client/progress_bar.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -80,6 +85,49 @@ TEST(ProgressBarTest, DrawsNothingWhenDisabled) {
   }
   EXPECT_EQ(std::ftell(sink), 0);
   std::fclose(sink);
+}
+
+std::string WriteTemp(const std::string& text) {
+  char path[] = "/tmp/placement_client_test.XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd >= 0) {
+    const ssize_t written = write(fd, text.data(), text.size());
+    (void)written;
+    close(fd);
+  }
+  return path;
+}
+
+TEST(PlacementClientTest, ReadTokenFileTakesTheFirstLineTrimmed) {
+  const std::string path = WriteTemp("  secret-token-value \nignored\n");
+  absl::StatusOr<std::string> token = ReadTokenFile(path);
+  ASSERT_TRUE(token.ok()) << token.status();
+  EXPECT_EQ(*token, "secret-token-value");
+  unlink(path.c_str());
+
+  const std::string empty = WriteTemp("\n");
+  EXPECT_EQ(ReadTokenFile(empty).status().code(), absl::StatusCode::kInvalidArgument);
+  unlink(empty.c_str());
+  EXPECT_EQ(ReadTokenFile("/nonexistent/token").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(PlacementClientTest, LoadTlsFilesEnablesTlsAndChecksPairs) {
+  TlsOptions none;
+  ASSERT_TRUE(LoadTlsFiles("", "", "", &none).ok());
+  EXPECT_FALSE(none.enabled);
+
+  const std::string ca = WriteTemp("-----BEGIN CERTIFICATE-----\n");
+  TlsOptions tls;
+  ASSERT_TRUE(LoadTlsFiles(ca, "", "", &tls).ok());
+  EXPECT_TRUE(tls.enabled);
+  EXPECT_THAT(tls.ca_pem, HasSubstr("BEGIN CERTIFICATE"));
+
+  TlsOptions half;
+  EXPECT_EQ(LoadTlsFiles("", ca, "", &half).code(), absl::StatusCode::kInvalidArgument);
+  TlsOptions missing;
+  EXPECT_EQ(LoadTlsFiles("/nonexistent/ca.pem", "", "", &missing).code(),
+            absl::StatusCode::kNotFound);
+  unlink(ca.c_str());
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "client/credential_flags.h"
 #include "client/placement_client.h"
 #include "tests/testutil/random_graph.h"
 
@@ -107,6 +108,12 @@ v1::PlaceRequest Graph(uint64_t seed) {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  // --token / --token_file / --tls_ca / --tls_cert / --tls_key, as placementctl.
+  placement::client::ClientOptions credentials;
+  if (absl::Status applied = placement::client::ApplyCredentialFlags(&credentials); !applied.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(applied.message()).c_str());
+    return 64;
+  }
   const std::string metrics = absl::GetFlag(FLAGS_metrics);
   const std::string before = metrics.empty() ? "" : Scrape(metrics);
 
@@ -129,6 +136,8 @@ int main(int argc, char** argv) {
       placement::client::ClientOptions options;
       options.target = absl::GetFlag(FLAGS_server);
       options.default_timeout = absl::GetFlag(FLAGS_time_limit) + absl::Seconds(30);
+      options.tls = credentials.tls;
+      options.token = credentials.token;
       placement::client::PlacementClient client(options);
       absl::BitGen random;
       while (absl::Now() < stop && sent.fetch_add(1) < max_requests) {

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/credential_flags.h"
 #include "client/placement_client.h"
 #include "client/progress_bar.h"
 #include "service/engine/io/message_io.h"
@@ -69,7 +70,10 @@ constexpr char kUsage[] =
     "\n"
     "Exit status: 0 success; 1 the server answered with an error, or the job failed (printed as\n"
     "\"CODE: message\"); 2 cannot connect; 64 usage error; 66 cannot read an input file.\n"
-    "health follows grpc_health_probe: 0 SERVING, 2 cannot connect, 3 the RPC failed, 4 not SERVING.\n";
+    "health follows grpc_health_probe: 0 SERVING, 2 cannot connect, 3 the RPC failed, 4 not SERVING.\n"
+    "\n"
+    "Security: --tls_ca=FILE (or --tls for the system's CAs) for TLS, plus --tls_cert=FILE\n"
+    "--tls_key=FILE for mutual TLS; --token_file=FILE (or --token=TOKEN) for servers with tokens.\n";
 
 constexpr int kExitFailed = 1;
 constexpr int kExitConnect = 2;
@@ -247,6 +251,13 @@ int main(int argc, char** argv) {
   options.default_timeout = absl::GetFlag(FLAGS_timeout);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.retry.max_attempts = 1 + std::max(0, absl::GetFlag(FLAGS_retries));
+  if (absl::Status applied = placement::client::ApplyCredentialFlags(&options); !applied.ok()) {
+    if (applied.code() == absl::StatusCode::kNotFound) {
+      std::fprintf(stderr, "%s\n", std::string(applied.message()).c_str());
+      return kExitNoInput;
+    }
+    return Usage(std::string(applied.message()));
+  }
   PlacementClient client(options);
 
   if (verb == "health") return RunHealth(client);

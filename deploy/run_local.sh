@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on a fresh Debian 12 machine: installs the build dependencies, builds the server and the
-# client (Release), starts placement_server on its embedded defaults (another free port if 50051 or 9464 is
-# taken), places a bundled real graph (BERT-3 training, 600 ops, from the msr NeurIPS'20 inputs) through
+# client (Release), starts placement_server on its defaults but plaintext on loopback (--insecure; another
+# free port if 50051 or 9464 is taken), places a bundled real graph (BERT-3 training, 600 ops, from the msr NeurIPS'20 inputs) through
 # placementctl, asks again to show the cache, and stops the server with SIGTERM.
 #   bash deploy/run_local.sh [REQUEST_FILE]
 set -euo pipefail
@@ -16,7 +16,8 @@ cmake --build "$build_dir" --target placement_server placementctl
 server="$build_dir/service/server/placement_server"
 ctl="$build_dir/client/placementctl"
 in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-flags=()
+# Plaintext on purpose: a local demo on loopback (the server refuses plaintext without --insecure).
+flags=(--insecure --host=127.0.0.1)
 in_use 50051 && flags+=(--port=0)
 in_use 9464 && flags+=(--metrics_port=0)
 

@@ -2,7 +2,8 @@
 //
 // One tenant submitting a thousand jobs does not starve another submitting one: Pop() takes the oldest
 // item of the tenant whose turn it is, then moves that tenant to the back of the ring. Within a tenant the
-// order is first-in first-out. Not thread-safe: the owner (JobManager) guards it with its mutex.
+// order is first-in first-out. PopEligible() skips tenants the owner holds back (a tenant at its limit of
+// running jobs) without losing their turn. Not thread-safe: the owner (JobManager) guards it with its mutex.
 //
 // Example:
 //   FairQueue<int> queue;
@@ -34,9 +35,17 @@ class FairQueue {
 
   // The next item in round-robin order across tenants, or nullopt when empty.
   std::optional<T> Pop() {
-    if (ring_.empty()) return std::nullopt;
-    std::string tenant = std::move(ring_.front());
-    ring_.pop_front();
+    return PopEligible([](const std::string&) { return true; });
+  }
+
+  // Like Pop(), but skips tenants for which `eligible(tenant)` is false (e.g. at their running-jobs
+  // limit); they keep their place in the ring. nullopt when no eligible tenant has an item.
+  template <typename Eligible>
+  std::optional<T> PopEligible(const Eligible& eligible) {
+    auto turn = std::find_if(ring_.begin(), ring_.end(), eligible);
+    if (turn == ring_.end()) return std::nullopt;
+    std::string tenant = std::move(*turn);
+    ring_.erase(turn);
     auto it = queues_.find(tenant);
     T item = std::move(it->second.front());
     it->second.pop_front();
@@ -69,6 +78,12 @@ class FairQueue {
     std::deque<T> all;
     while (std::optional<T> item = Pop()) all.push_back(std::move(*item));
     return all;
+  }
+
+  // True when some tenant with an item is eligible.
+  template <typename Eligible>
+  bool HasEligible(const Eligible& eligible) const {
+    return std::any_of(ring_.begin(), ring_.end(), eligible);
   }
 
   size_t size() const { return size_; }

@@ -1,5 +1,6 @@
 #include "service/jobs/fair_queue.h"
 
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -71,6 +72,24 @@ TEST(FairQueueTest, DrainEmptiesEverything) {
   std::deque<int> all = queue.Drain();
   EXPECT_EQ(std::vector<int>(all.begin(), all.end()), (std::vector<int>{1, 2, 3}));
   EXPECT_TRUE(queue.empty());
+}
+
+TEST(FairQueueTest, PopEligibleSkipsHeldBackTenantsWithoutLosingTheirTurn) {
+  FairQueue<int> queue;
+  queue.Push("a", 1);
+  queue.Push("b", 2);
+  queue.Push("a", 3);
+  queue.Push("c", 4);
+  auto not_a = [](const std::string& tenant) { return tenant != "a"; };
+  EXPECT_TRUE(queue.HasEligible(not_a));
+  EXPECT_EQ(queue.PopEligible(not_a), 2);
+  EXPECT_EQ(queue.PopEligible(not_a), 4);
+  EXPECT_FALSE(queue.HasEligible(not_a));
+  EXPECT_FALSE(queue.PopEligible(not_a).has_value());
+  EXPECT_EQ(queue.size(), 2u);
+  // "a" kept its place at the front.
+  EXPECT_EQ(queue.Pop(), 1);
+  EXPECT_EQ(queue.Pop(), 3);
 }
 
 }  // namespace

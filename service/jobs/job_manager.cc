@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,7 +28,8 @@ JobManager::~JobManager() { Shutdown(); }
 
 absl::Status JobManager::Reject(absl::Status status, absl::string_view reason) const {
   if (options_.observer != nullptr) options_.observer->OnAdmissionRejected(reason);
-  if (status.code() == absl::StatusCode::kUnavailable) {
+  if (status.code() == absl::StatusCode::kUnavailable ||
+      status.code() == absl::StatusCode::kResourceExhausted) {
     return WithRetryDelay(std::move(status), options_.retry_delay);
   }
   return status;
@@ -37,6 +39,7 @@ absl::StatusOr<Admission> JobManager::Acquire(JobSpec spec) {
   const absl::Time now = clock_->Now();
   absl::Status rejection;
   absl::string_view reason;
+  std::string limited_tenant;  // set when the tenant's own limit refused it
   {
     absl::MutexLock lock(&mu_);
     if (!admitting_) {
@@ -57,6 +60,15 @@ absl::StatusOr<Admission> JobManager::Acquire(JobSpec spec) {
         job->time_limit_ = std::max(job->time_limit_, spec.time_limit);
       }
       return Admission{std::move(job), /*coalesced=*/true};
+    } else if (spec.tenant_limits.max_queued > 0 &&
+               queue_.size_of(spec.tenant) >=
+                   static_cast<size_t>(spec.tenant_limits.max_queued)) {
+      rejection = absl::ResourceExhaustedError(absl::StrCat(
+          "tenant \"", spec.tenant, "\" already has ", queue_.size_of(spec.tenant),
+          " jobs waiting for a worker (its limit is ", spec.tenant_limits.max_queued,
+          "); retry later"));
+      reason = "tenant_queued";
+      limited_tenant = spec.tenant;
     } else if (queue_.size() >= static_cast<size_t>(std::max(0, options_.max_queued_jobs))) {
       rejection = absl::UnavailableError(absl::StrCat(
           "the job queue is full (", queue_.size(), " jobs waiting for a worker); retry later"));
@@ -77,10 +89,14 @@ absl::StatusOr<Admission> JobManager::Acquire(JobSpec spec) {
       job->deadline_cap_ = spec.deadline;
       job->time_limit_ = spec.time_limit;
       memory_in_use_ += job->estimated_memory_bytes();
+      tenants_[job->tenant()].limits = spec.tenant_limits;
       if (!job->request_digest().empty()) in_flight_[job->request_digest()] = job;
       queue_.Push(job->tenant(), job);
       return Admission{std::move(job), /*coalesced=*/false};
     }
+  }
+  if (reason == "tenant_queued") {
+    if (options_.observer != nullptr) options_.observer->OnTenantRejected(limited_tenant, "queued");
   }
   return Reject(std::move(rejection), reason);
 }
@@ -169,8 +185,10 @@ void JobManager::WorkerLoop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(this, &JobManager::HasWorkOrStopping));
-      if (queue_.empty()) return;  // stopping
-      job = *queue_.Pop();
+      std::optional<std::shared_ptr<Job>> next = queue_.PopEligible(MayStart());
+      if (!next.has_value()) return;  // stopping
+      job = *std::move(next);
+      ++tenants_[job->tenant()].running;
       running_.insert(job);
       job->started_at_ = clock_->Now();
     }
@@ -207,6 +225,7 @@ void JobManager::Finish(const std::shared_ptr<Job>& job, absl::StatusOr<Placemen
   {
     absl::MutexLock lock(&mu_);
     running_.erase(job);
+    --tenants_[job->tenant()].running;
     memory_in_use_ -= job->estimated_memory_bytes();
     auto it = in_flight_.find(job->request_digest());
     if (it != in_flight_.end() && it->second == job) in_flight_.erase(it);

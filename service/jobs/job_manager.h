@@ -12,6 +12,10 @@
 // releases it, the job is cancelled: removed from the queue, or told to stop through its cancellation
 // flag if it is running — so a caller going away frees its worker, but only when nobody else waits.
 //
+// Per tenant (tenant_limits.h): at most max_queued jobs waiting (one more → RESOURCE_EXHAUSTED with
+// RetryInfo) and at most max_running on workers (its further jobs wait even when a worker is free, so
+// other tenants' jobs go first). Joining an in-flight job is never limited: it adds no work.
+//
 // Queued jobs are served round-robin across tenants (fair_queue.h), FIFO within a tenant. Workers turn
 // the job's time limit and its waiters' latest deadline into the work function's deadline.
 //
@@ -42,6 +46,7 @@
 #include "service/jobs/clock.h"
 #include "service/jobs/fair_queue.h"
 #include "service/jobs/job.h"
+#include "service/jobs/tenant_limits.h"
 
 namespace placement::jobs {
 
@@ -49,8 +54,10 @@ namespace placement::jobs {
 class JobObserver {
  public:
   virtual ~JobObserver() = default;
-  // reason: "queue_full", "memory", "draining" or "deadline".
+  // reason: "queue_full", "memory", "draining", "deadline" or "tenant_queued".
   virtual void OnAdmissionRejected(absl::string_view reason) {}
+  // A tenant was refused for its own limit (TenantLimits); reason: "queued".
+  virtual void OnTenantRejected(absl::string_view tenant, absl::string_view reason) {}
   virtual void OnJobStarted(const Job& job) {}
   // Every job ends here exactly once, whether it ran or not (result.ran), before anyone waiting
   // on the job is woken.
@@ -81,8 +88,11 @@ struct JobManagerOptions {
 struct JobSpec {
   // Single-flight key: jobs with the same non-empty digest are shared. "" = never shared.
   std::string request_digest;
-  // Fair-queueing key ("" until authentication assigns tenants).
+  // Fair-queueing key: the authenticated tenant ("" without authentication).
   std::string tenant;
+  // The tenant's limits (max_running, max_queued; the rate is enforced before admission). The latest
+  // admitted spec's limits hold for the tenant's queued and running jobs.
+  TenantLimits tenant_limits;
   // For metrics and logs.
   std::string algorithm;
   // How long the work may run once a worker starts it.
@@ -118,7 +128,8 @@ class JobManager {
 
   // Joins or admits a job for `spec` and counts the caller as one of its waiters.
   // UNAVAILABLE (+ retry delay) when the queue or the memory budget is full or the manager is draining;
-  // DEADLINE_EXCEEDED when spec.deadline leaves less than min_time_budget.
+  // RESOURCE_EXHAUSTED (+ retry delay) when the tenant already has spec.tenant_limits.max_queued jobs
+  // waiting; DEADLINE_EXCEEDED when spec.deadline leaves less than min_time_budget.
   absl::StatusOr<Admission> Acquire(JobSpec spec) ABSL_LOCKS_EXCLUDED(mu_);
 
   // One waiter of `job` stopped waiting. Cancels the job when it was the last and the job is not done.
@@ -142,8 +153,25 @@ class JobManager {
   void Finish(const std::shared_ptr<Job>& job, absl::StatusOr<PlacementPtr> placement, bool ran)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Reject(absl::Status status, absl::string_view reason) const;
+  struct TenantState {
+    TenantLimits limits;
+    int running = 0;
+  };
+  // Whether a tenant may start one more job (it is below its max_running). Called with mu_ held.
+  struct MayStartPredicate {
+    const JobManager* manager;
+    bool operator()(const std::string& tenant) const {
+      auto it = manager->tenants_.find(tenant);
+      if (it == manager->tenants_.end()) return true;
+      const int max_running = it->second.limits.max_running;
+      return max_running <= 0 || it->second.running < max_running;
+    }
+  };
+  MayStartPredicate MayStart() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return MayStartPredicate{this};
+  }
   bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || !queue_.empty();
+    return stopping_ || queue_.HasEligible(MayStart());
   }
 
   const JobManagerOptions options_;
@@ -157,6 +185,8 @@ class JobManager {
   absl::flat_hash_map<std::string, std::shared_ptr<Job>> in_flight_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::shared_ptr<Job>> running_ ABSL_GUARDED_BY(mu_);
   int64_t memory_in_use_ ABSL_GUARDED_BY(mu_) = 0;
+  // Tenants that ever had a job admitted (bounded: tenants come from the tokens file).
+  absl::flat_hash_map<std::string, TenantState> tenants_ ABSL_GUARDED_BY(mu_);
 
   std::vector<std::thread> threads_;
   absl::Mutex shutdown_mu_;  // serialises Shutdown()

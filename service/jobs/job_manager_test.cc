@@ -74,9 +74,17 @@ class RecordingObserver : public JobObserver {
     absl::MutexLock lock(&mu_);
     rejections_.emplace_back(reason);
   }
+  void OnTenantRejected(absl::string_view tenant, absl::string_view reason) override {
+    absl::MutexLock lock(&mu_);
+    tenant_rejections_.push_back(absl::StrCat(tenant, "/", reason));
+  }
   void OnJobFinished(const Job& job, const JobResult& result) override {
     absl::MutexLock lock(&mu_);
     if (result.ran) ++ran_;
+  }
+  std::vector<std::string> tenant_rejections() {
+    absl::MutexLock lock(&mu_);
+    return tenant_rejections_;
   }
   std::vector<std::string> rejections() {
     absl::MutexLock lock(&mu_);
@@ -90,6 +98,7 @@ class RecordingObserver : public JobObserver {
  private:
   absl::Mutex mu_;
   std::vector<std::string> rejections_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> tenant_rejections_ ABSL_GUARDED_BY(mu_);
   int ran_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
@@ -379,6 +388,91 @@ TEST(JobManagerTest, TenantsAreServedRoundRobin) {
   EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "a2", "a3"}));
   for (Admission& a : admitted) jobs.Release(a.job);
   jobs.Release(blocker->job);
+}
+
+TEST(JobManagerTest, TenantQueueLimitIsResourceExhaustedForThatTenantOnly) {
+  RecordingObserver observer;
+  JobManager jobs({.workers = 1, .retry_delay = absl::Seconds(3), .observer = &observer});
+  Gate gate;
+  absl::StatusOr<Admission> blocker = jobs.Acquire(Spec("block", gate.Work(), "other"));
+  ASSERT_TRUE(blocker.ok());
+  gate.started.WaitForNotification();
+
+  const TenantLimits limits{.max_queued = 1};
+  JobSpec first = Spec("a1", Immediate(1), "a");
+  first.tenant_limits = limits;
+  absl::StatusOr<Admission> queued = jobs.Acquire(std::move(first));
+  ASSERT_TRUE(queued.ok());
+
+  JobSpec second = Spec("a2", Immediate(1), "a");
+  second.tenant_limits = limits;
+  absl::StatusOr<Admission> rejected = jobs.Acquire(std::move(second));
+  ASSERT_FALSE(rejected.ok());
+  EXPECT_EQ(rejected.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(rejected.status().message()), HasSubstr("tenant \"a\""));
+  EXPECT_EQ(RetryDelayOf(rejected.status()), absl::Seconds(3));
+  EXPECT_EQ(observer.rejections(), std::vector<std::string>{"tenant_queued"});
+  EXPECT_EQ(observer.tenant_rejections(), std::vector<std::string>{"a/queued"});
+
+  // Joining tenant a's queued job adds no work: allowed, for a and for anyone else.
+  JobSpec join = Spec("a1", Immediate(1), "b");
+  join.tenant_limits = limits;
+  absl::StatusOr<Admission> joined = jobs.Acquire(std::move(join));
+  ASSERT_TRUE(joined.ok());
+  EXPECT_TRUE(joined->coalesced);
+  // Another tenant has its own allowance.
+  JobSpec other = Spec("b1", Immediate(1), "b");
+  other.tenant_limits = limits;
+  absl::StatusOr<Admission> b = jobs.Acquire(std::move(other));
+  ASSERT_TRUE(b.ok());
+
+  gate.release.Notify();
+  AwaitDone(queued->job);
+  AwaitDone(b->job);
+  for (const absl::StatusOr<Admission>* a : {&blocker, &queued, &joined, &b}) {
+    jobs.Release((*a)->job);
+  }
+}
+
+TEST(JobManagerTest, TenantAtItsRunningLimitWaitsWhileOthersUseTheFreeWorkers) {
+  JobManager jobs({.workers = 2});
+  const TenantLimits limits{.max_running = 1};
+  Gate gate_a;
+  JobSpec a1 = Spec("a1", gate_a.Work(), "a");
+  a1.tenant_limits = limits;
+  absl::StatusOr<Admission> first = jobs.Acquire(std::move(a1));
+  ASSERT_TRUE(first.ok());
+  gate_a.started.WaitForNotification();
+
+  Gate gate_a2;
+  JobSpec a2 = Spec("a2", gate_a2.Work(), "a");
+  a2.tenant_limits = limits;
+  absl::StatusOr<Admission> second = jobs.Acquire(std::move(a2));
+  ASSERT_TRUE(second.ok());
+
+  // A worker is free, but tenant a is at its limit: b's job takes the worker, a2 waits.
+  Gate gate_b;
+  JobSpec b1 = Spec("b1", gate_b.Work(), "b");
+  b1.tenant_limits = limits;
+  absl::StatusOr<Admission> b = jobs.Acquire(std::move(b1));
+  ASSERT_TRUE(b.ok());
+  gate_b.started.WaitForNotification();
+  EXPECT_EQ(jobs.Stats().running, 2);
+  EXPECT_EQ(jobs.Stats().queued, 1);
+  EXPECT_EQ(second->job->state(), JobState::kQueued);
+  EXPECT_EQ(gate_a2.runs.load(), 0);
+
+  // When a1 ends, a2 may start.
+  gate_a.release.Notify();
+  AwaitDone(first->job);
+  gate_a2.started.WaitForNotification();
+  EXPECT_EQ(gate_a2.runs.load(), 1);
+
+  gate_a2.release.Notify();
+  gate_b.release.Notify();
+  AwaitDone(second->job);
+  AwaitDone(b->job);
+  for (const absl::StatusOr<Admission>* a : {&first, &second, &b}) jobs.Release((*a)->job);
 }
 
 TEST(JobManagerTest, ProgressIsThrottledByTheInjectedClock) {

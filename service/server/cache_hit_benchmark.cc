@@ -125,6 +125,7 @@ int main(int argc, char** argv) {
   options.port = 0;
   options.metrics_port = -1;
   options.log_requests = false;
+  options.security.insecure = true;  // loopback benchmark
   placement::server::PlacementServer server(options);
   if (!server.Start().ok()) return 1;
   // The same server without the repeat fast path: every hit is validated, modelled and digested.

@@ -151,6 +151,7 @@ jobs::JobSpec PlacementCore::MakeJobSpec(std::shared_ptr<const PreparedRequest> 
   jobs::JobSpec spec;
   spec.request_digest = prepared->request_digest;
   spec.tenant = tenant;
+  if (options_.tenant_limits) spec.tenant_limits = options_.tenant_limits(tenant);
   spec.algorithm = prepared->algorithm->name();
   spec.time_limit = prepared->time_limit;
   spec.deadline =
@@ -276,14 +277,16 @@ absl::StatusOr<EvaluateStart> PlacementCore::StartEvaluate(const v1::EvaluateReq
   auto output = std::make_shared<EvaluateOutput>();
   jobs::JobSpec spec;
   spec.tenant = tenant;
+  if (options_.tenant_limits) spec.tenant_limits = options_.tenant_limits(tenant);
   spec.algorithm = "evaluate";
   spec.deadline =
       deadline == absl::InfiniteFuture() ? deadline : deadline - options_.reply_margin;
   spec.time_limit = options_.max_time_limit;
   spec.estimated_memory_bytes = EstimateJobMemoryBytes(
       request.graph().ops_size(), request.graph().edges_size(), request.cluster().devices_size());
-  spec.work = [copy, output](const jobs::JobContext&) -> absl::StatusOr<jobs::PlacementPtr> {
-    absl::StatusOr<v1::EvaluateResponse> response = engine::Evaluate(*copy);
+  spec.work = [copy, output, limits = options_.model_limits](
+                  const jobs::JobContext&) -> absl::StatusOr<jobs::PlacementPtr> {
+    absl::StatusOr<v1::EvaluateResponse> response = engine::Evaluate(*copy, limits);
     if (!response.ok()) {
       if (response.status().code() == absl::StatusCode::kInvalidArgument) {
         return InvalidRequest(ViolationsFromMessage(response.status().message()));

@@ -20,6 +20,7 @@
 #define PLACEMENT_SERVICE_SERVER_PLACEMENT_CORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,7 +52,11 @@ struct PlacementCoreOptions {
   bool cache_time_limited_results = true;
   // Bound of the index of byte-identical repeat requests (request_fingerprints.h); 0 disables it.
   int64_t fingerprint_bytes = int64_t{64} << 20;
+  // What one request may contain (ops, edges, devices, name bytes, ...); Place, SubmitPlacement and
+  // Evaluate all check it.
   engine::ModelLimits model_limits;
+  // A tenant's max_running / max_queued for the jobs it starts (null = unlimited).
+  std::function<jobs::TenantLimits(const std::string& tenant)> tenant_limits = nullptr;
 };
 
 // A validated request: built once, shared by the handler and the job.

@@ -12,6 +12,7 @@
 #include "prometheus/exposer.h"
 #include "service/cache/lru_cache.h"
 #include "service/server/request_log.h"
+#include "service/server/transport_security.h"
 
 namespace placement::server {
 namespace {
@@ -44,12 +45,31 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
                                      .max_operations = options_.max_operations,
                                      .retry_delay = options_.retry_delay},
       jobs_.get());
-  core_ = std::make_unique<PlacementCore>(options_.core, catalog_.get(), cache_.get(), jobs_.get(),
-                                          operations_.get(), metrics_.get());
+  if (!options_.auth_tokens_file.empty()) {
+    absl::StatusOr<std::unique_ptr<TokenAuthenticator>> authenticator = TokenAuthenticator::Create(
+        {.path = options_.auth_tokens_file, .poll_interval = options_.auth_tokens_poll});
+    if (authenticator.ok()) {
+      authenticator_ = *std::move(authenticator);
+    } else {
+      // Reported by Start(): a server told to authenticate must not run without it.
+      authenticator_status_ = absl::Status(
+          authenticator.status().code(),
+          absl::StrCat("--auth_tokens: ", authenticator.status().message()));
+    }
+  }
+  access_ = std::make_unique<AccessControl>(authenticator_.get(), options_.tenant_limits,
+                                            /*clock=*/nullptr, metrics_.get());
+  PlacementCoreOptions core_options = options_.core;
+  core_options.tenant_limits = [access = access_.get()](const std::string& tenant) {
+    return access->LimitsFor(tenant);
+  };
+  core_ = std::make_unique<PlacementCore>(std::move(core_options), catalog_.get(), cache_.get(),
+                                          jobs_.get(), operations_.get(), metrics_.get());
   log_ = std::make_unique<RequestLog>(RequestLog::Options{.enabled = options_.log_requests});
   service_ = std::make_unique<PlacementServiceImpl>(
       core_.get(), metrics_.get(), log_.get(),
-      PlacementServiceOptions{.max_wait_timeout = options_.max_wait_timeout});
+      PlacementServiceOptions{.max_wait_timeout = options_.max_wait_timeout,
+                              .access = access_.get()});
   metrics_->SetSources({.jobs = [this] { return jobs_->Stats(); },
                         .cache = [this] { return cache_->Stats(); },
                         .operations = [this] { return operations_->size(); },
@@ -67,12 +87,18 @@ absl::Status PlacementServer::Start() {
   absl::MutexLock lock(&shutdown_mu_);
   if (started_) return absl::FailedPreconditionError("already started");
   started_ = true;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ServerCredentialsFor(options_.security);
+  absl::Status configured = credentials.ok() ? authenticator_status_ : credentials.status();
+  if (!configured.ok()) {
+    jobs_->Shutdown();
+    return configured;
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(HostPort(options_.host, options_.port),
-                           grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(HostPort(options_.host, options_.port), *credentials, &port_);
   builder.RegisterService(service_.get());
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
@@ -117,6 +143,10 @@ absl::Status PlacementServer::Start() {
   LogLine(absl::StrCat("workers=", jobs_->workers(), " cache_bytes=", options_.cache_bytes,
                        " max_queued_jobs=", options_.max_queued_jobs,
                        " max_message_bytes=", options_.max_message_bytes));
+  LogLine(absl::StrCat("transport: ", DescribeTransportSecurity(options_.security), "; auth: ",
+                       authenticator_ != nullptr
+                           ? absl::StrCat("bearer tokens from ", options_.auth_tokens_file)
+                           : std::string("none (every caller is tenant \"\")")));
   LogLine(absl::StrCat("listening on ", HostPort(options_.host, port_)));
   if (metrics_port_ >= 0) {
     LogLine(absl::StrCat("metrics on ", HostPort(options_.host, metrics_port_)));
@@ -154,5 +184,12 @@ void PlacementServer::Shutdown() {
 }
 
 void PlacementServer::Wait() { shutdown_done_.WaitForNotification(); }
+
+absl::Status PlacementServer::ReloadAuthTokens() {
+  if (authenticator_ == nullptr) {
+    return absl::FailedPreconditionError("no tokens file (--auth_tokens) to reload");
+  }
+  return authenticator_->Reload();
+}
 
 }  // namespace placement::server

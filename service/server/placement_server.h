@@ -1,7 +1,8 @@
 // placement_server.h — the placement server: gRPC (PlacementService, health, reflection), the metrics
 // endpoint, and everything behind them, with an orderly shutdown.
 //
-// Start() binds both ports (0 = pick a free one) and logs `listening on <host:port>` and
+// Start() checks the transport security (TLS, mutual TLS, or plaintext only with `insecure`), binds
+// both ports (0 = pick a free one) and logs `listening on <host:port>` and
 // `metrics on <host:port>`. Shutdown() (called from main's signal thread on SIGTERM/SIGINT):
 //   1. health → NOT_SERVING for "" and placement.v1.PlacementService;
 //   2. keep serving for `shutdown_drain_delay` (load balancers move away);
@@ -27,6 +28,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "service/jobs/tenant_limits.h"
+#include "service/server/access_control.h"
+#include "service/server/auth_tokens.h"
 #include "service/server/placement_core.h"
 #include "service/server/placement_service.h"
 
@@ -42,6 +46,18 @@ class LruResultCache;
 }  // namespace placement::cache
 
 namespace placement::server {
+
+// Transport security of the gRPC port. Plaintext only when `insecure` is set explicitly.
+struct TransportSecurityOptions {
+  // PEM files of the server's certificate chain and private key: TLS.
+  std::string cert_file;
+  std::string key_file;
+  // PEM file of the CA(s) that sign client certificates: mutual TLS (a client without a certificate
+  // this CA verifies cannot connect). Needs cert_file and key_file.
+  std::string client_ca_file;
+  // Plaintext (local use and tests). Exclusive with the files above.
+  bool insecure = false;
+};
 
 struct PlacementServerOptions {
   // Address both ports bind to.
@@ -78,6 +94,14 @@ struct PlacementServerOptions {
   bool log_requests = true;
   // Offer the `testing_wait` algorithm (end-to-end tests only).
   bool testing_algorithms = false;
+  // TLS / mTLS / explicit plaintext. Start() refuses to serve with none of them.
+  TransportSecurityOptions security;
+  // Tokens file (auth_tokens.h); "" = no authentication, everyone is tenant "".
+  std::string auth_tokens_file;
+  // How often the tokens file is checked for changes (on calls; 0 = every call).
+  absl::Duration auth_tokens_poll = absl::Seconds(1);
+  // Every tenant's limits unless the tokens file overrides them (tenant_limits.h; 0 = unlimited).
+  jobs::TenantLimits tenant_limits;
   PlacementCoreOptions core;
 };
 
@@ -89,8 +113,13 @@ class PlacementServer {
   PlacementServer(const PlacementServer&) = delete;
   PlacementServer& operator=(const PlacementServer&) = delete;
 
-  // Binds and starts serving. UNAVAILABLE when a port cannot be bound.
+  // Binds and starts serving. UNAVAILABLE when a port cannot be bound; INVALID_ARGUMENT for a
+  // contradictory security configuration (or none: neither TLS files nor `insecure`); NOT_FOUND /
+  // INVALID_ARGUMENT for unreadable or invalid certificate, key or tokens files.
   absl::Status Start();
+  // Re-reads the tokens file now (SIGHUP). FAILED_PRECONDITION without one; on a bad file the
+  // previous tokens stay in force and the error is returned.
+  absl::Status ReloadAuthTokens();
   // The bound ports (valid after Start()); metrics_port() is -1 without a metrics endpoint.
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
@@ -111,6 +140,9 @@ class PlacementServer {
   std::unique_ptr<jobs::OperationRegistry> operations_;
   std::unique_ptr<PlacementCore> core_;
   std::unique_ptr<RequestLog> log_;
+  std::unique_ptr<TokenAuthenticator> authenticator_;
+  absl::Status authenticator_status_;
+  std::unique_ptr<AccessControl> access_;
   std::unique_ptr<PlacementServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;

@@ -1,11 +1,12 @@
 // placement_server — the placement service (api.md §3). Flags only; everything else is
 // PlacementServer (placement_server.h).
 //
-//   placement_server --port=50051 --metrics_port=9464 --workers=0 --cache_bytes=268435456
+//   placement_server --tls_cert=server.pem --tls_key=server.key --auth_tokens=/etc/placement/tokens
+//   placement_server --insecure --port=50051 --metrics_port=9464     (plaintext: local use, tests)
 //   placement_server --flagfile=/etc/placement/flags
 //
 // SIGTERM / SIGINT start a graceful shutdown (see placement_server.h) from a sigwait thread — never
-// from a signal handler — and the process exits 0 once it is done.
+// from a signal handler — and the process exits 0 once it is done. SIGHUP reloads the tokens file.
 #include <pthread.h>
 #include <signal.h>
 
@@ -62,6 +63,38 @@ ABSL_FLAG(int64_t, repeat_index_bytes, int64_t{64} << 20,
           "Bound of the index that answers byte-identical repeat requests from the cache without "
           "re-validating them (0 disables it).");
 ABSL_FLAG(bool, log_requests, true, "Log one line per request on stderr.");
+ABSL_FLAG(bool, insecure, false,
+          "Serve plaintext gRPC (local use and tests). Without it the server needs --tls_cert and "
+          "--tls_key and refuses to start otherwise.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM file of the server's certificate chain (TLS).");
+ABSL_FLAG(std::string, tls_key, "", "PEM file of the server's private key (TLS).");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM file of the CA(s) that sign client certificates: mutual TLS, every client must "
+          "present a certificate this CA verifies.");
+ABSL_FLAG(std::string, auth_tokens, "",
+          "Tokens file (lines `TOKEN TENANT [max_running=N max_queued=N rate_qps=X burst=N]`, "
+          "# comments): callers must send `authorization: Bearer TOKEN`; reloaded when it changes "
+          "and on SIGHUP. Empty = no authentication (everyone is tenant \"\").");
+ABSL_FLAG(absl::Duration, auth_tokens_poll, absl::Seconds(1),
+          "How often the tokens file is checked for changes (on calls; 0 = on every call).");
+ABSL_FLAG(int, tenant_max_running, 0,
+          "Jobs one tenant may have on workers at once; more wait in the queue (0 = unlimited).");
+ABSL_FLAG(int, tenant_max_queued, 0,
+          "Jobs one tenant may have waiting for a worker; one more gets RESOURCE_EXHAUSTED with a "
+          "retry hint (0 = unlimited).");
+ABSL_FLAG(double, tenant_rate_qps, 0,
+          "Calls per second one tenant may make on average; more get RESOURCE_EXHAUSTED with a "
+          "retry hint (0 = unlimited).");
+ABSL_FLAG(double, tenant_burst, 0,
+          "Calls one tenant may make at once after a quiet period (0 = max(1, --tenant_rate_qps)).");
+ABSL_FLAG(int64_t, max_ops, 2'000'000, "Most ops one graph may have (INVALID_ARGUMENT beyond).");
+ABSL_FLAG(int64_t, max_edges, 8'000'000,
+          "Most edges one graph may have (INVALID_ARGUMENT beyond).");
+ABSL_FLAG(int32_t, max_devices, 1024,
+          "Most devices one cluster may have (INVALID_ARGUMENT beyond).");
+ABSL_FLAG(int64_t, max_name_bytes, 1024,
+          "Longest op, device, type, kind, node or colocation-group name in bytes "
+          "(INVALID_ARGUMENT beyond).");
 ABSL_FLAG(bool, testing_algorithms, false,
           "Offer the `testing_wait` algorithm, which holds a worker until cancelled or out of "
           "time (for end-to-end tests only).");
@@ -70,21 +103,47 @@ namespace {
 
 constexpr char kUsage[] =
     "placement_server [flags]: the placement service (gRPC PlacementService, health, reflection,\n"
-    "Prometheus metrics). Logs `listening on HOST:PORT` when ready; SIGTERM/SIGINT shut it down\n"
-    "gracefully (exit status 0). Flags may come from a file with --flagfile=FILE.\n";
+    "Prometheus metrics). Needs --tls_cert and --tls_key (TLS), or --insecure (plaintext).\n"
+    "Logs `listening on HOST:PORT` when ready; SIGTERM/SIGINT shut it down gracefully (exit\n"
+    "status 0); SIGHUP reloads the --auth_tokens file. Flags may come from --flagfile=FILE.\n";
+
+// Flags that no component checks itself; INVALID_ARGUMENT naming the flag.
+absl::Status CheckLimitFlags() {
+  if (absl::GetFlag(FLAGS_tenant_max_running) < 0 || absl::GetFlag(FLAGS_tenant_max_queued) < 0 ||
+      !(absl::GetFlag(FLAGS_tenant_rate_qps) >= 0) || !(absl::GetFlag(FLAGS_tenant_burst) >= 0)) {
+    return absl::InvalidArgumentError(
+        "--tenant_max_running, --tenant_max_queued, --tenant_rate_qps and --tenant_burst must be "
+        "≥ 0 (0 = unlimited)");
+  }
+  if (absl::GetFlag(FLAGS_max_ops) < 1 || absl::GetFlag(FLAGS_max_edges) < 0 ||
+      absl::GetFlag(FLAGS_max_devices) < 1 || absl::GetFlag(FLAGS_max_name_bytes) < 1) {
+    return absl::InvalidArgumentError(
+        "--max_ops, --max_devices and --max_name_bytes must be ≥ 1, --max_edges ≥ 0");
+  }
+  if (absl::GetFlag(FLAGS_max_message_bytes) < 1024) {
+    return absl::InvalidArgumentError("--max_message_bytes must be at least 1024");
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   absl::ParseCommandLine(argc, argv);
+  if (absl::Status checked = CheckLimitFlags(); !checked.ok()) {
+    std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(checked.code()).c_str(),
+                 std::string(checked.message()).c_str());
+    return 1;
+  }
 
-  // Block the shutdown signals before any thread exists, so that every thread inherits the mask and
-  // only the sigwait thread below receives them.
+  // Block the shutdown and reload signals before any thread exists, so that every thread inherits
+  // the mask and only the sigwait thread below receives them.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   placement::server::PlacementServerOptions options;
@@ -110,6 +169,20 @@ int main(int argc, char** argv) {
   options.core.max_time_limit = absl::GetFlag(FLAGS_max_time_limit);
   options.core.cache_time_limited_results = absl::GetFlag(FLAGS_cache_time_limited);
   options.core.fingerprint_bytes = absl::GetFlag(FLAGS_repeat_index_bytes);
+  options.core.model_limits.max_ops = absl::GetFlag(FLAGS_max_ops);
+  options.core.model_limits.max_edges = absl::GetFlag(FLAGS_max_edges);
+  options.core.model_limits.max_devices = absl::GetFlag(FLAGS_max_devices);
+  options.core.model_limits.max_name_bytes = absl::GetFlag(FLAGS_max_name_bytes);
+  options.security.insecure = absl::GetFlag(FLAGS_insecure);
+  options.security.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.security.key_file = absl::GetFlag(FLAGS_tls_key);
+  options.security.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  options.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens);
+  options.auth_tokens_poll = absl::GetFlag(FLAGS_auth_tokens_poll);
+  options.tenant_limits.max_running = absl::GetFlag(FLAGS_tenant_max_running);
+  options.tenant_limits.max_queued = absl::GetFlag(FLAGS_tenant_max_queued);
+  options.tenant_limits.rate_qps = absl::GetFlag(FLAGS_tenant_rate_qps);
+  options.tenant_limits.burst = absl::GetFlag(FLAGS_tenant_burst);
 
   placement::server::PlacementServer server(options);
   if (absl::Status started = server.Start(); !started.ok()) {
@@ -119,11 +192,22 @@ int main(int argc, char** argv) {
   }
 
   std::thread signal_thread([&server, signals] {
-    int received = 0;
-    sigwait(&signals, &received);
-    placement::server::LogLine(
-        absl::StrCat("received ", received == SIGTERM ? "SIGTERM" : "SIGINT"));
-    server.Shutdown();
+    while (true) {
+      int received = 0;
+      sigwait(&signals, &received);
+      if (received == SIGHUP) {
+        placement::server::LogLine("received SIGHUP: reloading the tokens file");
+        if (absl::Status reloaded = server.ReloadAuthTokens(); !reloaded.ok()) {
+          placement::server::LogLine(
+              absl::StrCat("reload failed: ", reloaded.message()));
+        }
+        continue;
+      }
+      placement::server::LogLine(
+          absl::StrCat("received ", received == SIGTERM ? "SIGTERM" : "SIGINT"));
+      server.Shutdown();
+      return;
+    }
   });
   server.Wait();
   signal_thread.join();

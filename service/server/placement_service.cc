@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <optional>
 
 #include <grpcpp/alarm.h>
@@ -19,9 +20,6 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext* context) {
   if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
   return absl::FromChrono(deadline);
 }
-
-// Tenants arrive with authentication (issue 7); until then everyone shares the tenant "".
-std::string TenantOf(const grpc::CallbackServerContext* /*context*/) { return ""; }
 
 // Times one call and reports it (metrics + one log line) when it ends.
 class CallRecord {
@@ -171,6 +169,12 @@ class PlaceReactor final : public JobWaitReactor {
       : JobWaitReactor(service, context, Method::kPlace), request_(request), response_(response) {}
 
   void Start() {
+    absl::StatusOr<std::string> tenant = service_->Admit(context_);
+    if (!tenant.ok()) {
+      if (Claim()) Complete(tenant.status());
+      return;
+    }
+    record_.entry().tenant = *tenant;
     PlacementCore& core = service_->core();
     std::string fingerprint;
     if (core.TryRepeatHit(*request_, &fingerprint, &record_.entry().digest, response_)) {
@@ -186,7 +190,7 @@ class PlaceReactor final : public JobWaitReactor {
     prepared_ = *std::move(prepared);
     core.RememberFingerprint(fingerprint, *prepared_);
     record_.entry().digest = prepared_->request_digest;
-    absl::StatusOr<PlaceStart> start = core.StartPlace(prepared_, deadline_, TenantOf(context_));
+    absl::StatusOr<PlaceStart> start = core.StartPlace(prepared_, deadline_, *tenant);
     if (!start.ok()) {
       if (Claim()) Complete(start.status());
       return;
@@ -225,8 +229,14 @@ class EvaluateReactor final : public JobWaitReactor {
         response_(response) {}
 
   void Start() {
+    absl::StatusOr<std::string> tenant = service_->Admit(context_);
+    if (!tenant.ok()) {
+      if (Claim()) Complete(tenant.status());
+      return;
+    }
+    record_.entry().tenant = *tenant;
     absl::StatusOr<EvaluateStart> start =
-        service_->core().StartEvaluate(*request_, deadline_, TenantOf(context_));
+        service_->core().StartEvaluate(*request_, deadline_, *tenant);
     if (!start.ok()) {
       if (Claim()) Complete(start.status());
       return;
@@ -264,8 +274,14 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
 
   void Start() {
     record_.entry().operation = request_->name();
+    absl::StatusOr<std::string> tenant = service_->Admit(context_);
+    if (!tenant.ok()) {
+      if (Claim()) Complete(tenant.status());
+      return;
+    }
+    record_.entry().tenant = *tenant;
     absl::StatusOr<std::shared_ptr<jobs::Operation>> op =
-        service_->core().FindOperation(request_->name(), TenantOf(context_));
+        service_->core().FindOperation(request_->name(), *tenant);
     if (!op.ok()) {
       if (Claim()) Complete(op.status());
       return;
@@ -365,8 +381,14 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchOperationRes
 
   void Start() {
     shared_->record->entry().operation = request_->name();
+    absl::StatusOr<std::string> tenant = service_->Admit(context_);
+    if (!tenant.ok()) {
+      EndWith(tenant.status());
+      return;
+    }
+    shared_->record->entry().tenant = *tenant;
     absl::StatusOr<std::shared_ptr<jobs::Operation>> op =
-        service_->core().FindOperation(request_->name(), TenantOf(context_));
+        service_->core().FindOperation(request_->name(), *tenant);
     if (!op.ok()) {
       EndWith(op.status());
       return;
@@ -538,6 +560,17 @@ PlacementServiceImpl::PlacementServiceImpl(PlacementCore* core, ServiceMetrics* 
 
 void PlacementServiceImpl::Drain() { drain_.Fire(); }
 
+absl::StatusOr<std::string> PlacementServiceImpl::Admit(
+    const grpc::CallbackServerContext* context) {
+  if (options_.access == nullptr) return std::string();
+  absl::string_view authorization;
+  const std::multimap<grpc::string_ref, grpc::string_ref>& metadata = context->client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    authorization = absl::string_view(it->second.data(), it->second.size());
+  }
+  return options_.access->Admit(authorization);
+}
+
 void PlacementServiceImpl::Record(const RpcLogEntry& entry) {
   if (metrics_ != nullptr) metrics_->RecordRequest(entry.method, entry.code, entry.total_time);
   if (log_ != nullptr) log_->Rpc(entry);
@@ -555,9 +588,12 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::SubmitPlacement(
     grpc::CallbackServerContext* context, const v1::SubmitPlacementRequest* request,
     v1::SubmitPlacementResponse* response) {
   CallRecord record(this, Method::kSubmitPlacement);
+  absl::StatusOr<std::string> tenant = Admit(context);
+  if (!tenant.ok()) return FinishNow(context, record, tenant.status());
+  record.entry().tenant = *tenant;
   v1::CacheResult cache = v1::CACHE_RESULT_UNSPECIFIED;
   absl::StatusOr<std::shared_ptr<jobs::Operation>> operation =
-      core_->Submit(request->request(), TenantOf(context), &cache, &record.entry().digest);
+      core_->Submit(request->request(), *tenant, &cache, &record.entry().digest);
   record.entry().cache = cache;
   if (!operation.ok()) return FinishNow(context, record, operation.status());
   record.entry().operation = (*operation)->name();
@@ -570,8 +606,11 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::GetOperation(
     v1::GetOperationResponse* response) {
   CallRecord record(this, Method::kGetOperation);
   record.entry().operation = request->name();
+  absl::StatusOr<std::string> tenant = Admit(context);
+  if (!tenant.ok()) return FinishNow(context, record, tenant.status());
+  record.entry().tenant = *tenant;
   absl::StatusOr<std::shared_ptr<jobs::Operation>> operation =
-      core_->FindOperation(request->name(), TenantOf(context));
+      core_->FindOperation(request->name(), *tenant);
   if (!operation.ok()) return FinishNow(context, record, operation.status());
   record.entry().digest = (*operation)->request_digest();
   core_->FillOperation(**operation, response->mutable_operation());
@@ -591,8 +630,11 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::CancelOperation(
     v1::CancelOperationResponse* response) {
   CallRecord record(this, Method::kCancelOperation);
   record.entry().operation = request->name();
+  absl::StatusOr<std::string> tenant = Admit(context);
+  if (!tenant.ok()) return FinishNow(context, record, tenant.status());
+  record.entry().tenant = *tenant;
   absl::StatusOr<std::shared_ptr<jobs::Operation>> operation =
-      core_->CancelOperation(request->name(), TenantOf(context));
+      core_->CancelOperation(request->name(), *tenant);
   if (!operation.ok()) return FinishNow(context, record, operation.status());
   record.entry().digest = (*operation)->request_digest();
   core_->FillOperation(**operation, response->mutable_operation());
@@ -618,6 +660,9 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::ListAlgorithms(
     grpc::CallbackServerContext* context, const v1::ListAlgorithmsRequest* /*request*/,
     v1::ListAlgorithmsResponse* response) {
   CallRecord record(this, Method::kListAlgorithms);
+  absl::StatusOr<std::string> tenant = Admit(context);
+  if (!tenant.ok()) return FinishNow(context, record, tenant.status());
+  record.entry().tenant = *tenant;
   *response = core_->ListAlgorithms();
   return FinishNow(context, record, absl::OkStatus());
 }

@@ -9,7 +9,10 @@
 //                      and max_wait_timeout) passes, or the server drains — always with the current state.
 //   WatchOperation     streams the operation: the current state at once, then every change (at most one
 //                      write in flight; changes during a write are merged), the last message done = true.
-// Every call ends with one log line and the request metrics (method, code, latency).
+// Every call first passes AccessControl (UNAUTHENTICATED without a valid `authorization: Bearer` token
+// when tokens are configured; RESOURCE_EXHAUSTED over the tenant's request rate); the tenant it yields
+// scopes operations (another tenant's are NOT_FOUND) and the fair queue. Every call ends with one log
+// line and the request metrics (method, code, latency).
 //
 // Example:
 //   PlacementServiceImpl service(&core, &metrics, &log, {});
@@ -30,6 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "placement/v1/placement_service.grpc.pb.h"
+#include "service/server/access_control.h"
 #include "service/server/placement_core.h"
 #include "service/server/request_log.h"
 #include "service/server/service_metrics.h"
@@ -39,6 +43,9 @@ namespace placement::server {
 struct PlacementServiceOptions {
   // Longest a WaitOperation call waits (also when it sets no timeout and has no deadline).
   absl::Duration max_wait_timeout = absl::Minutes(5);
+  // Authentication and the per-tenant rate limit of every call (null: everyone is tenant "",
+  // unlimited). Must outlive the service.
+  AccessControl* access = nullptr;
 };
 
 // Tells long waits (WaitOperation, WatchOperation) that the server is draining. Thread-safe.
@@ -96,6 +103,8 @@ class PlacementServiceImpl final : public v1::PlacementService::CallbackService 
   DrainSignal& drain() { return drain_; }
   const PlacementServiceOptions& options() const { return options_; }
   void Record(const RpcLogEntry& entry);
+  // The caller's tenant (AccessControl::Admit on its `authorization` metadata).
+  absl::StatusOr<std::string> Admit(const grpc::CallbackServerContext* context);
 
  private:
   PlacementCore* const core_;

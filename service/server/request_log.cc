@@ -57,6 +57,8 @@ void LogLine(absl::string_view text) {
 
 std::string FormatRpcLogEntry(const RpcLogEntry& entry) {
   std::string line = absl::StrCat("rpc method=", MethodName(entry.method));
+  // Tenant names are checked to be [A-Za-z0-9._-] when the tokens file is read: safe to log as is.
+  if (!entry.tenant.empty()) absl::StrAppend(&line, " tenant=", entry.tenant);
   if (!entry.digest.empty()) {
     absl::StrAppend(&line, " digest=", absl::string_view(entry.digest).substr(0, kDigestPrefix));
   }

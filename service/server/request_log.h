@@ -28,6 +28,7 @@ struct RpcLogEntry {
   Method method = Method::kPlace;
   std::string digest;     // request_digest (only a prefix is logged)
   std::string operation;  // operation name, for the operation RPCs
+  std::string tenant;     // the authenticated tenant ("" without authentication: not logged)
   v1::CacheResult cache = v1::CACHE_RESULT_UNSPECIFIED;
   absl::Duration queue_time;
   absl::Duration solve_time;

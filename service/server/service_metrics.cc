@@ -216,6 +216,16 @@ ServiceMetrics::ServiceMetrics()
                      .Name("placement_admission_rejections_total")
                      .Help("Jobs refused by admission control, by reason.")
                      .Register(*registry_);
+  auth_failures_ = &BuildCounter()
+                        .Name("placement_auth_failures_total")
+                        .Help("Calls refused as UNAUTHENTICATED, by reason: missing or invalid "
+                              "credentials.")
+                        .Register(*registry_);
+  tenant_rejections_ = &BuildCounter()
+                            .Name("placement_tenant_rejections_total")
+                            .Help("Calls refused with RESOURCE_EXHAUSTED for a tenant's own limit, "
+                                  "by tenant and reason: rate or queued.")
+                            .Register(*registry_);
   queue_wait_ = &BuildHistogram()
                      .Name("placement_queue_wait_seconds")
                      .Help("Time jobs waited for a worker.")
@@ -263,6 +273,16 @@ void ServiceMetrics::RecordCacheLookup(v1::CacheResult result) {
 
 void ServiceMetrics::OnAdmissionRejected(absl::string_view reason) {
   rejections_->Add({{"reason", std::string(reason)}}).Increment();
+}
+
+void ServiceMetrics::RecordAuthFailure(absl::string_view reason) {
+  auth_failures_->Add({{"reason", std::string(reason)}}).Increment();
+}
+
+void ServiceMetrics::OnTenantRejected(absl::string_view tenant, absl::string_view reason) {
+  // Tenants are authenticated names from the tokens file (or "" without authentication): bounded.
+  tenant_rejections_->Add({{"tenant", std::string(tenant)}, {"reason", std::string(reason)}})
+      .Increment();
 }
 
 void ServiceMetrics::OnJobFinished(const jobs::Job& job, const jobs::JobResult& result) {

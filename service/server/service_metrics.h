@@ -12,6 +12,11 @@
 //   placement_solve_duration_seconds{algorithm}     histogram their run time
 //   placement_queue_wait_seconds                    histogram time jobs waited for a worker
 //   placement_admission_rejections_total{reason}    counter   queue_full | memory | draining | deadline
+//                                                             | tenant_queued
+//   placement_auth_failures_total{reason}           counter   UNAUTHENTICATED calls: missing | invalid
+//   placement_tenant_rejections_total{tenant,reason} counter  RESOURCE_EXHAUSTED for a tenant's own
+//                                                             limit: rate | queued (tenants come from
+//                                                             the tokens file, so labels are bounded)
 //   placement_queue_depth, placement_jobs_running   gauge     jobs waiting / running
 //   placement_workers, placement_queue_capacity     gauge     configuration
 //   placement_job_memory_bytes                      gauge     estimated memory of admitted jobs
@@ -84,8 +89,12 @@ class ServiceMetrics : public jobs::JobObserver {
   // result: HIT, MISS or COALESCED.
   void RecordCacheLookup(v1::CacheResult result);
 
-  // jobs::JobObserver
+  // reason: "missing" or "invalid" credentials.
+  void RecordAuthFailure(absl::string_view reason);
+
+  // jobs::JobObserver (OnTenantRejected is also called for the rate limit, reason "rate").
   void OnAdmissionRejected(absl::string_view reason) override;
+  void OnTenantRejected(absl::string_view tenant, absl::string_view reason) override;
   void OnJobFinished(const jobs::Job& job, const jobs::JobResult& result) override;
 
   // What to register with a prometheus::Exposer.
@@ -106,6 +115,8 @@ class ServiceMetrics : public jobs::JobObserver {
   prometheus::Family<prometheus::Counter>* solves_;
   prometheus::Family<prometheus::Histogram>* solve_duration_;
   prometheus::Family<prometheus::Counter>* rejections_;
+  prometheus::Family<prometheus::Counter>* auth_failures_;
+  prometheus::Family<prometheus::Counter>* tenant_rejections_;
   prometheus::Histogram* queue_wait_;
   prometheus::Counter* cache_hit_;
   prometheus::Counter* cache_miss_;

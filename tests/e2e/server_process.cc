@@ -9,11 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -69,6 +71,12 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const std::vector<std::string>& flags, absl::Duration timeout) {
   std::vector<std::string> args = {ServerBinary(), "--host=127.0.0.1", "--port=0",
                                    "--metrics_port=0"};
+  // Plaintext on loopback unless the test chooses the transport itself (TLS flags or --insecure).
+  const bool chooses_transport = std::any_of(flags.begin(), flags.end(), [](const std::string& f) {
+    return absl::StartsWith(f, "--tls_") || absl::StartsWith(f, "--insecure") ||
+           absl::StartsWith(f, "--noinsecure");
+  });
+  if (!chooses_transport) args.push_back("--insecure");
   args.insert(args.end(), flags.begin(), flags.end());
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");

@@ -1,7 +1,8 @@
 // server_process.h — end-to-end test helpers: run the real placement_server (and other binaries) as
 // child processes, read their logs, scrape their metrics over HTTP.
 //
-// ServerProcess::Start launches placement_server with --host=127.0.0.1 --port=0 --metrics_port=0 plus
+// ServerProcess::Start launches placement_server with --host=127.0.0.1 --port=0 --metrics_port=0
+// (and --insecure, unless the flags choose the transport: any --tls_* flag or --[no]insecure) plus
 // the given flags and blocks (on the pipe, not on a timer) until the server logs `listening on` and
 // `metrics on`, then exposes the chosen ports. The destructor kills a server that is still running.
 //

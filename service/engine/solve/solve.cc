@@ -134,10 +134,12 @@ absl::StatusOr<v1::Placement> Solve(const Model& model, const v1::PlacementOptio
   return placement;
 }
 
-absl::StatusOr<v1::EvaluateResponse> Evaluate(const v1::EvaluateRequest& request) {
+absl::StatusOr<v1::EvaluateResponse> Evaluate(const v1::EvaluateRequest& request,
+                                              const ModelLimits& limits) {
   std::vector<FieldViolation> violations;
   absl::StatusOr<Model> model = BuildModel(request.graph(), request.cluster(),
-                                           request.options().memory_headroom(), &violations);
+                                           request.options().memory_headroom(), &violations,
+                                           limits);
   const int32_t num_ops = request.graph().ops_size();
   const int32_t num_devices = request.cluster().devices_size();
   if (request.device_size() != num_ops) {

@@ -17,6 +17,7 @@
 #include "placement/v1/placement.pb.h"
 #include "placement/v1/placement_service.pb.h"
 #include "service/engine/model/model.h"
+#include "service/engine/model/model_builder.h"
 #include "service/engine/partition/partitioner.h"
 #include "service/engine/sim/simulator.h"
 
@@ -35,8 +36,10 @@ v1::Placement ScoreAssignment(const Model& model, const Assignment& assignment,
                               std::vector<v1::ConstraintViolation>* problems = nullptr);
 
 // Evaluate RPC / `placement_offline evaluate`: validates the request (graph, cluster, one device index per
-// op in range) and scores the assignment. INVALID_ARGUMENT with field paths for malformed input.
-absl::StatusOr<v1::EvaluateResponse> Evaluate(const v1::EvaluateRequest& request);
+// op in range, within `limits`) and scores the assignment. INVALID_ARGUMENT with field paths for
+// malformed input.
+absl::StatusOr<v1::EvaluateResponse> Evaluate(const v1::EvaluateRequest& request,
+                                              const ModelLimits& limits = ModelLimits());
 
 // The digest of the request the result of Solve would be cached under (algorithm name canonicalised,
 // algorithm version included). INVALID_ARGUMENT for an unknown algorithm.
