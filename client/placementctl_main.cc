@@ -141,7 +141,8 @@ int WriteReport(const v1::PlaceRequest& request, const v1::Placement& placement)
   absl::StatusOr<engine::Model> model = engine::BuildModel(request);
   if (!model.ok()) return Fail(model.status());
   placement::report::ReportOptions options;
-  options.subtitle = absl::StrCat(absl::GetFlag(FLAGS_request), " placed by ", absl::GetFlag(FLAGS_server));
+  options.subtitle =
+      absl::StrCat(absl::GetFlag(FLAGS_request), " placed by ", absl::GetFlag(FLAGS_server));
   const std::string label =
       placement.provenance().algorithm().empty() ? "server result" : placement.provenance().algorithm();
   absl::StatusOr<std::string> html =

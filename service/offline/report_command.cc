@@ -21,8 +21,9 @@
 #include "service/offline/offline_commands.h"
 #include "service/report/report.h"
 
-ABSL_FLAG(int32_t, max_drawn_ops, 5000,
-          "report: above this many ops the Gantt lanes show aggregated activity instead of one bar per op");
+ABSL_FLAG(
+    int32_t, max_drawn_ops, 5000,
+    "report: above this many ops the Gantt lanes show aggregated activity instead of one bar per op");
 ABSL_FLAG(int32_t, max_drawn_transfers, 1000, "report: draw at most this many (the largest) transfers");
 
 namespace placement::offline {

@@ -28,7 +28,7 @@ using engine::SimResult;
 // Geometry of the charts, in CSS pixels.
 constexpr int kLabelWidth = 130;  // lane labels left of the time axis
 constexpr int kRightPad = 12;
-constexpr int kAxisHeight = 26;   // time ticks above the lanes
+constexpr int kAxisHeight = 26;  // time ticks above the lanes
 constexpr int kLaneHeight = 22;
 constexpr int kLaneGap = 6;
 constexpr int kMemoryPanelHeight = 64;
@@ -82,8 +82,8 @@ std::string TypeName(const Model& model, OpId v) {
 // Colour of every op by its type. Types are ranked by total compute_ns (device independent, so every
 // run of one report uses the same colours); the first kPaletteSize types get their own colour.
 struct TypeColours {
-  std::vector<int> colour_of_op;     // index into kPalette, or kPaletteSize for "other"
-  std::vector<std::string> legend;   // per colour index; the last one is "other types" when used
+  std::vector<int> colour_of_op;    // index into kPalette, or kPaletteSize for "other"
+  std::vector<std::string> legend;  // per colour index; the last one is "other types" when used
   bool has_other = false;
 
   const char* Colour(int index) const { return index < kPaletteSize ? kPalette[index] : kOtherColour; }
@@ -175,20 +175,20 @@ void AppendOpBars(std::string& svg, const Model& model, const std::vector<OpId>&
   for (OpId v : ops) {
     const double x = axis.X(sim.start_ns[v]);
     const double width = std::max(axis.X(sim.finish_ns[v]) - x, 0.5);
-    absl::StrAppendFormat(
-        &svg,
-        "<rect class=\"op\" x=\"%s\" y=\"%d\" width=\"%s\" height=\"%d\" fill=\"%s\">"
-        "<title>%s (%s): %s – %s (%s)</title></rect>\n",
-        Num(x), top, Num(width), kLaneHeight, colours.Colour(colours.colour_of_op[v]),
-        EscapeHtml(model.op_name[v]), EscapeHtml(TypeName(model, v)),
-        EscapeHtml(FormatDurationNs(sim.start_ns[v])), EscapeHtml(FormatDurationNs(sim.finish_ns[v])),
-        EscapeHtml(FormatDurationNs(sim.finish_ns[v] - sim.start_ns[v])));
+    absl::StrAppendFormat(&svg,
+                          "<rect class=\"op\" x=\"%s\" y=\"%d\" width=\"%s\" height=\"%d\" fill=\"%s\">"
+                          "<title>%s (%s): %s – %s (%s)</title></rect>\n",
+                          Num(x), top, Num(width), kLaneHeight, colours.Colour(colours.colour_of_op[v]),
+                          EscapeHtml(model.op_name[v]), EscapeHtml(TypeName(model, v)),
+                          EscapeHtml(FormatDurationNs(sim.start_ns[v])),
+                          EscapeHtml(FormatDurationNs(sim.finish_ns[v])),
+                          EscapeHtml(FormatDurationNs(sim.finish_ns[v] - sim.start_ns[v])));
   }
 }
 
 // Activity per pixel column: bar height = the fraction of the column the device is busy, colour = the
-// type colour with most busy time in it. Neighbouring columns that look the same become one rectangle,
-// so a long op is one element however wide it is.
+// type with most busy time in it (a named type before "other types"). Neighbouring columns that look
+// the same become one rectangle, so a long op is one element however wide it is.
 void AppendActivityColumns(std::string& svg, const std::vector<OpId>& ops, DeviceId d,
                            const SimResult& sim, const TimeAxis& axis, const TypeColours& colours,
                            std::vector<double>& scratch) {
@@ -204,7 +204,9 @@ void AppendActivityColumns(std::string& svg, const std::vector<OpId>& ops, Devic
     const int last = std::min(static_cast<int>(finish / column_ns), columns - 1);
     for (int c = first; c <= last; ++c) {
       const double overlap = std::min(finish, (c + 1) * column_ns) - std::max(start, c * column_ns);
-      if (overlap > 0) scratch[static_cast<size_t>(c) * num_colours + colours.colour_of_op[v]] += overlap;
+      if (overlap > 0) {
+        scratch[static_cast<size_t>(c) * num_colours + colours.colour_of_op[v]] += overlap;
+      }
     }
   }
   const int bottom = LaneTop(d) + kLaneHeight;
@@ -220,7 +222,9 @@ void AppendActivityColumns(std::string& svg, const std::vector<OpId>& ops, Devic
   };
   for (int c = 0; c < columns; ++c) {
     const double* busy = &scratch[static_cast<size_t>(c) * num_colours];
-    const int dominant = static_cast<int>(std::max_element(busy, busy + num_colours) - busy);
+    // "Other types" lumps several types together, so it only wins a column no named type ran in.
+    int dominant = static_cast<int>(std::max_element(busy, busy + kPaletteSize) - busy);
+    if (busy[dominant] <= 0) dominant = kPaletteSize;
     const double total = std::accumulate(busy, busy + num_colours, 0.0);
     const int height = static_cast<int>(std::lround(std::min(1.0, total / column_ns) * kLaneHeight));
     const int colour = height > 0 ? dominant : -1;
@@ -241,7 +245,8 @@ std::vector<size_t> TransfersToDraw(const std::vector<engine::TransferRecord>& t
   if (static_cast<int64_t>(order.size()) <= limit) return order;
   auto larger = [&](size_t a, size_t b) {
     if (transfers[a].bytes != transfers[b].bytes) return transfers[a].bytes > transfers[b].bytes;
-    if (transfers[a].start_ns != transfers[b].start_ns) return transfers[a].start_ns < transfers[b].start_ns;
+    if (transfers[a].start_ns != transfers[b].start_ns)
+      return transfers[a].start_ns < transfers[b].start_ns;
     return a < b;
   };
   std::nth_element(order.begin(), order.begin() + std::max(limit, 0), order.end(), larger);
@@ -269,7 +274,8 @@ std::string GanttSvg(const Model& model, const engine::Assignment& assignment, c
   std::vector<double> scratch;
   for (DeviceId d = 0; d < model.num_devices(); ++d) {
     const int top = LaneTop(d);
-    absl::StrAppendFormat(&svg, "<g class=\"lane\" data-device=\"%s\">\n", EscapeHtml(model.device_name[d]));
+    absl::StrAppendFormat(&svg, "<g class=\"lane\" data-device=\"%s\">\n",
+                          EscapeHtml(model.device_name[d]));
     absl::StrAppendFormat(&svg, "<text x=\"4\" y=\"%d\">%s</text>\n", top + kLaneHeight / 2 + 4,
                           EscapeHtml(model.device_name[d]));
     absl::StrAppendFormat(&svg,
@@ -293,14 +299,14 @@ std::string GanttSvg(const Model& model, const engine::Assignment& assignment, c
     const bool down = t.to > t.from;
     const int y1 = LaneTop(t.from) + (down ? kLaneHeight : 0);
     const int y2 = LaneTop(t.to) + (down ? 0 : kLaneHeight);
-    absl::StrAppendFormat(
-        &svg,
-        "<line class=\"transfer\" x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%d\">"
-        "<title>%s: %s → %s, %s, %s – %s</title></line>\n",
-        Num(axis.X(t.start_ns)), y1, Num(axis.X(t.arrival_ns)), y2, EscapeHtml(model.op_name[t.producer]),
-        EscapeHtml(model.device_name[t.from]), EscapeHtml(model.device_name[t.to]),
-        EscapeHtml(FormatBytes(t.bytes)), EscapeHtml(FormatDurationNs(t.start_ns)),
-        EscapeHtml(FormatDurationNs(t.arrival_ns)));
+    absl::StrAppendFormat(&svg,
+                          "<line class=\"transfer\" x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%d\">"
+                          "<title>%s: %s → %s, %s, %s – %s</title></line>\n",
+                          Num(axis.X(t.start_ns)), y1, Num(axis.X(t.arrival_ns)), y2,
+                          EscapeHtml(model.op_name[t.producer]), EscapeHtml(model.device_name[t.from]),
+                          EscapeHtml(model.device_name[t.to]), EscapeHtml(FormatBytes(t.bytes)),
+                          EscapeHtml(FormatDurationNs(t.start_ns)),
+                          EscapeHtml(FormatDurationNs(t.arrival_ns)));
   }
   svg += "</g>\n</svg>\n";
   return svg;
@@ -365,7 +371,8 @@ std::string MemorySvg(const Model& model, const SimResult& sim, const TimeAxis& 
                       Num(kLabelWidth + c), ",", Num(y(column_max[c])));
     }
     absl::StrAppend(&points, " ", Num(kLabelWidth + columns), ",", Num(y(column_max[columns - 1])));
-    absl::StrAppendFormat(&svg, "<polyline class=\"usage\" points=\"%s\"><title>%s: peak %s at %s"
+    absl::StrAppendFormat(&svg,
+                          "<polyline class=\"usage\" points=\"%s\"><title>%s: peak %s at %s"
                           "</title></polyline>\n",
                           points, EscapeHtml(model.device_name[d]), EscapeHtml(FormatBytes(peak)),
                           EscapeHtml(FormatDurationNs(sim.peak_time_ns[d])));
@@ -377,7 +384,8 @@ std::string MemorySvg(const Model& model, const SimResult& sim, const TimeAxis& 
                           capacity_off_scale ? " (above the scale of this chart)" : "");
     if (capacity_off_scale) {
       absl::StrAppendFormat(&svg, "<text x=\"%d\" y=\"%s\" text-anchor=\"end\">capacity %s ↑</text>\n",
-                            kLabelWidth + columns - 4, Num(y(capacity) + 12), EscapeHtml(FormatBytes(capacity)));
+                            kLabelWidth + columns - 4, Num(y(capacity) + 12),
+                            EscapeHtml(FormatBytes(capacity)));
     }
     absl::StrAppendFormat(&svg, "<text x=\"%d\" y=\"%s\">%s</text>\n", kLabelWidth + 4,
                           Num(y(peak) - 3 < top + 10 ? top + 10 : y(peak) - 3),
@@ -410,8 +418,8 @@ std::string SummaryHtml(const Model& model, const v1::Placement& scored) {
   if (scored.outcome() == v1::FEASIBLE) {
     row("outcome", "<span class=\"feasible\">FEASIBLE</span>");
   } else {
-    row("outcome", absl::StrCat("<span class=\"infeasible\">INFEASIBLE</span> ",
-                                EscapeHtml(scored.reason())));
+    row("outcome",
+        absl::StrCat("<span class=\"infeasible\">INFEASIBLE</span> ", EscapeHtml(scored.reason())));
   }
   row("makespan", EscapeHtml(FormatDurationNs(m.makespan_ns())));
   row("lower bound", EscapeHtml(FormatDurationNs(m.lower_bound_ns())));
@@ -419,15 +427,16 @@ std::string SummaryHtml(const Model& model, const v1::Placement& scored) {
       m.lower_bound_ns() > 0
           ? absl::StrFormat("%.3f", static_cast<double>(m.makespan_ns()) / m.lower_bound_ns())
           : std::string("–"));
-  row("transfers", absl::StrCat(m.transfer_count(), " (", EscapeHtml(FormatBytes(m.transfer_bytes())),
-                                ")"));
+  row("transfers",
+      absl::StrCat(m.transfer_count(), " (", EscapeHtml(FormatBytes(m.transfer_bytes())), ")"));
   const v1::Provenance& p = scored.provenance();
   if (!p.algorithm().empty()) {
     std::string algorithm = EscapeHtml(p.algorithm());
     if (!p.requested_algorithm().empty() && p.requested_algorithm() != p.algorithm()) {
       absl::StrAppend(&algorithm, " (chosen by ", EscapeHtml(p.requested_algorithm()), ")");
     }
-    if (!p.algorithm_version().empty()) absl::StrAppend(&algorithm, ", version ", EscapeHtml(p.algorithm_version()));
+    if (!p.algorithm_version().empty())
+      absl::StrAppend(&algorithm, ", version ", EscapeHtml(p.algorithm_version()));
     row("algorithm", algorithm);
     if (p.solve_ns() > 0) {
       row("solve time", absl::StrCat(EscapeHtml(FormatDurationNs(p.solve_ns())),
@@ -508,12 +517,23 @@ std::string EscapeHtml(absl::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -594,10 +614,10 @@ absl::StatusOr<std::string> RenderHtmlReport(const Model& model, const std::vect
                     "</section>\n");
   }
 
-  std::string html = absl::StrCat(
-      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>",
-      EscapeHtml(options.title), "</title>\n<style>", kStyle, "</style>\n</head>\n<body>\n<h1>",
-      EscapeHtml(options.title), "</h1>\n");
+  std::string html =
+      absl::StrCat("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>",
+                   EscapeHtml(options.title), "</title>\n<style>", kStyle,
+                   "</style>\n</head>\n<body>\n<h1>", EscapeHtml(options.title), "</h1>\n");
   if (!options.subtitle.empty()) {
     absl::StrAppend(&html, "<p class=\"subtitle\">", EscapeHtml(options.subtitle), "</p>\n");
   }

@@ -3,14 +3,14 @@
 // placements of one request are shown, the comparison table of `placement_offline compare`.
 //
 // Every number comes from the engine's simulator (api.md §2): each placement is re-simulated with its
-// timeline recorded (SimOptions::record_memory_intervals / record_transfers), so the report shows exactly
-// what the metrics of a response were computed from. The HTML has no external resources (no scripts,
-// fonts or style sheets from elsewhere): inline CSS and inline SVG only, so it can be mailed or attached
-// to a ticket.
+// timeline recorded (SimOptions::record_memory_intervals / record_transfers), so the report shows
+// exactly what the metrics of a response were computed from. The HTML has no external resources (no
+// scripts, fonts or style sheets from elsewhere): inline CSS and inline SVG only, so it can be mailed or
+// attached to a ticket.
 //
 // Huge graphs: the number of SVG elements is bounded (see ReportOptions). Above `max_drawn_ops` ops a
-// run's Gantt lanes show per-pixel-column activity (bar height = busy fraction, colour = the op type with
-// most busy time in the column) instead of one bar per op; only the `max_drawn_transfers` largest
+// run's Gantt lanes show per-pixel-column activity (bar height = busy fraction, colour = the op type
+// with most busy time in the column) instead of one bar per op; only the `max_drawn_transfers` largest
 // transfers are drawn; memory curves are sampled per pixel column keeping the column's maximum, so peaks
 // are never lost. The summary tables always count everything.
 //
@@ -70,14 +70,14 @@ absl::StatusOr<std::string> RenderHtmlReport(const engine::Model& model,
 // `text` with &, <, >, " and ' replaced by entities: safe in element content and quoted attributes.
 std::string EscapeHtml(absl::string_view text);
 
-// Memory in use on each device over time, as steps: (time, bytes in use from that time on), one entry per
-// distinct time at which usage changes, all changes at one time applied together (the simulator's
+// Memory in use on each device over time, as steps: (time, bytes in use from that time on), one entry
+// per distinct time at which usage changes, all changes at one time applied together (the simulator's
 // half-open rule). Built from `result.memory_intervals` (record_memory_intervals must have been on).
 std::vector<std::vector<std::pair<int64_t, int64_t>>> MemorySteps(const engine::Model& model,
                                                                   const engine::SimResult& result);
 
-// The canonical assignment of `placement` (device per canonical op id); INVALID_ARGUMENT when it does not
-// fit the model.
+// The canonical assignment of `placement` (device per canonical op id); INVALID_ARGUMENT when it does
+// not fit the model.
 absl::StatusOr<engine::Assignment> AssignmentOf(const engine::Model& model,
                                                 const v1::Placement& placement);
 

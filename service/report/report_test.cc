@@ -173,8 +173,9 @@ TEST(ReportTest, MismatchedPlacementIsRejected) {
   ASSERT_TRUE(model.ok());
   EXPECT_EQ(RenderHtmlReport(*model, {{"x", PlacementOf({0, 1}), ""}}, ReportOptions()).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(RenderHtmlReport(*model, {{"x", PlacementOf({0, 1, 3}), ""}}, ReportOptions()).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      RenderHtmlReport(*model, {{"x", PlacementOf({0, 1, 3}), ""}}, ReportOptions()).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ReportTest, AssignmentFollowsTheRequestOrder) {
@@ -242,6 +243,33 @@ TEST(ReportTest, HugeGraphsAreAggregated) {
   EXPECT_EQ(NestingProblem(*html), "");
   // Bounded output: well under what one bar per op with tooltips would take.
   EXPECT_LT(html->size(), 1u << 20);
+}
+
+TEST(ReportTest, AggregatedColumnsPreferNamedTypesOverOthers) {
+  // 14 types of equal work: 11 get colours, 3 share "other types", which together outweigh any one
+  // named type in almost every column but must not paint the chart grey.
+  testutil::RandomGraphOptions graph;
+  graph.num_ops = 28000;  // about 13 ops per pixel column and device
+  graph.num_devices = 2;
+  graph.min_compute_ns = graph.max_compute_ns = 1000;
+  graph.seed = 5;
+  v1::PlaceRequest request = testutil::RandomLayeredRequest(graph);
+  for (int i = 0; i < request.graph().ops_size(); ++i) {
+    request.mutable_graph()->mutable_ops(i)->set_type(absl::StrCat("type", i % 14));
+  }
+  absl::StatusOr<engine::Model> model = engine::BuildModel(request);
+  ASSERT_TRUE(model.ok());
+  v1::Placement placement;
+  for (int i = 0; i < request.graph().ops_size(); ++i) placement.add_device(i % 2);
+  ReportOptions options;
+  options.max_drawn_ops = 100;
+  absl::StatusOr<std::string> html = RenderHtmlReport(*model, {{"rr", placement, ""}}, options);
+  ASSERT_TRUE(html.ok());
+  EXPECT_THAT(*html, HasSubstr("3 other types"));
+  // Grey is left for the odd column where only those three types ran (edges of the schedule).
+  const int busy = CountOccurrences(*html, "<rect class=\"busy\"");
+  EXPECT_GT(busy, 100);
+  EXPECT_LT(CountOccurrences(*html, "fill=\"#bab0ac\""), busy / 50);
 }
 
 TEST(ReportTest, EscapeHtmlCoversEveryMetacharacter) {

@@ -133,8 +133,8 @@ TEST(OfflineCliTest, MissingFileIsNamed) {
 
 TEST(OfflineCliTest, ReportWritesOneHtmlFilePerRequest) {
   const std::string html_path = TempPath("report.html");
-  const RunResult several =
-      RunOffline("report --algorithm=pardnn,round_robin --request=" + Fixture() + " --out=" + html_path);
+  const RunResult several = RunOffline("report --algorithm=pardnn,round_robin --request=" + Fixture() +
+                                       " --out=" + html_path);
   ASSERT_EQ(several.exit_code, 0) << several.err;
   const std::string html = ReadAll(html_path);
   std::remove(html_path.c_str());
