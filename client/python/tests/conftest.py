@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -63,13 +62,6 @@ def binary(name):
 
 
 @pytest.fixture(scope="session")
-def server():
-    process = ServerProcess(binary("PLACEMENT_SERVER_BINARY"), ["--workers=2"])
-    yield process
-    process.stop()
-
-
-@pytest.fixture(scope="session")
 def offline_binary():
     return binary("PLACEMENT_OFFLINE_BINARY")
 
@@ -78,11 +70,3 @@ def offline_binary():
 def three_ops_path():
     return SOURCE_DIR / "tests" / "data" / "offline" / "three_ops.json"
 
-
-def wait_until(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
