@@ -126,3 +126,33 @@ def test_token_is_sent_as_a_bearer_header(fake):
     recording_client(fake.address).list_algorithms()
     assert fake.metadata[0].get("authorization") == "Bearer s3cret"
     assert "authorization" not in fake.metadata[1]
+
+
+def test_tls_channel_trusts_the_given_ca(tmp_path):
+    """tls_ca makes the channel TLS with that CA as the only root: a server with a certificate it signed
+    is reached, the same server is not reached without it (plaintext)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    service = FakeService()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    placement_service_pb2_grpc.add_PlacementServiceServicer_to_server(service, server)
+    credentials = grpc.ssl_server_credentials([(key.read_bytes(), cert.read_bytes())])
+    port = server.add_secure_port("localhost:0", credentials)
+    server.start()
+    try:
+        with PlacementClient(f"localhost:{port}", tls_ca=cert, token="t") as secure:
+            assert [a.name for a in secure.list_algorithms(timeout=10)] == ["pardnn"]
+        assert service.metadata[-1].get("authorization") == "Bearer t"
+        plain = recording_client(f"localhost:{port}", timeout=3, retry=RetryPolicy(max_attempts=1))
+        with pytest.raises(PlacementError) as raised:
+            plain.list_algorithms()
+        assert raised.value.code == grpc.StatusCode.UNAVAILABLE
+    finally:
+        server.stop(None)
