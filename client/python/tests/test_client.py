@@ -145,3 +145,18 @@ def test_full_queue_is_retried_after_the_servers_retry_hint(three_ops_path):
             assert min(slept) >= 1.0, "every wait honours the 1 s RetryInfo hint"
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("example", ["place_file.py", "watch_job.py"])
+def test_examples_run(example, testing_server, three_ops_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "examples" / example
+    completed = subprocess.run(
+        [sys.executable, str(script), f"--server={testing_server.address}", f"--request={three_ops_path}",
+         "--algorithm=round_robin"], capture_output=True, text=True, timeout=60, env=dict(os.environ))
+    assert completed.returncode == 0, completed.stderr
+    assert "round_robin" in completed.stdout
