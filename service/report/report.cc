@@ -27,7 +27,7 @@ using engine::SimResult;
 
 // Geometry of the charts, in CSS pixels.
 constexpr int kLabelWidth = 130;  // lane labels left of the time axis
-constexpr int kRightPad = 12;
+constexpr int kRightPad = 36;  // room for the last tick label, centred on the axis end
 constexpr int kAxisHeight = 26;  // time ticks above the lanes
 constexpr int kLaneHeight = 22;
 constexpr int kLaneGap = 6;
