@@ -3,6 +3,7 @@
 CTest passes the binaries' paths in PLACEMENT_SERVER_BINARY / PLACEMENT_OFFLINE_BINARY (see
 client/python/CMakeLists.txt); tests needing one are skipped when it is not set.
 """
+import functools
 import os
 import re
 import subprocess
@@ -20,6 +21,11 @@ class ServerProcess:
 
     def __init__(self, binary, flags=(), timeout=30.0):
         args = [binary, "--host=127.0.0.1", "--port=0", "--metrics_port=0", *flags]
+        # Servers that refuse plaintext unless told (TLS by default) get --insecure, as the C++ tests
+        # pass it, unless the test chooses the transport itself.
+        if server_knows_flag(binary, "insecure") and not any(
+                f.startswith(("--tls_", "--insecure", "--noinsecure")) for f in flags):
+            args.append("--insecure")
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.log = []
         self._ready = threading.Event()
@@ -52,6 +58,13 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+@functools.lru_cache(maxsize=None)
+def server_knows_flag(binary, flag):
+    """True when `binary --helpfull` lists --`flag`."""
+    listed = subprocess.run([binary, "--helpfull"], capture_output=True, text=True, timeout=30)
+    return f"--{flag} (" in listed.stdout + listed.stderr
 
 
 def binary(name):

@@ -160,3 +160,27 @@ def test_examples_run(example, testing_server, three_ops_path):
          "--algorithm=round_robin"], capture_output=True, text=True, timeout=60, env=dict(os.environ))
     assert completed.returncode == 0, completed.stderr
     assert "round_robin" in completed.stdout
+
+
+def test_token_against_a_server_with_tokens(tmp_path, three_ops_path):
+    """Runs once the server checks bearer tokens (--auth_tokens, the `security` work): a known token is
+    accepted, a missing or unknown one is UNAUTHENTICATED."""
+    from conftest import server_knows_flag
+
+    server_binary = binary("PLACEMENT_SERVER_BINARY")
+    if not server_knows_flag(server_binary, "auth_tokens"):
+        pytest.skip("this placement_server has no --auth_tokens")
+    token = "python-client-test-token-0123456789"
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{token} team-python\n")
+    server = ServerProcess(server_binary, [f"--auth_tokens={tokens}"])
+    try:
+        with PlacementClient(server.address, token=token, timeout=60) as c:
+            assert len(c.place(three_ops_path).device) == 3
+        for wrong in (None, "not-the-right-token-0123456789"):
+            with PlacementClient(server.address, token=wrong, timeout=10) as c:
+                with pytest.raises(PlacementError) as raised:
+                    c.place(three_ops_path)
+                assert raised.value.code == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        server.stop()
