@@ -1,6 +1,6 @@
 // placementctl — the command-line client of the placement service (api.md §3).
 //
-//   placementctl --server=HOST:PORT place --request=FILE [--algorithm=NAME] [--out=FILE]
+//   placementctl --server=HOST:PORT place --request=FILE [--algorithm=NAME] [--out=FILE] [--report=FILE]
 //   placementctl --server=HOST:PORT submit --request=FILE [--output=json|name]
 //   placementctl --server=HOST:PORT wait|get|cancel --operation=NAME   (or the name as an argument)
 //   placementctl --server=HOST:PORT evaluate --request=FILE --placement=FILE
@@ -28,11 +28,15 @@
 #include "client/placement_client.h"
 #include "client/progress_bar.h"
 #include "service/engine/io/message_io.h"
+#include "service/engine/model/model_builder.h"
+#include "service/report/report.h"
 
 ABSL_FLAG(std::string, server, "localhost:50051", "Server address, HOST:PORT (any gRPC target).");
 ABSL_FLAG(std::string, request, "", "PlaceRequest file (.json, .json.gz or .pb).");
 ABSL_FLAG(std::string, algorithm, "", "Algorithm (overrides the request's options.algorithm).");
 ABSL_FLAG(std::string, out, "", "Write the result here instead of standard output.");
+ABSL_FLAG(std::string, report, "",
+          "place: also write an HTML report of the result here (simulated locally, service/report).");
 ABSL_FLAG(std::string, placement, "",
           "Placement file for evaluate (a Placement, PlaceResponse or EvaluateResponse; JSON or .pb).");
 ABSL_FLAG(std::string, operation, "", "Operation name (operations/...) for wait, get and cancel.");
@@ -60,6 +64,7 @@ constexpr char kUsage[] =
     "\n"
     "verbs:\n"
     "  place     --request=FILE [--algorithm=NAME] [--out=FILE]   print the Placement as JSON\n"
+    "            [--report=FILE.html]       also write an HTML report (Gantt chart, memory, summary)\n"
     "  submit    --request=FILE [--output=json|name]  start a job, print its Operation (or name)\n"
     "  wait      --operation=NAME | NAME    wait until done, print the Placement as JSON\n"
     "  get       --operation=NAME | NAME    print the Operation as it is now\n"
@@ -134,8 +139,33 @@ bool ReadRequest(v1::PlaceRequest* request, int* exit_code) {
   return true;
 }
 
+// Writes the HTML report of `placement` for `request` to --report: the schedule is re-simulated here
+// with the engine library, which is the same simulator the server scored it with.
+int WriteReport(const v1::PlaceRequest& request, const v1::Placement& placement) {
+  absl::StatusOr<engine::Model> model = engine::BuildModel(request);
+  if (!model.ok()) return Fail(model.status());
+  placement::report::ReportOptions options;
+  options.subtitle =
+      absl::StrCat(absl::GetFlag(FLAGS_request), " placed by ", absl::GetFlag(FLAGS_server));
+  const std::string label =
+      placement.provenance().algorithm().empty() ? "server result" : placement.provenance().algorithm();
+  absl::StatusOr<std::string> html =
+      placement::report::RenderHtmlReport(*model, {{label, placement, ""}}, options);
+  if (!html.ok()) return Fail(html.status());
+  absl::Status written = engine::WriteFileBytes(absl::GetFlag(FLAGS_report), *html);
+  return written.ok() ? 0 : Fail(written);
+}
+
+// Prints `placement`, then writes its report when `report_request` is given and --report is set.
+int EmitPlacement(const v1::Placement& placement, const v1::PlaceRequest* report_request) {
+  const int emitted = Emit(placement);
+  if (emitted != 0 || report_request == nullptr || absl::GetFlag(FLAGS_report).empty()) return emitted;
+  return WriteReport(*report_request, placement);
+}
+
 // Prints the result of a finished operation: its placement, or its error.
-int EmitOperationResult(const v1::Operation& operation) {
+int EmitOperationResult(const v1::Operation& operation,
+                        const v1::PlaceRequest* report_request = nullptr) {
   if (operation.has_error()) {
     return Fail(placement::client::FromStatusProto(operation.error()));
   }
@@ -143,17 +173,18 @@ int EmitOperationResult(const v1::Operation& operation) {
     return Fail(absl::DeadlineExceededError(
         absl::StrCat("operation ", operation.name(), " is not done yet")));
   }
-  return Emit(operation.response().placement());
+  return EmitPlacement(operation.response().placement(), report_request);
 }
 
 // Waits for an operation, drawing a progress bar on a terminal.
-int WaitAndEmit(PlacementClient& client, const std::string& name) {
+int WaitAndEmit(PlacementClient& client, const std::string& name,
+                const v1::PlaceRequest* report_request = nullptr) {
   ProgressBar bar(stderr, ProgressBar::Enabled(stderr, absl::GetFlag(FLAGS_progress)));
   absl::StatusOr<v1::Operation> done = client.WaitUntilDone(
       name, CommandDeadline(), [&bar](const v1::Operation& update) { bar.Update(update.metadata()); });
   bar.Finish();
   if (!done.ok()) return Fail(done.status());
-  return EmitOperationResult(*done);
+  return EmitOperationResult(*done, report_request);
 }
 
 int RunPlace(PlacementClient& client) {
@@ -165,12 +196,12 @@ int RunPlace(PlacementClient& client) {
     // server's TTL (or `placementctl cancel`).
     absl::StatusOr<v1::Operation> operation = client.Submit(request);
     if (!operation.ok()) return Fail(operation.status());
-    if (operation->done()) return EmitOperationResult(*operation);
-    return WaitAndEmit(client, operation->name());
+    if (operation->done()) return EmitOperationResult(*operation, &request);
+    return WaitAndEmit(client, operation->name(), &request);
   }
   absl::StatusOr<v1::PlaceResponse> response = client.Place(request, absl::GetFlag(FLAGS_timeout));
   if (!response.ok()) return Fail(response.status());
-  return Emit(response->placement());
+  return EmitPlacement(response->placement(), &request);
 }
 
 int RunSubmit(PlacementClient& client) {

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
+#include "placement/v1/placement.pb.h"
 
 ABSL_DECLARE_FLAG(std::string, request);
 ABSL_DECLARE_FLAG(std::string, placement);
@@ -30,6 +32,10 @@ int RunEvaluate(const std::vector<std::string>& args);
 int RunCompare(const std::vector<std::string>& args);
 int RunConvert(const std::vector<std::string>& args);
 int RunExport(const std::vector<std::string>& args);
+int RunReport(const std::vector<std::string>& args);
+
+// Reads a Placement file, accepting a PlaceResponse or EvaluateResponse wrapper too.
+absl::StatusOr<v1::Placement> ReadPlacementFile(const std::string& path);
 
 }  // namespace placement::offline
 

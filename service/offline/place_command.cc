@@ -44,8 +44,10 @@ int Emit(const google::protobuf::Message& message) {
   return written.ok() ? 0 : Fail(written);
 }
 
+}  // namespace
+
 // Reads a Placement, accepting a PlaceResponse or EvaluateResponse wrapper too.
-absl::StatusOr<v1::Placement> ReadPlacement(const std::string& path) {
+absl::StatusOr<v1::Placement> ReadPlacementFile(const std::string& path) {
   absl::StatusOr<v1::Placement> placement = ReadMessageFile<v1::Placement>(path);
   if (placement.ok()) return placement;
   if (absl::StatusOr<v1::PlaceResponse> response = ReadMessageFile<v1::PlaceResponse>(path);
@@ -58,8 +60,6 @@ absl::StatusOr<v1::Placement> ReadPlacement(const std::string& path) {
   }
   return placement.status();
 }
-
-}  // namespace
 
 int RunPlace(const std::vector<std::string>& args) {
   const std::string path = absl::GetFlag(FLAGS_request);
@@ -95,7 +95,7 @@ int RunEvaluate(const std::vector<std::string>& args) {
   }
   absl::StatusOr<v1::PlaceRequest> request = ReadMessageFile<v1::PlaceRequest>(request_path);
   if (!request.ok()) return Fail(request.status());
-  absl::StatusOr<v1::Placement> placement = ReadPlacement(placement_path);
+  absl::StatusOr<v1::Placement> placement = ReadPlacementFile(placement_path);
   if (!placement.ok()) return Fail(placement.status());
 
   v1::EvaluateRequest evaluate;

@@ -5,6 +5,7 @@
 //   placement_offline compare  --request=FILE [--algorithms=a,b,...] [--format=text|json|csv|markdown]
 //   placement_offline convert  --from=FORMAT --in=PATH [--cluster=FILE] --out=FILE
 //   placement_offline export   --request=FILE --placement=FILE --to=dot|csv|pardnn
+//   placement_offline report   --request=FILE [--placement=FILE | --algorithm=a[,b...]] --out=FILE
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -24,6 +25,8 @@ constexpr char kUsage[] =
     "  compare  --request=FILE [--algorithms=a,b,...]  table of every algorithm on one request\n"
     "  convert  --from=FORMAT --in=PATH [--cluster=FILE] --out=FILE   import a graph\n"
     "  export   --request=FILE --placement=FILE --to=dot|csv|pardnn  export a placement\n"
+    "  report   --request=FILE [--placement=FILE | --algorithm=a[,b...]] --out=FILE.html\n"
+    "           self-contained HTML: Gantt chart, memory over time, summary, comparison\n"
     "\n"
     "Files: .json, .json.gz (protobuf JSON) or .pb (binary). Exit status: 0 ok, 1 invalid input or\n"
     "failure (problems on stderr, nothing on stdout), 2 usage error.\n";
@@ -45,6 +48,7 @@ int main(int argc, char** argv) {
   if (verb == "compare") return RunCompare(args);
   if (verb == "convert") return RunConvert(args);
   if (verb == "export") return RunExport(args);
+  if (verb == "report") return RunReport(args);
   std::fprintf(stderr, "unknown verb \"%s\"\n\n%s", verb.c_str(), kUsage);
   return 2;
 }

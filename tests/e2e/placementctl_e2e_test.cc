@@ -102,6 +102,29 @@ TEST_F(PlacementctlE2ETest, PlaceWritesOutAndEvaluateScoresIt) {
   for (int32_t device : response.placement().device()) EXPECT_EQ(device, 0);
 }
 
+TEST_F(PlacementctlE2ETest, PlaceWritesAnHtmlReportOfTheServersResult) {
+  const std::string request_path = SourcePath(kSmallRequest);
+  absl::StatusOr<v1::PlaceRequest> request = engine::ReadMessageFile<v1::PlaceRequest>(request_path);
+  ASSERT_TRUE(request.ok()) << request.status();
+  // Unary Place (no progress bar) and the operation path (progress bar) both write the report.
+  for (const char* progress : {"--progress=never", "--progress=always"}) {
+    const std::string report = Temp(absl::StrCat("report", progress + 11, ".html"));
+    CommandResult placed = Ctl({"place", "--request=" + request_path, "--algorithm=round_robin",
+                                "--report=" + report, progress});
+    ASSERT_EQ(placed.exit_status, 0) << placed.err;
+    EXPECT_THAT(placed.out, HasSubstr("\"device\""));  // the Placement JSON is still printed
+    absl::StatusOr<std::string> html = engine::ReadFileBytes(report);
+    ASSERT_TRUE(html.ok()) << progress;
+    int lanes = 0;
+    for (size_t at = html->find("<g class=\"lane\""); at != std::string::npos;
+         at = html->find("<g class=\"lane\"", at + 1)) {
+      ++lanes;
+    }
+    EXPECT_EQ(lanes, request->cluster().devices_size()) << progress;
+    EXPECT_THAT(*html, HasSubstr("<h2>round_robin</h2>"));
+  }
+}
+
 TEST_F(PlacementctlE2ETest, SubmitWaitGetCancel) {
   CommandResult submitted = Ctl({"submit", "--request=" + SourcePath(kSmallRequest),
                                  "--algorithm=round_robin", "--output=name"});

@@ -131,5 +131,35 @@ TEST(OfflineCliTest, MissingFileIsNamed) {
   EXPECT_THAT(run.err, HasSubstr("/nonexistent/request.json"));
 }
 
+TEST(OfflineCliTest, ReportWritesOneHtmlFilePerRequest) {
+  const std::string html_path = TempPath("report.html");
+  const RunResult several = RunOffline("report --algorithm=pardnn,round_robin --request=" + Fixture() +
+                                       " --out=" + html_path);
+  ASSERT_EQ(several.exit_code, 0) << several.err;
+  const std::string html = ReadAll(html_path);
+  std::remove(html_path.c_str());
+  EXPECT_THAT(html, HasSubstr("<!DOCTYPE html>"));
+  EXPECT_THAT(html, HasSubstr("<table class=\"compare\">"));
+  EXPECT_THAT(html, HasSubstr("<g class=\"lane\" data-device=\"gpu1\">"));
+
+  // A placement file instead of algorithms: no comparison table.
+  const RunResult place = RunOffline("place --algorithm=round_robin --request=" + Fixture());
+  ASSERT_EQ(place.exit_code, 0) << place.err;
+  const std::string placement_path = TempPath("report_placement.json");
+  { std::ofstream(placement_path) << place.out; }
+  const RunResult one = RunOffline("report --request=" + Fixture() + " --placement=" + placement_path);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_THAT(one.out, HasSubstr("<svg class=\"gantt\""));
+  EXPECT_THAT(one.out, ::testing::Not(HasSubstr("class=\"compare\"")));
+
+  EXPECT_EQ(RunOffline("report --request=" + Fixture() + " --placement=" + placement_path +
+                       " --algorithm=pardnn")
+                .exit_code,
+            2);
+  std::remove(placement_path.c_str());
+  EXPECT_EQ(RunOffline("report --algorithm=nope --request=" + Fixture()).exit_code, 2);
+  EXPECT_EQ(RunOffline("report").exit_code, 2);
+}
+
 }  // namespace
 }  // namespace placement

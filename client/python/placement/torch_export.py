@@ -1,0 +1,518 @@
+"""Exports one PyTorch training step (forward + backward + optimizer update) as a PlaceRequest.
+
+    python3 -m placement.torch_export --model=torchvision:resnet18 --batch=8 --image_size=224 \
+        --devices=4 --out=resnet18.json
+    python3 -m placement.torch_export --model=transformer --layers=4 --d_model=256 --heads=4 --seq=128 \
+        --out=transformer.pb
+    python3 -m placement.torch_export --model=mypkg.models:build --out=mine.json   # build() -> (model, inputs)
+
+How (torch 1.13): the whole step is written as one function of (parameters, buffers, optimizer state,
+inputs) — functional_call for the forward, torch.autograd.grad for the backward, the optimizer's update
+rule written out — and traced with make_fx into one graph of aten ops, the "joint graph" AOT autograd
+builds. The traced graph then becomes the request:
+
+* every aten op is an op (`type` = the aten op name); views, `getitem` of multi-output ops and `detach`
+  are not ops: they alias their producer, so a tensor's producer stays alive until the last reader of any
+  view of it has run;
+* `output_bytes` = bytes of the tensors the op creates (ops writing in place create none); edges carry
+  the bytes the consumer reads (the size of the tensor or view it uses);
+* each parameter is an op `param:<name>` whose `persistent_bytes` are the parameter plus its optimizer
+  state (SGD momentum: 1 copy; Adam: 2) and which feeds every reader of the parameter and of its state;
+  the ops that compute its update (reachable from its gradient, not needed by the loss or any gradient)
+  share the colocation group `param:<name>` with it, so weights and optimizer state never travel;
+  the buffers of a module (batch-norm statistics) are one op `buffers:<module>` in a group of that name
+  with the ops that write them in place;
+* the step's inputs are ops `input:<i>` holding the batch;
+* `compute_ns`: a roofline estimate, launch overhead + max(FLOPs / --peak_tflops, bytes moved /
+  --bandwidth_gbps) (FLOPs counted for matrix products and convolutions and their backward, one per
+  output element otherwise), or with --profile the median measured time of the op on this machine's CPU.
+
+The cluster is --devices identical devices of --device_memory_gib on one node linked by
+--link_bandwidth_gbps / --link_latency_us. Output: protobuf JSON (`.json`, `.json.gz`) or binary
+(`.pb`; needs the generated stubs on PYTHONPATH), read by `placement_offline` and `placementctl`.
+"""
+import argparse
+import gzip
+import importlib
+import json
+import operator
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+import torch.fx
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.nn.utils import stateless
+
+# Defaults as in the C++ importers' RooflineModel (service/engine/importers/import_options.h): an
+# NVIDIA V100-class device.
+DEFAULT_PEAK_TFLOPS = 15.7
+DEFAULT_BANDWIDTH_GBPS = 900.0
+DEFAULT_LAUNCH_OVERHEAD_NS = 5000
+
+OPTIMIZER_STATE_COPIES = {"sgd": 1, "adam": 2}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Tracing
+
+
+def _loss_mean(output, targets):
+    if isinstance(output, (tuple, list)):
+        output = output[0]
+    return output.float().mean()
+
+
+def trace_training_step(model, example_inputs, loss_fn=None, optimizer="sgd", targets=(), lr=0.01):
+    """Traces one training step of `model` on `example_inputs` (a tuple of forward arguments) into an
+    fx graph of aten ops.
+
+    `loss_fn(output, targets) -> scalar tensor`, default the mean of the output; `targets` is a tuple of
+    tensors the loss reads (labels). Returns (graph_module, placeholders, flat_args): placeholders
+    describes the traced function's arguments in order: [("param", name, tensor) ..., ("buffer", name,
+    tensor) ..., ("state", param name, tensor) ..., ("input", index, tensor) ...] (inputs, then targets),
+    flat_args are those tensors, and the graph returns (new params, new states, loss, grads).
+    """
+    if optimizer not in OPTIMIZER_STATE_COPIES:
+        raise ValueError(f"optimizer must be one of {sorted(OPTIMIZER_STATE_COPIES)}")
+    loss_fn = loss_fn or _loss_mean
+    model.train()
+    param_names = [n for n, p in model.named_parameters() if p.requires_grad]
+    params = [p.detach().clone().requires_grad_(True) for n, p in model.named_parameters() if p.requires_grad]
+    buffer_names = [n for n, _ in model.named_buffers()]
+    buffers = [b.detach().clone() for _, b in model.named_buffers()]
+    copies = OPTIMIZER_STATE_COPIES[optimizer]
+    states = [torch.zeros_like(p, requires_grad=False) for p in params for _ in range(copies)]
+    inputs = tuple(example_inputs)
+    n_inputs = len(inputs)
+    inputs = inputs + tuple(targets)
+    n_params, n_buffers, n_states = len(params), len(buffers), len(states)
+
+    def step(*flat):
+        ps = list(flat[:n_params])
+        bs = list(flat[n_params:n_params + n_buffers])
+        ss = list(flat[n_params + n_buffers:n_params + n_buffers + n_states])
+        xs = flat[n_params + n_buffers + n_states:]
+        tensors = dict(zip(param_names, ps))
+        tensors.update(zip(buffer_names, bs))
+        output = stateless.functional_call(model, tensors, tuple(xs[:n_inputs]))
+        loss = loss_fn(output, tuple(xs[n_inputs:]))
+        grads = torch.autograd.grad(loss, ps, allow_unused=True)
+        grads = [torch.zeros_like(p) if g is None else g for p, g in zip(ps, grads)]
+        new_params, new_states = [], []
+        with torch.no_grad():
+            for i, (p, g) in enumerate(zip(ps, grads)):
+                if optimizer == "sgd":
+                    momentum = ss[i] * 0.9 + g
+                    new_params.append(p - lr * momentum)
+                    new_states.append(momentum)
+                else:  # adam (bias correction folded into lr: one step)
+                    m = ss[2 * i] * 0.9 + g * 0.1
+                    v = ss[2 * i + 1] * 0.999 + g * g * 0.001
+                    new_params.append(p - lr * m / (v.sqrt() + 1e-8))
+                    new_states.extend([m, v])
+        return new_params, new_states, loss.detach(), [g.detach() for g in grads]
+
+    flat = [*params, *buffers, *states, *inputs]
+    graph_module = make_fx(step)(*flat)
+    placeholders = ([("param", n, p) for n, p in zip(param_names, params)] +
+                    [("buffer", n, b) for n, b in zip(buffer_names, buffers)] +
+                    [("state", param_names[i // copies], s) for i, s in enumerate(states)] +
+                    [("input", i, x) for i, x in enumerate(inputs)])
+    return graph_module, placeholders, flat
+
+
+# ---------------------------------------------------------------------------------------------------
+# Costs
+
+
+def _tensor_bytes(value):
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (tuple, list)):
+        return sum(_tensor_bytes(v) for v in value)
+    return 0
+
+
+def _numel(value):
+    if isinstance(value, torch.Tensor):
+        return value.numel()
+    if isinstance(value, (tuple, list)):
+        return sum(_numel(v) for v in value)
+    return 0
+
+
+def _shape(value):
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else ()
+
+
+def _prod(values):
+    result = 1
+    for v in values:
+        result *= int(v)
+    return result
+
+
+def count_flops(op_name, args, output):
+    """FLOPs of one aten op from its argument and output values: exact for matrix products and
+    convolutions (2 per multiply-add), one per output element otherwise."""
+    if op_name in ("mm", "addmm"):
+        a, b = (args[0], args[1]) if op_name == "mm" else (args[1], args[2])
+        return 2 * _prod(_shape(a)) * _shape(b)[-1] + (_numel(output) if op_name == "addmm" else 0)
+    if op_name in ("bmm", "baddbmm"):
+        a, b = (args[0], args[1]) if op_name == "bmm" else (args[1], args[2])
+        return 2 * _prod(_shape(a)) * _shape(b)[-1]
+    if op_name == "convolution":
+        weight = _shape(args[1])
+        if len(weight) >= 3:  # [out_channels, in_channels / groups, *kernel]
+            return 2 * _numel(output) * _prod(weight[1:])
+    if op_name == "convolution_backward":
+        # grad_output, input, weight, ...: input and weight gradients each cost about one forward.
+        weight = _shape(args[2])
+        mask = args[-1] if isinstance(args[-1], (list, tuple)) else (True, True, True)
+        forward = 2 * _numel(args[0]) * _prod(weight[1:]) if len(weight) >= 3 else _numel(args[0])
+        return forward * (int(bool(mask[0])) + int(bool(mask[1]))) + _numel(args[0])
+    return _numel(output)
+
+
+def roofline_ns(flops, bytes_moved, peak_flops, bandwidth, launch_overhead_ns):
+    return int(round(launch_overhead_ns + max(flops / peak_flops, bytes_moved / bandwidth) * 1e9))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Graph -> request
+
+
+def _op_name(node):
+    target = node.target
+    packet = getattr(target, "overloadpacket", None)
+    if packet is not None:
+        return packet.__name__
+    return getattr(target, "__name__", str(target))
+
+
+def _aliases_an_input(node):
+    """True when the op returns a view of an input (no new memory, no kernel)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return node.target is operator.getitem
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+
+
+def _written_arguments(node):
+    """The nodes an op writes in place (its `Tensor(a!)` arguments)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return []
+    written = []
+    for position, argument in enumerate(schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        value = node.args[position] if position < len(node.args) else node.kwargs.get(argument.name)
+        if isinstance(value, torch.fx.Node):
+            written.append(value)
+    return written
+
+
+def _fresh_output_bytes(node, value):
+    """Bytes of the tensors an op creates: its returns that do not alias an argument."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return _tensor_bytes(value)
+    returns = schema.returns
+    if isinstance(value, (tuple, list)) and len(value) == len(returns):
+        return sum(_tensor_bytes(v) for v, r in zip(value, returns) if r.alias_info is None)
+    if len(returns) == 1 and returns[0].alias_info is not None:
+        return 0
+    return _tensor_bytes(value)
+
+
+def _input_nodes(node):
+    found = []
+    torch.fx.node.map_arg((node.args, node.kwargs), lambda n: found.append(n))
+    return found
+
+
+class _Recorder(torch.fx.Interpreter):
+    """Runs the graph op by op, keeping every node's value and each op's wall time."""
+
+    def __init__(self, module):
+        super().__init__(module)
+        self.values = {}
+        self.times = defaultdict(list)
+
+    def run_node(self, n):
+        start = time.perf_counter_ns()
+        result = super().run_node(n)
+        if n.op == "call_function":
+            self.times[n.name].append(time.perf_counter_ns() - start)
+        self.values[n.name] = result
+        return result
+
+
+def build_request(graph_module, placeholders, flat_args, *, devices=2, device_memory_gib=16.0,
+                  device_kind="gpu", link_bandwidth_gbps=100.0, link_latency_us=2.0, optimizer="sgd",
+                  peak_tflops=DEFAULT_PEAK_TFLOPS, bandwidth_gbps=DEFAULT_BANDWIDTH_GBPS,
+                  launch_overhead_ns=DEFAULT_LAUNCH_OVERHEAD_NS, profile_runs=0, algorithm=""):
+    """The PlaceRequest (protobuf JSON mapping, as a dict) of a traced step; see the module docstring."""
+    # Values of every node (for shapes) and, with profile_runs, op times: the graph holds the backward
+    # ops explicitly, so it runs without autograd.
+    recorder = _Recorder(graph_module)
+    with torch.no_grad():
+        for _ in range(max(profile_runs, 1)):
+            recorder.run(*flat_args)
+    values = recorder.values
+
+    nodes = list(graph_module.graph.nodes)
+    placeholder_nodes = [n for n in nodes if n.op == "placeholder"]
+    output_node = next(n for n in nodes if n.op == "output")
+
+    ops = []  # dicts in request order
+    producer = {}  # node name -> index of the op owning the node's memory (through views)
+    group_of = {}  # op index -> colocation group
+    param_op = {}  # parameter name -> op index
+
+    def add_op(name, type_name, compute_ns=0, output_bytes=0, persistent_bytes=0):
+        op = {"name": name, "type": type_name}
+        if compute_ns:
+            op["compute_ns"] = str(compute_ns)
+        if output_bytes:
+            op["output_bytes"] = str(output_bytes)
+        if persistent_bytes:
+            op["persistent_bytes"] = str(persistent_bytes)
+        ops.append(op)
+        return len(ops) - 1
+
+    # Placeholders: parameters (+ their optimizer state), buffers (one op per module), inputs.
+    state_bytes = defaultdict(int)
+    buffer_bytes = defaultdict(int)
+    for kind, key, tensor in placeholders:
+        if kind == "state":
+            state_bytes[key] += _tensor_bytes(tensor)
+        elif kind == "buffer":
+            buffer_bytes[key.rpartition(".")[0]] += _tensor_bytes(tensor)
+    buffer_op = {}
+    for node, (kind, key, tensor) in zip(placeholder_nodes, placeholders):
+        if kind == "param":
+            index = add_op(f"param:{key}", "parameter",
+                           persistent_bytes=_tensor_bytes(tensor) + state_bytes[key])
+            param_op[key] = index
+            group_of[index] = f"param:{key}"
+        elif kind == "buffer":
+            owner = key.rpartition(".")[0]
+            if owner not in buffer_op:
+                buffer_op[owner] = add_op(f"buffers:{owner or '(root)'}", "buffer",
+                                          persistent_bytes=buffer_bytes[owner])
+                group_of[buffer_op[owner]] = f"buffers:{owner or '(root)'}"
+            index = buffer_op[owner]
+        elif kind == "state":
+            index = param_op[key]  # the state lives with its parameter
+        else:
+            index = add_op(f"input:{key}", "input", output_bytes=_tensor_bytes(tensor))
+        producer[node.name] = index
+
+    # Which ops compute the update of which parameter: ancestors of its outputs (new value, new state)
+    # that neither the loss nor any gradient needs.
+    new_params, new_states, loss_out, grads_out = output_node.args[0]
+    param_names = [key for kind, key, _ in placeholders if kind == "param"]
+    copies = OPTIMIZER_STATE_COPIES[optimizer]
+
+    def ancestors(roots):
+        seen = set()
+        stack = [r for r in roots if isinstance(r, torch.fx.Node)]
+        while stack:
+            n = stack.pop()
+            if n.name in seen:
+                continue
+            seen.add(n.name)
+            stack.extend(_input_nodes(n))
+        return seen
+
+    training = ancestors([loss_out, *grads_out])
+    update_owner = {}
+    for i, name in enumerate(param_names):
+        for n in ancestors([new_params[i], *new_states[copies * i:copies * (i + 1)]]) - training:
+            update_owner[n] = name if update_owner.get(n, name) == name else None
+
+    # Ops and edges.
+    edges = {}
+    peak_flops = peak_tflops * 1e12
+    bandwidth = bandwidth_gbps * 1e9
+    for node in nodes:
+        if node.op != "call_function":
+            continue
+        inputs = [n for n in _input_nodes(node) if n.name in producer]
+        if _aliases_an_input(node) and inputs:
+            producer[node.name] = producer[inputs[0].name]  # a view: its memory is its base's
+            continue
+        value = values.get(node.name)
+        op_type = _op_name(node)
+        read_bytes = {n.name: _tensor_bytes(values.get(n.name)) for n in inputs}
+        out_bytes = _fresh_output_bytes(node, value)
+        if profile_runs > 0 and recorder.times.get(node.name):
+            compute = max(1, int(statistics.median(recorder.times[node.name])))
+        else:
+            arg_values = [values.get(a.name) if isinstance(a, torch.fx.Node) else a for a in node.args]
+            flops = count_flops(op_type, arg_values, value)
+            compute = roofline_ns(flops, sum(read_bytes.values()) + out_bytes, peak_flops, bandwidth,
+                                  launch_overhead_ns)
+        index = add_op(node.name, op_type, compute_ns=compute, output_bytes=out_bytes)
+        producer[node.name] = index
+        owner = update_owner.get(node.name)
+        if owner is not None:
+            group_of[index] = f"param:{owner}"
+        else:
+            # An op writing a buffer in place (batch-norm statistics) runs where the buffer lives.
+            for written in _written_arguments(node):
+                group = group_of.get(producer.get(written.name), "")
+                if group.startswith("buffers:"):
+                    group_of[index] = group
+                    break
+        for n in inputs:
+            src = producer[n.name]
+            if src != index:
+                edges[(src, index)] = max(edges.get((src, index), 0), read_bytes[n.name])
+
+    for index, group in group_of.items():
+        ops[index]["colocation_group"] = group
+    memory = int(device_memory_gib * (1 << 30))
+    request = {
+        "graph": {
+            "ops": ops,
+            "edges": [{"src": s, "dst": d, **({"bytes": str(b)} if b else {})}
+                      for (s, d), b in sorted(edges.items())],
+        },
+        "cluster": {
+            "devices": [{"name": f"{device_kind}{i}", "kind": device_kind, "node": "host0",
+                         "memory_bytes": str(memory)} for i in range(devices)],
+            "intra_node": {"bandwidth_bytes_per_second": str(int(link_bandwidth_gbps * 1e9)),
+                           "latency_ns": str(int(link_latency_us * 1000))},
+        },
+    }
+    if algorithm:
+        request["options"] = {"algorithm": algorithm}
+    return request
+
+
+def export_training_step(model, example_inputs, loss_fn=None, optimizer="sgd", targets=(), **request_options):
+    """Traces `model`'s training step on `example_inputs` (and the loss's `targets`) and returns the
+    PlaceRequest as a dict (the protobuf JSON mapping). `request_options` are build_request's keyword
+    arguments (cluster, roofline, profiling)."""
+    graph_module, placeholders, flat = trace_training_step(model, example_inputs, loss_fn, optimizer, targets)
+    return build_request(graph_module, placeholders, flat, optimizer=optimizer, **request_options)
+
+
+def write_request(request, path):
+    """Writes the request: protobuf JSON for .json / .json.gz, binary protobuf for .pb."""
+    path = Path(path)
+    if path.name.endswith(".pb"):
+        from google.protobuf import json_format
+        from placement.v1 import placement_pb2
+
+        message = json_format.ParseDict(request, placement_pb2.PlaceRequest())
+        path.write_bytes(message.SerializeToString())
+        return
+    text = json.dumps(request, indent=1)
+    if path.name.endswith(".gz"):
+        path.write_bytes(gzip.compress(text.encode("utf-8")))
+    else:
+        path.write_text(text)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Built-in models for the command line
+
+
+class TransformerStack(torch.nn.Module):
+    """Token embedding, `layers` encoder blocks, a linear head: a small language-model-like stack."""
+
+    def __init__(self, layers, d_model, heads, vocab=1000):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(vocab, d_model)
+        block = dict(d_model=d_model, nhead=heads, dim_feedforward=4 * d_model, dropout=0.0, batch_first=True)
+        self.blocks = torch.nn.ModuleList(torch.nn.TransformerEncoderLayer(**block) for _ in range(layers))
+        self.head = torch.nn.Linear(d_model, vocab)
+
+    def forward(self, tokens):
+        x = self.embedding(tokens)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def _cross_entropy(output, targets):
+    return torch.nn.functional.cross_entropy(output.reshape(-1, output.shape[-1]), targets[0].reshape(-1))
+
+
+def builtin_model(spec, args):
+    """(model, example inputs, loss function, targets) for --model."""
+    torch.manual_seed(0)
+    if spec.startswith("torchvision:"):
+        import torchvision
+
+        name = spec.split(":", 1)[1]
+        model = getattr(torchvision.models, name)(num_classes=args.classes)
+        images = torch.randn(args.batch, 3, args.image_size, args.image_size)
+        labels = torch.randint(0, args.classes, (args.batch,))
+        return model, (images,), _cross_entropy, (labels,)
+    if spec == "transformer":
+        model = TransformerStack(args.layers, args.d_model, args.heads, args.vocab)
+        tokens = torch.randint(0, args.vocab, (args.batch, args.seq))
+        targets = torch.randint(0, args.vocab, (args.batch, args.seq))
+        return model, (tokens,), _cross_entropy, (targets,)
+    if ":" in spec:  # package.module:factory -> (model, inputs[, loss_fn[, targets]])
+        module_name, factory = spec.split(":", 1)
+        built = tuple(getattr(importlib.import_module(module_name), factory)())
+        return built + (None, ())[len(built) - 2:]
+    raise SystemExit(f"--model: expected torchvision:NAME, transformer or module:factory, got {spec!r}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python3 -m placement.torch_export",
+                                     description="Export one PyTorch training step as a PlaceRequest.")
+    parser.add_argument("--model", required=True,
+                        help="torchvision:NAME (e.g. torchvision:resnet18), transformer, or module:factory")
+    parser.add_argument("--out", required=True, help=".json, .json.gz or .pb")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--image_size", type=int, default=224, help="torchvision models")
+    parser.add_argument("--classes", type=int, default=1000, help="torchvision models")
+    parser.add_argument("--layers", type=int, default=2, help="transformer")
+    parser.add_argument("--d_model", type=int, default=256, help="transformer")
+    parser.add_argument("--heads", type=int, default=4, help="transformer")
+    parser.add_argument("--seq", type=int, default=128, help="transformer")
+    parser.add_argument("--vocab", type=int, default=1000, help="transformer")
+    parser.add_argument("--optimizer", choices=sorted(OPTIMIZER_STATE_COPIES), default="sgd")
+    parser.add_argument("--devices", type=int, default=2)
+    parser.add_argument("--device_kind", default="gpu")
+    parser.add_argument("--device_memory_gib", type=float, default=16.0)
+    parser.add_argument("--link_bandwidth_gbps", type=float, default=100.0, help="GB/s between devices")
+    parser.add_argument("--link_latency_us", type=float, default=2.0)
+    parser.add_argument("--peak_tflops", type=float, default=DEFAULT_PEAK_TFLOPS, help="roofline peak")
+    parser.add_argument("--bandwidth_gbps", type=float, default=DEFAULT_BANDWIDTH_GBPS,
+                        help="roofline memory bandwidth, GB/s")
+    parser.add_argument("--launch_overhead_ns", type=int, default=DEFAULT_LAUNCH_OVERHEAD_NS)
+    parser.add_argument("--profile", type=int, nargs="?", const=5, default=0, metavar="RUNS",
+                        help="measure op times on this machine (median of RUNS runs, default 5) "
+                             "instead of the roofline")
+    parser.add_argument("--algorithm", default="", help="options.algorithm of the request")
+    args = parser.parse_args(argv)
+
+    model, inputs, loss_fn, targets = builtin_model(args.model, args)
+    started = time.monotonic()
+    request = export_training_step(
+        model, inputs, loss_fn, args.optimizer, targets, devices=args.devices, device_memory_gib=args.device_memory_gib,
+        device_kind=args.device_kind, link_bandwidth_gbps=args.link_bandwidth_gbps,
+        link_latency_us=args.link_latency_us, peak_tflops=args.peak_tflops, bandwidth_gbps=args.bandwidth_gbps,
+        launch_overhead_ns=args.launch_overhead_ns, profile_runs=args.profile, algorithm=args.algorithm)
+    write_request(request, args.out)
+    graph = request["graph"]
+    groups = {op["colocation_group"] for op in graph["ops"] if "colocation_group" in op}
+    print(f"{args.out}: {len(graph['ops'])} ops, {len(graph['edges'])} edges, {len(groups)} colocation groups "
+          f"({time.monotonic() - started:.1f} s)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""End-to-end tests of placement.client against a real placement_server."""
+import time
+
+import pytest
+
+grpc = pytest.importorskip("grpc")
+pytest.importorskip("google.protobuf")
+
+from conftest import ServerProcess, binary  # noqa: E402
+from placement.client import PlacementClient, PlacementError, RetryPolicy, load_request  # noqa: E402
+from placement.v1 import placement_pb2  # noqa: E402
+
+
+def slow_request(path, seconds, seed):
+    """A request the server's `testing_wait` algorithm holds a worker with for `seconds`."""
+    request = load_request(path)
+    request.options.algorithm = "testing_wait"
+    request.options.seed = seed
+    request.options.time_limit.FromNanoseconds(int(seconds * 1e9))
+    return request
+
+
+@pytest.fixture(scope="module")
+def testing_server():
+    process = ServerProcess(binary("PLACEMENT_SERVER_BINARY"), ["--workers=2", "--testing_algorithms"])
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def client(testing_server):
+    with PlacementClient(testing_server.address, timeout=60) as c:
+        c.wait_for_ready()
+        yield c
+
+
+def test_place_returns_a_typed_result_and_caches(client, three_ops_path):
+    result = client.place(three_ops_path, algorithm="pardnn")
+    assert result.feasible, result.reason
+    assert len(result.device) == 3
+    assert all(0 <= d < 2 for d in result.device)
+    assert result.makespan_ns >= result.lower_bound_ns > 0
+    assert [d.name for d in result.devices] == ["gpu0", "gpu1"]
+    assert sum(d.op_count for d in result.devices) == 3
+    assert result.algorithm == "pardnn"
+    assert result.cache in ("MISS", "HIT")
+    assert set(result.assignment(load_request(three_ops_path))) == {"a", "b", "c"}
+    again = client.place(three_ops_path, algorithm="pardnn")
+    assert again.cache == "HIT"
+    assert again.device == result.device
+
+
+def test_algorithm_override(client, three_ops_path):
+    result = client.place(load_request(three_ops_path), algorithm="round_robin")
+    assert result.algorithm == "round_robin"
+
+
+def test_invalid_request_raises_with_field_violations(client, three_ops_path):
+    request = load_request(three_ops_path)
+    request.graph.edges[0].dst = 7
+    with pytest.raises(PlacementError) as raised:
+        client.place(request)
+    assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert any(field.startswith("graph.edges[0]") for field, _ in raised.value.field_violations)
+
+
+def test_submit_watch_wait(client, three_ops_path):
+    operation = client.submit(slow_request(three_ops_path, 0.5, seed=int(time.time_ns())))
+    assert operation.name.startswith("operations/")
+    updates = list(client.watch(operation.name, timeout=30))
+    assert updates, "at least the final update"
+    assert updates[-1].done
+    assert all(0.0 <= u.fraction <= 1.0 for u in updates)
+    result = client.wait(operation.name, timeout=30)
+    assert len(result.device) == 3
+    assert client.get_operation(operation.name).done
+
+
+def test_wait_times_out_on_a_running_job_and_cancel_ends_it(client, three_ops_path):
+    operation = client.submit(slow_request(three_ops_path, 60, seed=int(time.time_ns())))
+    with pytest.raises(PlacementError) as raised:
+        client.wait(operation.name, timeout=0.5)
+    assert raised.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    client.cancel(operation.name)
+    with pytest.raises(PlacementError) as cancelled:
+        client.wait(operation.name, timeout=30)
+    assert cancelled.value.code == grpc.StatusCode.CANCELLED
+
+
+def test_unknown_operation_is_not_found(client):
+    with pytest.raises(PlacementError) as raised:
+        client.get_operation("operations/does-not-exist")
+    assert raised.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_evaluate(client, three_ops_path):
+    result, violations = client.evaluate(three_ops_path, [0, 0, 0])
+    assert result.feasible
+    assert violations == []
+    assert result.devices[0].op_count == 3
+    with pytest.raises(PlacementError) as raised:
+        client.evaluate(three_ops_path, [0, 0, 5])
+    assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert any(field.startswith("device") for field, _ in raised.value.field_violations)
+
+
+def test_list_algorithms_and_health(client):
+    names = [a.name for a in client.list_algorithms()]
+    assert "pardnn" in names and "round_robin" in names
+    assert client.health() == "SERVING"
+
+
+def test_unreachable_server_is_unavailable_after_retries():
+    with PlacementClient("127.0.0.1:1", timeout=5,
+                         retry=RetryPolicy(max_attempts=2, initial_backoff=0.01)) as c:
+        with pytest.raises(PlacementError) as raised:
+            c.list_algorithms()
+    assert raised.value.code == grpc.StatusCode.UNAVAILABLE
+
+
+def test_full_queue_is_retried_after_the_servers_retry_hint(three_ops_path):
+    server = ServerProcess(binary("PLACEMENT_SERVER_BINARY"),
+                           ["--workers=1", "--max_queued_jobs=1", "--testing_algorithms", "--retry_delay=1s"])
+    try:
+        with PlacementClient(server.address, timeout=60) as c:
+            running = c.submit(slow_request(three_ops_path, 1.5, seed=1))
+            for update in c.watch(running.name, timeout=30):
+                if update.stage != "queued" or update.done:
+                    break
+            c.submit(slow_request(three_ops_path, 1.5, seed=2))  # fills the queue
+
+            impatient = PlacementClient(server.address, timeout=10, retry=RetryPolicy(max_attempts=1))
+            with pytest.raises(PlacementError) as raised:
+                impatient.place(three_ops_path, algorithm="round_robin")
+            impatient.close()
+            assert raised.value.code == grpc.StatusCode.UNAVAILABLE
+            assert raised.value.retry_delay == pytest.approx(1.0)
+
+            slept = []
+            real_sleep = c._sleep
+            c._sleep = lambda seconds: (slept.append(seconds), real_sleep(seconds))
+            result = c.place(three_ops_path, algorithm="round_robin")
+            assert len(result.device) == 3
+            assert slept, "the first attempt was rejected, so the client waited"
+            assert min(slept) >= 1.0, "every wait honours the 1 s RetryInfo hint"
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("example", ["place_file.py", "watch_job.py"])
+def test_examples_run(example, testing_server, three_ops_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "examples" / example
+    completed = subprocess.run(
+        [sys.executable, str(script), f"--server={testing_server.address}", f"--request={three_ops_path}",
+         "--algorithm=round_robin"], capture_output=True, text=True, timeout=60, env=dict(os.environ))
+    assert completed.returncode == 0, completed.stderr
+    assert "round_robin" in completed.stdout
+
+
+def test_token_against_a_server_with_tokens(tmp_path, three_ops_path):
+    """Runs once the server checks bearer tokens (--auth_tokens, the `security` work): a known token is
+    accepted, a missing or unknown one is UNAUTHENTICATED."""
+    from conftest import server_knows_flag
+
+    server_binary = binary("PLACEMENT_SERVER_BINARY")
+    if not server_knows_flag(server_binary, "auth_tokens"):
+        pytest.skip("this placement_server has no --auth_tokens")
+    token = "python-client-test-token-0123456789"
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{token} team-python\n")
+    server = ServerProcess(server_binary, [f"--auth_tokens={tokens}"])
+    try:
+        with PlacementClient(server.address, token=token, timeout=60) as c:
+            assert len(c.place(three_ops_path).device) == 3
+        for wrong in (None, "not-the-right-token-0123456789"):
+            with PlacementClient(server.address, token=wrong, timeout=10) as c:
+                with pytest.raises(PlacementError) as raised:
+                    c.place(three_ops_path)
+                assert raised.value.code == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        server.stop()
