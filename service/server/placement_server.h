@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "service/cache/redis_result_cache.h"
 #include "service/server/placement_core.h"
 #include "service/server/placement_service.h"
 
@@ -39,6 +40,7 @@ class Exposer;
 
 namespace placement::cache {
 class LruResultCache;
+class TieredResultCache;
 }  // namespace placement::cache
 
 namespace placement::server {
@@ -78,6 +80,11 @@ struct PlacementServerOptions {
   bool log_requests = true;
   // Offer the `testing_wait` algorithm (end-to-end tests only).
   bool testing_algorithms = false;
+  // Shared cache tier behind the in-process cache: Redis at "HOST:PORT"; empty = none. `redis` holds
+  // the rest of its options (its host and port are taken from redis_address). Its timeout is capped
+  // at half of min_time_budget, so a slow Redis cannot eat the deadline of a call that was admitted.
+  std::string redis_address;
+  cache::RedisCacheOptions redis;
   PlacementCoreOptions core;
 };
 
@@ -89,7 +96,8 @@ class PlacementServer {
   PlacementServer(const PlacementServer&) = delete;
   PlacementServer& operator=(const PlacementServer&) = delete;
 
-  // Binds and starts serving. UNAVAILABLE when a port cannot be bound.
+  // Binds and starts serving. UNAVAILABLE when a port cannot be bound; INVALID_ARGUMENT for a
+  // malformed redis_address. (An unreachable Redis is not an error: the shared tier is best effort.)
   absl::Status Start();
   // The bound ports (valid after Start()); metrics_port() is -1 without a metrics endpoint.
   int port() const { return port_; }
@@ -107,6 +115,10 @@ class PlacementServer {
   std::unique_ptr<ServiceMetrics> metrics_;
   std::unique_ptr<AlgorithmCatalog> catalog_;
   std::unique_ptr<cache::LruResultCache> cache_;
+  // With a redis_address: the shared tier and the tiering wrapper the core uses (declared before
+  // jobs_ so that they outlive the workers that write to them).
+  std::unique_ptr<cache::RedisResultCache> redis_;
+  std::unique_ptr<cache::TieredResultCache> tiered_;
   std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<jobs::OperationRegistry> operations_;
   std::unique_ptr<PlacementCore> core_;
