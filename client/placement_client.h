@@ -48,6 +48,10 @@ struct RetryOptions {
   double jitter = 0.2;
 };
 
+// Metadata key carrying the request digest, for cache-affine routing by a hashing proxy
+// (deploy/nginx/placement.conf hashes on it; deploy/README.md shows the Envoy equivalent).
+inline constexpr char kDigestHeader[] = "x-placement-digest";
+
 struct ClientOptions {
   // "host:port", or any gRPC target ("dns:///placement-headless:50051", "unix:/path").
   std::string target = "localhost:50051";
@@ -58,6 +62,12 @@ struct ClientOptions {
   // "" = gRPC's default (pick_first); "round_robin" spreads calls over all resolved addresses.
   std::string load_balancing_policy = "";
   RetryOptions retry;
+  // Cache-affine routing: when set, Place and Submit send its result as `x-placement-digest`, so that
+  // a proxy hashing on that header sends identical requests to the same replica (whose cache has the
+  // answer). Use RequestDigestOf (client/request_digest.h, library placement_routing), which computes
+  // exactly the server's request_digest. An error result sends no header (the proxy then balances
+  // the call like any other).
+  std::function<absl::StatusOr<std::string>(const v1::PlaceRequest&)> routing_digest = nullptr;
 };
 
 enum class ServingStatus { kUnknown, kServing, kNotServing, kServiceUnknown };
@@ -107,6 +117,8 @@ class PlacementClient {
   absl::Status CallWithRetries(absl::Time deadline,
                                const std::function<grpc::Status(grpc::ClientContext&)>& attempt);
   absl::Time DeadlineFor(absl::Duration timeout) const;
+  // options_.routing_digest(request), or "" (no header).
+  std::string RoutingDigest(const v1::PlaceRequest& request) const;
 
   const ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
