@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -136,6 +137,17 @@ TEST(ScaleE2ETest, ResultComputedOnOneReplicaIsAHitOnTheOther) {
   EXPECT_EQ(Metric(*b, "placement_cache_tier_lookups_total{result=\"hit\",tier=\"local\"}"), 1);
   EXPECT_EQ(Metric(*b, "placement_redis_lookups_total{result=\"hit\"}"), 1);
   EXPECT_EQ(RedisErrors(*a) + RedisErrors(*b), 0);
+
+  // The tier and Redis families pass promtool when it is installed (Debian package `prometheus`).
+  if (RunCommand({"/bin/sh", "-c", "command -v promtool"}).exit_status == 0) {
+    const std::string path = ::testing::TempDir() + "/placement_scale_metrics.txt";
+    {
+      std::ofstream out(path);
+      out << ScrapeMetrics(b->metrics_port()).value();
+    }
+    CommandResult lint = RunCommand({"/bin/sh", "-c", "promtool check metrics < " + path});
+    EXPECT_EQ(lint.exit_status, 0) << lint.out << lint.err;
+  }
 }
 
 TEST(ScaleE2ETest, ReplicasKeepServingWhenRedisDiesAndReconnectWhenItReturns) {
