@@ -98,7 +98,7 @@ absl::StatusOr<CachedPlacement> RedisResultCache::DecodeValue(absl::string_view 
   return CachedPlacement(std::move(placement));
 }
 
-RedisResultCache::Connection RedisResultCache::Acquire(bool* skipped) {
+RedisResultCache::Connection RedisResultCache::Acquire(absl::Time deadline, bool* skipped) {
   *skipped = false;
   bool connect = false;
   Connection connection;
@@ -112,7 +112,7 @@ RedisResultCache::Connection RedisResultCache::Acquire(bool* skipped) {
       return stopping_ || !idle_.empty() ||
              checked_out_ + static_cast<int>(idle_.size()) < options_.connections;
     };
-    if (!mu_.AwaitWithTimeout(absl::Condition(&available), options_.timeout) || stopping_) {
+    if (!mu_.AwaitWithDeadline(absl::Condition(&available), deadline) || stopping_) {
       *skipped = true;  // every connection busy for a whole timeout: Redis is not keeping up
       return nullptr;
     }
@@ -124,12 +124,17 @@ RedisResultCache::Connection RedisResultCache::Acquire(bool* skipped) {
       connect = true;
     }
   }
-  if (!connect) return connection;
-
-  const timeval timeout = TimevalOf(options_.timeout);
-  connection.reset(redisConnectWithTimeout(options_.host.c_str(), options_.port, timeout));
+  // The socket timeouts bound each send and receive by what is left of this operation's budget.
+  const timeval remaining = TimevalOf(deadline - absl::Now());
+  if (!connect) {
+    if (redisSetTimeout(connection.get(), remaining) == REDIS_OK) return connection;
+    Release(std::move(connection), /*healthy=*/false);
+    RecordFailure(Op::kConnect);
+    return nullptr;
+  }
+  connection.reset(redisConnectWithTimeout(options_.host.c_str(), options_.port, remaining));
   if (connection == nullptr || connection->err != 0 ||
-      redisSetTimeout(connection.get(), timeout) != REDIS_OK) {
+      redisSetTimeout(connection.get(), remaining) != REDIS_OK) {
     connection.reset();
     {
       absl::MutexLock lock(&mu_);
@@ -169,7 +174,8 @@ void RedisResultCache::RecordFailure(Op op) {
 
 CachedPlacement RedisResultCache::Lookup(absl::string_view request_digest) {
   bool skipped = false;
-  Connection connection = Acquire(&skipped);
+  // One budget for the whole lookup: waiting for a connection, connecting, and the GET.
+  Connection connection = Acquire(absl::Now() + options_.timeout, &skipped);
   if (connection == nullptr) {
     absl::MutexLock lock(&mu_);
     ++(skipped ? stats_.lookups_skipped : stats_.lookup_errors);
@@ -243,7 +249,7 @@ void RedisResultCache::WriterLoop() {
     }
     bool stored = false;
     bool skipped = false;
-    if (Connection connection = Acquire(&skipped)) {
+    if (Connection connection = Acquire(absl::Now() + options_.timeout, &skipped)) {
       const std::string& key = write.first;
       const std::string& value = write.second;
       Reply reply(static_cast<redisReply*>(

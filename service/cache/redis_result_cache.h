@@ -9,9 +9,9 @@
 //   value = one format byte (kValueFormat) + serialized v1::Placement (canonical op order)
 //   SET key value PX ttl   (values over max_value_bytes are not stored)
 //
-// Lookups run on the caller's thread and take at most about `timeout` (connect or command). Inserts
-// are queued and written by one background thread, so solver workers never wait for Redis; the queue
-// is bounded and drops writes when full. Connections come from a small pool; a connection that fails
+// Lookups run on the caller's thread and take at most about `timeout` (pool, connect and command).
+// Inserts are queued and written by one background thread, so solver workers never wait for Redis;
+// the queue is bounded and drops writes when full. Connections come from a small pool; a connection that fails
 // is closed, and after a failure the tier pauses (lookups miss at once, writes are dropped) for a
 // backoff that doubles per consecutive failure up to `max_backoff`, so a dead or slow Redis costs each
 // request at most one timeout per backoff period, not one per request.
@@ -53,7 +53,8 @@ struct RedisCacheOptions {
   absl::Duration ttl = absl::Hours(24);
   // Serialized values larger than this are not stored (counted in writes_too_large).
   int64_t max_value_bytes = int64_t{8} << 20;
-  // Bound of one connect and of one command (send + reply) on a connection.
+  // Bound of one lookup or write as a whole: waiting for a free connection, connecting, and the
+  // command (each socket send and receive gets what is left).
   absl::Duration timeout = absl::Milliseconds(50);
   // Connections in the pool (lookups beyond this many at once wait, at most `timeout`).
   int connections = 4;
@@ -121,10 +122,10 @@ class RedisResultCache : public ResultCache {
   using Connection = std::unique_ptr<redisContext, ContextDeleter>;
   enum class Op { kConnect, kGet, kSet };
 
-  // A connected context from the pool, or null: *skipped = true when not tried (tier backing off, or
-  // every connection busy for `timeout`), false when the connect failed (counted). A non-null
-  // connection must be given back with Release.
-  Connection Acquire(bool* skipped);
+  // A connected context from the pool whose socket timeouts end at `deadline`, or null: *skipped =
+  // true when not tried (tier backing off, or every connection busy until `deadline`), false when
+  // the connect failed (counted). A non-null connection must be given back with Release.
+  Connection Acquire(absl::Time deadline, bool* skipped);
   // `healthy` = false closes the connection and starts (or extends) the backoff.
   void Release(Connection connection, bool healthy);
   void RecordFailure(Op op) ABSL_LOCKS_EXCLUDED(mu_);

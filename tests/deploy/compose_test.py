@@ -1,6 +1,7 @@
 """Checks deploy/docker-compose.yml and the files it mounts, without Docker:
 
-- the YAML parses and has the services of the stack (two replicas, redis, router, prometheus, grafana);
+- the YAML parses (and `docker-compose config` accepts it, when installed) and has the services of
+  the stack (two replicas, redis, router, prometheus, grafana);
 - the replicas' flags are flags placement_server accepts, their ports are the ones they expose, --redis
   names the redis service, and stop_grace_period covers --shutdown_drain_delay + --shutdown_grace;
 - the router's nginx config sends to those replicas on their gRPC port, and listens where the router
@@ -63,7 +64,16 @@ def main():
     flag_names = deploy_checks.server_flags(server)
     exported = deploy_checks.exported_metric_names(source_dir)
 
-    compose = load_yaml(os.path.join(deploy_dir, "docker-compose.yml"))
+    compose_path = os.path.join(deploy_dir, "docker-compose.yml")
+    compose = load_yaml(compose_path)
+    # docker-compose (Debian package, 1.29) validates the file against the Compose schema offline.
+    docker_compose = shutil.which("docker-compose")
+    if docker_compose:
+        result = subprocess.run([docker_compose, "-f", compose_path, "config", "-q"],
+                                capture_output=True, text=True, timeout=120)
+        c.check(result.returncode == 0, f"docker-compose config:\n{result.stdout}{result.stderr}")
+    else:
+        print("note: docker-compose not installed; the Compose schema is not checked")
     services = compose.get("services", {})
     for name in REPLICAS + ("redis", "router", "prometheus", "grafana"):
         c.check(name in services, f"compose: no service {name}")
