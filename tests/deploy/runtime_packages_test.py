@@ -51,39 +51,46 @@ def installed_packages(instructions):
     return packages
 
 
-def package_of(path):
-    """The Debian package owning `path` (tries the /usr-merged twin too), or None."""
-    candidates = [path, os.path.realpath(path)]
-    for candidate in list(candidates):
-        if candidate.startswith("/usr/"):
-            candidates.append(candidate[4:])
-        else:
-            candidates.append("/usr" + candidate)
-    for candidate in candidates:
-        result = subprocess.run(["dpkg", "-S", candidate], capture_output=True, text=True)
-        if result.returncode == 0:
-            return result.stdout.split(":", 1)[0].strip()
-    return None
+def path_variants(path):
+    """`path`, its real path, and their twins across the /usr merge (dpkg knows only one of them)."""
+    variants = []
+    for candidate in (path, os.path.realpath(path)):
+        twin = candidate[4:] if candidate.startswith("/usr/") else "/usr" + candidate
+        variants.extend([candidate, twin])
+    return variants
+
+
+def packages_of(paths):
+    """{path: Debian package owning it (or None)}, with one `dpkg -S` run."""
+    variants = {path: path_variants(path) for path in paths}
+    everything = sorted({v for vs in variants.values() for v in vs})
+    result = subprocess.run(["dpkg", "-S"] + everything, capture_output=True, text=True)
+    owner = {}
+    for line in result.stdout.splitlines():
+        packages, _, owned = line.partition(": ")
+        owner[owned.strip()] = packages.split(",")[0].split(":")[0].strip()
+    return {path: next((owner[v] for v in vs if v in owner), None) for path, vs in variants.items()}
 
 
 class Dependencies:
-    def __init__(self):
-        self.cache = {}
+    """Depends + Pre-Depends of every installed package, read with one dpkg-query run."""
 
-    def direct(self, package):
-        if package not in self.cache:
-            result = subprocess.run(
-                ["dpkg-query", "-W", "-f=${Depends}, ${Pre-Depends}", package],
-                capture_output=True, text=True)
+    def __init__(self):
+        result = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Package}\t${Priority}\t${Depends}, ${Pre-Depends}\n"],
+            capture_output=True, text=True, check=True)
+        self.depends = {}
+        self.priority = {}
+        for line in result.stdout.splitlines():
+            package, priority, depends = (line.split("\t") + ["", ""])[:3]
             names = set()
-            if result.returncode == 0:
-                for clause in result.stdout.split(","):
-                    for alternative in clause.split("|"):
-                        name = alternative.strip().split(" ")[0].split(":")[0]
-                        if name:
-                            names.add(name)
-            self.cache[package] = names
-        return self.cache[package]
+            for clause in depends.split(","):
+                for alternative in clause.split("|"):
+                    name = alternative.strip().split(" ")[0].split(":")[0]
+                    if name:
+                        names.add(name)
+            self.depends[package] = names
+            self.priority[package] = priority
 
     def closure(self, packages):
         seen, todo = set(), list(packages)
@@ -92,17 +99,13 @@ class Dependencies:
             if package in seen:
                 continue
             seen.add(package)
-            todo.extend(self.direct(package) - seen)
+            todo.extend(self.depends.get(package, set()) - seen)
         return seen
 
-
-def base_image_packages():
-    """What debian:bookworm-slim (debootstrap minbase) holds: priority-required packages and apt."""
-    result = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${Priority}\n"], capture_output=True,
-                            text=True, check=True)
-    required = {line.split()[0] for line in result.stdout.splitlines()
-                if len(line.split()) == 2 and line.split()[1] == "required"}
-    return required | {"apt"}
+    def base_image(self):
+        """What debian:bookworm-slim (debootstrap minbase) holds: priority-required packages and apt."""
+        required = {p for p, priority in self.priority.items() if priority == "required"}
+        return self.closure(required | {"apt"})
 
 
 def main():
@@ -141,9 +144,9 @@ def main():
 
     listed = installed_packages(runtime)
     deps = Dependencies()
-    base = deps.closure(base_image_packages())
+    base = deps.base_image()
     covered = deps.closure(listed) | base
-    needed = set()
+    libraries = []  # (binary, library path)
     for binary in binaries:
         if not os.access(binary, os.X_OK):
             deploy_checks.skip(f"{binary} is not built")
@@ -154,15 +157,18 @@ def main():
                 c.check(False, f"{os.path.basename(binary)}: {line.strip()}")
                 continue
             match = re.search(r"=>\s+(/\S+)", line) or re.match(r"\s*(/\S+)", line)
-            if not match:
-                continue  # linux-vdso
-            package = package_of(match.group(1))
-            if not c.check(package is not None, f"{match.group(1)} belongs to no Debian package"):
-                continue
-            needed.add(package)
-            c.check(package in covered,
-                    f"{os.path.basename(binary)} needs {os.path.basename(match.group(1))} from "
-                    f"{package}, which the runtime stage does not install")
+            if match:  # (linux-vdso has no file)
+                libraries.append((os.path.basename(binary), match.group(1)))
+    owners = packages_of({path for _, path in libraries})
+    needed = set()
+    for binary, path in libraries:
+        package = owners[path]
+        if not c.check(package is not None, f"{path} belongs to no Debian package"):
+            continue
+        needed.add(package)
+        c.check(package in covered,
+                f"{binary} needs {os.path.basename(path)} from {package}, which the runtime stage "
+                f"does not install")
     unneeded = sorted(p for p in listed - needed - {"ca-certificates"}
                       if not (deps.closure({p}) & needed - base))
     if unneeded:
