@@ -1,10 +1,12 @@
 # Multi-stage image for placement_server (+ placementctl for health checks, placement_offline for files).
 # Build stage: Debian 12 with the -dev packages; runtime stage: bookworm-slim with the matching runtime
 # libraries only, running as a fixed non-root user.
+#   docker build -t placement-server .        (deploy/README.md: compose stack and Kubernetes)
 FROM debian:bookworm AS build
 COPY deploy/debian-packages.txt /tmp/debian-packages.txt
+# Build packages only: the list up to its "test-only" marker.
 RUN apt-get update \
- && grep -v '^\s*#' /tmp/debian-packages.txt | sed '/^\s*$/d' \
+ && sed '/^# test-only/,$d' /tmp/debian-packages.txt | grep -v '^\s*#' | sed '/^\s*$/d' \
     | xargs apt-get install -y --no-install-recommends \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
@@ -15,17 +17,21 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
  && install -m 0755 /build/service/server/placement_server /build/client/placementctl \
       /build/service/offline/placement_offline /usr/local/bin/
 
+# Runtime libraries: the packages `ldd` of the three binaries resolves to (their own dependencies come
+# along); tests/deploy/runtime_packages_test.py checks this list against the binaries of every build.
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates \
       libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 \
       libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libcivetweb1 libc-ares2 libre2-9 \
-      libmetis5 libonnx1 zlib1g libssl3 \
+      libmetis5 libonnx1 zlib1g libssl3 libhiredis0.14 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 placement \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin placement
 COPY --from=build /usr/local/bin/placement_server /usr/local/bin/placementctl \
      /usr/local/bin/placement_offline /usr/local/bin/
+LABEL org.opencontainers.image.title="placement-server" \
+      org.opencontainers.image.description="Places DNN training-step graphs on devices (gRPC)"
 USER 10001:10001
 EXPOSE 50051 9464
 STOPSIGNAL SIGTERM

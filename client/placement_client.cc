@@ -211,10 +211,18 @@ absl::Status PlacementClient::CallWithRetries(
   }
 }
 
+std::string PlacementClient::RoutingDigest(const v1::PlaceRequest& request) const {
+  if (!options_.routing_digest) return "";
+  absl::StatusOr<std::string> digest = options_.routing_digest(request);
+  return digest.ok() ? *std::move(digest) : "";
+}
+
 absl::StatusOr<v1::PlaceResponse> PlacementClient::Place(const v1::PlaceRequest& request,
                                                          absl::Duration timeout) {
   v1::PlaceResponse response;
+  const std::string digest = RoutingDigest(request);
   absl::Status status = CallWithRetries(DeadlineFor(timeout), [&](grpc::ClientContext& context) {
+    if (!digest.empty()) context.AddMetadata(kDigestHeader, digest);
     return stub_->Place(&context, request, &response);
   });
   if (!status.ok()) return status;
@@ -226,7 +234,9 @@ absl::StatusOr<v1::Operation> PlacementClient::Submit(const v1::PlaceRequest& re
   v1::SubmitPlacementRequest submit;
   *submit.mutable_request() = request;
   v1::SubmitPlacementResponse response;
+  const std::string digest = RoutingDigest(request);
   absl::Status status = CallWithRetries(DeadlineFor(timeout), [&](grpc::ClientContext& context) {
+    if (!digest.empty()) context.AddMetadata(kDigestHeader, digest);
     return stub_->SubmitPlacement(&context, submit, &response);
   });
   if (!status.ok()) return status;

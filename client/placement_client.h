@@ -49,6 +49,10 @@ struct RetryOptions {
   double jitter = 0.2;
 };
 
+// Metadata key carrying the request digest, for cache-affine routing by a hashing proxy
+// (deploy/nginx/placement.conf hashes on it; deploy/README.md shows the Envoy equivalent).
+inline constexpr char kDigestHeader[] = "x-placement-digest";
+
 // Transport security of the channel. PEM contents, not paths (see LoadTlsFiles).
 struct TlsOptions {
   // TLS; with an empty ca_pem the system's root CAs verify the server.
@@ -78,6 +82,12 @@ struct ClientOptions {
   // Never logged.
   std::string token = "";
   RetryOptions retry;
+  // Cache-affine routing: when set, Place and Submit send its result as `x-placement-digest`, so that
+  // a proxy hashing on that header sends identical requests to the same replica (whose cache has the
+  // answer). Use RequestDigestOf (client/request_digest.h, library placement_routing), which computes
+  // exactly the server's request_digest. An error result sends no header (the proxy then balances
+  // the call like any other).
+  std::function<absl::StatusOr<std::string>(const v1::PlaceRequest&)> routing_digest = nullptr;
 };
 
 // Reads PEM files into `tls` and enables TLS when any path is non-empty; `cert_file` and `key_file` go
@@ -138,6 +148,8 @@ class PlacementClient {
   absl::Time DeadlineFor(absl::Duration timeout) const;
   // Adds the token to `context` unless the channel's call credentials carry it.
   void Authorize(grpc::ClientContext& context) const;
+  // options_.routing_digest(request), or "" (no header).
+  std::string RoutingDigest(const v1::PlaceRequest& request) const;
 
   const ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -1,6 +1,8 @@
 #include "service/server/placement_server.h"
 
+#include <algorithm>
 #include <exception>
+#include <utility>
 #include <vector>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -11,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "prometheus/exposer.h"
 #include "service/cache/lru_cache.h"
+#include "service/cache/tiered_result_cache.h"
 #include "service/server/request_log.h"
 #include "service/server/transport_security.h"
 
@@ -32,6 +35,18 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
       AlgorithmCatalogOptions{.include_testing_algorithms = options_.testing_algorithms});
   cache_ = std::make_unique<cache::LruResultCache>(
       cache::LruCacheOptions{.max_bytes = options_.cache_bytes});
+  cache::ResultCache* results = cache_.get();
+  if (absl::StatusOr<std::pair<std::string, int>> redis =
+          cache::ParseRedisAddress(options_.redis_address);
+      !options_.redis_address.empty() && redis.ok()) {
+    cache::RedisCacheOptions redis_options = options_.redis;
+    redis_options.host = redis->first;
+    redis_options.port = redis->second;
+    redis_options.timeout = std::min(redis_options.timeout, options_.min_time_budget / 2);
+    redis_ = std::make_unique<cache::RedisResultCache>(std::move(redis_options));
+    tiered_ = std::make_unique<cache::TieredResultCache>(cache_.get(), redis_.get());
+    results = tiered_.get();
+  }
   jobs_ = std::make_unique<jobs::JobManager>(jobs::JobManagerOptions{
       .workers = options_.workers,
       .max_queued_jobs = options_.max_queued_jobs,
@@ -63,18 +78,23 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
   core_options.tenant_limits = [access = access_.get()](const std::string& tenant) {
     return access->LimitsFor(tenant);
   };
-  core_ = std::make_unique<PlacementCore>(std::move(core_options), catalog_.get(), cache_.get(),
+  core_ = std::make_unique<PlacementCore>(std::move(core_options), catalog_.get(), results,
                                           jobs_.get(), operations_.get(), metrics_.get());
   log_ = std::make_unique<RequestLog>(RequestLog::Options{.enabled = options_.log_requests});
   service_ = std::make_unique<PlacementServiceImpl>(
       core_.get(), metrics_.get(), log_.get(),
       PlacementServiceOptions{.max_wait_timeout = options_.max_wait_timeout,
                               .access = access_.get()});
-  metrics_->SetSources({.jobs = [this] { return jobs_->Stats(); },
-                        .cache = [this] { return cache_->Stats(); },
-                        .operations = [this] { return operations_->size(); },
-                        .repeat_index_bytes = [this] { return core_->repeat_index_bytes(); },
-                        .queue_capacity = options_.max_queued_jobs});
+  ServiceMetrics::Sources sources{.jobs = [this] { return jobs_->Stats(); },
+                                  .cache = [this] { return cache_->Stats(); },
+                                  .operations = [this] { return operations_->size(); },
+                                  .repeat_index_bytes = [this] { return core_->repeat_index_bytes(); },
+                                  .queue_capacity = options_.max_queued_jobs};
+  if (redis_ != nullptr) {
+    sources.cache_tiers = [this] { return tiered_->Tiers(); };
+    sources.redis = [this] { return redis_->RedisStats(); };
+  }
+  metrics_->SetSources(std::move(sources));
 }
 
 PlacementServer::~PlacementServer() {
@@ -86,6 +106,13 @@ PlacementServer::~PlacementServer() {
 absl::Status PlacementServer::Start() {
   absl::MutexLock lock(&shutdown_mu_);
   if (started_) return absl::FailedPreconditionError("already started");
+  if (!options_.redis_address.empty()) {
+    if (absl::Status redis = cache::ParseRedisAddress(options_.redis_address).status();
+        !redis.ok()) {
+      jobs_->Shutdown();
+      return redis;
+    }
+  }
   started_ = true;
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       ServerCredentialsFor(options_.security);
@@ -147,6 +174,13 @@ absl::Status PlacementServer::Start() {
                        authenticator_ != nullptr
                            ? absl::StrCat("bearer tokens from ", options_.auth_tokens_file)
                            : std::string("none (every caller is tenant \"\")")));
+  if (redis_ != nullptr) {
+    LogLine(absl::StrCat("shared cache: redis ", options_.redis_address,
+                         " ttl=", absl::FormatDuration(options_.redis.ttl),
+                         " max_value_bytes=", options_.redis.max_value_bytes, " timeout=",
+                         absl::FormatDuration(std::min(options_.redis.timeout,
+                                                       options_.min_time_budget / 2))));
+  }
   LogLine(absl::StrCat("listening on ", HostPort(options_.host, port_)));
   if (metrics_port_ >= 0) {
     LogLine(absl::StrCat("metrics on ", HostPort(options_.host, metrics_port_)));

@@ -31,6 +31,7 @@
 #include "service/jobs/tenant_limits.h"
 #include "service/server/access_control.h"
 #include "service/server/auth_tokens.h"
+#include "service/cache/redis_result_cache.h"
 #include "service/server/placement_core.h"
 #include "service/server/placement_service.h"
 
@@ -43,6 +44,7 @@ class Exposer;
 
 namespace placement::cache {
 class LruResultCache;
+class TieredResultCache;
 }  // namespace placement::cache
 
 namespace placement::server {
@@ -102,6 +104,11 @@ struct PlacementServerOptions {
   absl::Duration auth_tokens_poll = absl::Seconds(1);
   // Every tenant's limits unless the tokens file overrides them (tenant_limits.h; 0 = unlimited).
   jobs::TenantLimits tenant_limits;
+  // Shared cache tier behind the in-process cache: Redis at "HOST:PORT"; empty = none. `redis` holds
+  // the rest of its options (its host and port are taken from redis_address). Its timeout is capped
+  // at half of min_time_budget, so a slow Redis cannot eat the deadline of a call that was admitted.
+  std::string redis_address;
+  cache::RedisCacheOptions redis;
   PlacementCoreOptions core;
 };
 
@@ -116,6 +123,8 @@ class PlacementServer {
   // Binds and starts serving. UNAVAILABLE when a port cannot be bound; INVALID_ARGUMENT for a
   // contradictory security configuration (or none: neither TLS files nor `insecure`); NOT_FOUND /
   // INVALID_ARGUMENT for unreadable or invalid certificate, key or tokens files.
+  // INVALID_ARGUMENT for a malformed redis_address (an unreachable Redis is not an error: the shared
+  // tier is best effort).
   absl::Status Start();
   // Re-reads the tokens file now (SIGHUP). FAILED_PRECONDITION without one; on a bad file the
   // previous tokens stay in force and the error is returned.
@@ -136,6 +145,10 @@ class PlacementServer {
   std::unique_ptr<ServiceMetrics> metrics_;
   std::unique_ptr<AlgorithmCatalog> catalog_;
   std::unique_ptr<cache::LruResultCache> cache_;
+  // With a redis_address: the shared tier and the tiering wrapper the core uses (declared before
+  // jobs_ so that they outlive the workers that write to them).
+  std::unique_ptr<cache::RedisResultCache> redis_;
+  std::unique_ptr<cache::TieredResultCache> tiered_;
   std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<jobs::OperationRegistry> operations_;
   std::unique_ptr<PlacementCore> core_;

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -95,6 +96,18 @@ ABSL_FLAG(int32_t, max_devices, 1024,
 ABSL_FLAG(int64_t, max_name_bytes, 1024,
           "Longest op, device, type, kind, node or colocation-group name in bytes "
           "(INVALID_ARGUMENT beyond).");
+ABSL_FLAG(std::string, redis, "",
+          "Shared result cache tier behind the in-process cache: Redis at HOST:PORT (empty = none). "
+          "Best effort: when Redis is down or slow the server serves from its own cache.");
+ABSL_FLAG(absl::Duration, redis_ttl, absl::Hours(24),
+          "Expiry of results stored in Redis (0 = none; then Redis's maxmemory policy evicts).");
+ABSL_FLAG(int64_t, redis_max_value_bytes, int64_t{8} << 20,
+          "Results larger than this (serialized) are not stored in Redis.");
+ABSL_FLAG(absl::Duration, redis_timeout, absl::Milliseconds(50),
+          "Bound of one Redis connect or command; capped at half of --min_time_budget.");
+ABSL_FLAG(int, redis_connections, 4, "Connections to Redis (a pool shared by all threads).");
+ABSL_FLAG(std::string, redis_key_prefix, "placement:",
+          "Prefix of every Redis key (separates deployments sharing one Redis).");
 ABSL_FLAG(bool, testing_algorithms, false,
           "Offer the `testing_wait` algorithm, which holds a worker until cancelled or out of "
           "time (for end-to-end tests only).");
@@ -165,6 +178,12 @@ int main(int argc, char** argv) {
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   options.log_requests = absl::GetFlag(FLAGS_log_requests);
   options.testing_algorithms = absl::GetFlag(FLAGS_testing_algorithms);
+  options.redis_address = absl::GetFlag(FLAGS_redis);
+  options.redis.ttl = absl::GetFlag(FLAGS_redis_ttl);
+  options.redis.max_value_bytes = absl::GetFlag(FLAGS_redis_max_value_bytes);
+  options.redis.timeout = absl::GetFlag(FLAGS_redis_timeout);
+  options.redis.connections = std::max(1, absl::GetFlag(FLAGS_redis_connections));
+  options.redis.key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
   options.core.default_time_limit = absl::GetFlag(FLAGS_default_time_limit);
   options.core.max_time_limit = absl::GetFlag(FLAGS_max_time_limit);
   options.core.cache_time_limited_results = absl::GetFlag(FLAGS_cache_time_limited);

@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -60,6 +61,23 @@ MetricFamily Counter(std::string name, std::string help, double value) {
   ClientMetric metric;
   metric.counter.value = value;
   family.metric.push_back(std::move(metric));
+  return family;
+}
+
+// One family with a sample per label set, e.g. {{"op", "get"}} → 3.
+MetricFamily LabeledCounters(
+    std::string name, std::string help,
+    std::vector<std::pair<std::vector<ClientMetric::Label>, double>> samples) {
+  MetricFamily family;
+  family.name = std::move(name);
+  family.help = std::move(help);
+  family.type = MetricType::Counter;
+  for (auto& [labels, value] : samples) {
+    ClientMetric metric;
+    metric.label = std::move(labels);
+    metric.counter.value = value;
+    family.metric.push_back(std::move(metric));
+  }
   return family;
 }
 
@@ -160,6 +178,46 @@ class ServiceMetrics::GaugeCollector : public prometheus::Collectable {
       families.push_back(Counter("placement_cache_evictions_total",
                                  "Entries evicted from the result cache to make room or expired.",
                                  static_cast<double>(stats.evictions)));
+    }
+    if (sources.cache_tiers) {
+      const cache::TierStats tiers = sources.cache_tiers();
+      auto d = [](int64_t v) { return static_cast<double>(v); };
+      families.push_back(LabeledCounters(
+          "placement_cache_tier_lookups_total",
+          "Result cache lookups by result and tier (local = in-process, redis = shared).",
+          {{{{"result", "hit"}, {"tier", "local"}}, d(tiers.local_hits)},
+           {{{"result", "miss"}, {"tier", "local"}}, d(tiers.local_misses)},
+           {{{"result", "hit"}, {"tier", "redis"}}, d(tiers.shared_hits)},
+           {{{"result", "miss"}, {"tier", "redis"}}, d(tiers.shared_misses)}}));
+    }
+    if (sources.redis) {
+      const cache::RedisCacheStats redis = sources.redis();
+      auto d = [](int64_t v) { return static_cast<double>(v); };
+      families.push_back(LabeledCounters(
+          "placement_redis_lookups_total",
+          "Shared-tier lookups: hit, miss, error (failed; served as a miss) or skipped (not tried "
+          "while backing off after a failure).",
+          {{{{"result", "hit"}}, d(redis.hits)},
+           {{{"result", "miss"}}, d(redis.misses)},
+           {{{"result", "error"}}, d(redis.lookup_errors)},
+           {{{"result", "skipped"}}, d(redis.lookups_skipped)}}));
+      families.push_back(LabeledCounters(
+          "placement_redis_errors_total", "Failed Redis operations, by operation.",
+          {{{{"op", "connect"}}, d(redis.connect_errors)},
+           {{{"op", "get"}}, d(redis.get_errors)},
+           {{{"op", "set"}}, d(redis.set_errors)},
+           {{{"op", "decode"}}, d(redis.decode_errors)}}));
+      families.push_back(LabeledCounters(
+          "placement_redis_writes_total",
+          "Shared-tier writes: stored, too_large (over --redis_max_value_bytes) or dropped "
+          "(queue full, backing off, or failed).",
+          {{{{"result", "stored"}}, d(redis.writes_stored)},
+           {{{"result", "too_large"}}, d(redis.writes_too_large)},
+           {{{"result", "dropped"}}, d(redis.writes_dropped)}}));
+      families.push_back(Gauge("placement_redis_connections", "Open connections to Redis.",
+                               d(redis.connections_open)));
+      families.push_back(Gauge("placement_redis_pending_writes",
+                               "Writes queued for the shared tier.", d(redis.pending_writes)));
     }
     if (sources.operations) {
       families.push_back(Gauge("placement_operations",

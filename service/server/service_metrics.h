@@ -22,6 +22,12 @@
 //   placement_job_memory_bytes                      gauge     estimated memory of admitted jobs
 //   placement_cache_bytes, placement_cache_max_bytes, placement_cache_entries       gauge
 //   placement_cache_evictions_total                 counter
+//   with --redis (the shared tier):
+//   placement_cache_tier_lookups_total{result,tier} counter   hit|miss × local|redis
+//   placement_redis_lookups_total{result}           counter   hit | miss | error | skipped (backing off)
+//   placement_redis_errors_total{op}                counter   connect | get | set | decode
+//   placement_redis_writes_total{result}            counter   stored | too_large | dropped
+//   placement_redis_connections, placement_redis_pending_writes                    gauge
 //   placement_operations                            gauge     operations kept (pending + finished)
 //   placement_repeat_index_bytes                    gauge     index of byte-identical repeats
 //   placement_build_info{version}                   gauge     always 1
@@ -51,7 +57,9 @@
 #include "prometheus/family.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "service/cache/redis_result_cache.h"
 #include "service/cache/result_cache.h"
+#include "service/cache/tiered_result_cache.h"
 #include "service/jobs/job_manager.h"
 
 namespace placement::server {
@@ -78,6 +86,9 @@ class ServiceMetrics : public jobs::JobObserver {
     std::function<size_t()> operations = nullptr;
     std::function<int64_t()> repeat_index_bytes = nullptr;
     int queue_capacity = 0;
+    // Only with a shared (Redis) tier.
+    std::function<cache::TierStats()> cache_tiers = nullptr;
+    std::function<cache::RedisCacheStats()> redis = nullptr;
   };
 
   ServiceMetrics();

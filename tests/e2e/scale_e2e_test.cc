@@ -1,0 +1,286 @@
+// End-to-end tests of scale-out (issue 8): two placement_server replicas sharing a real redis-server,
+// and a real nginx routing on the x-placement-digest header in front of them. Everything runs on
+// 127.0.0.1 with ports picked at run time; each test skips when redis-server or nginx is missing.
+#include <signal.h>
+
+#include <atomic>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/placement_client.h"
+#include "client/request_digest.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/nginx_process.h"
+#include "tests/e2e/server_process.h"
+#include "tests/testutil/random_graph.h"
+#include "tests/testutil/redis_server.h"
+
+namespace placement::e2e {
+namespace {
+
+using client::PlacementClient;
+using client::RequestDigestOf;
+using testutil::RedisServer;
+
+// Small and fast (m_topo) so that the tests measure routing and caching, not solving.
+v1::PlaceRequest Request(uint64_t seed) {
+  testutil::RandomGraphOptions options;
+  options.num_ops = 80;
+  options.num_devices = 4;
+  options.seed = seed;
+  options.algorithm = "m_topo";
+  return testutil::RandomLayeredRequest(options);
+}
+
+// Seeds no earlier run could have cached in a shared Redis.
+uint64_t FreshSeed() {
+  static std::atomic<uint64_t> next{static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()))};
+  return next++;
+}
+
+std::unique_ptr<ServerProcess> StartReplica(std::vector<std::string> flags) {
+  flags.push_back("--workers=1");
+  flags.push_back("--log_requests=false");
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(flags);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+std::vector<std::string> RedisFlags(const RedisServer& redis) {
+  return {absl::StrCat("--redis=", redis.address()),
+          absl::StrCat("--redis_key_prefix=e2e", FreshSeed(), ":"), "--redis_timeout=100ms"};
+}
+
+double Metric(const ServerProcess& server, absl::string_view series) {
+  absl::StatusOr<std::string> scrape = ScrapeMetrics(server.metrics_port());
+  EXPECT_TRUE(scrape.ok()) << scrape.status();
+  return scrape.ok() ? MetricValue(*scrape, series) : -1;
+}
+
+double RedisErrors(const ServerProcess& server) {
+  double sum = 0;
+  for (const char* op : {"connect", "get", "set", "decode"}) {
+    sum += Metric(server, absl::StrCat("placement_redis_errors_total{op=\"", op, "\"}"));
+  }
+  return sum;
+}
+
+// Polls until `series` on `server` reaches `at_least` (true) or 10 s pass.
+bool AwaitMetric(const ServerProcess& server, absl::string_view series, double at_least) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < give_up) {
+    if (Metric(server, series) >= at_least) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return false;
+}
+
+constexpr char kStored[] = "placement_redis_writes_total{result=\"stored\"}";
+constexpr char kSolves[] = "placement_solves_total{algorithm=\"m_topo\"}";
+constexpr char kOkPlaces[] = "placement_requests_total{code=\"OK\",method=\"Place\"}";
+
+client::ClientOptions Direct(const ServerProcess& server) {
+  client::ClientOptions options;
+  options.target = server.address();
+  options.default_timeout = absl::Seconds(30);
+  return options;
+}
+
+TEST(ScaleE2ETest, ResultComputedOnOneReplicaIsAHitOnTheOther) {
+  absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
+  if (absl::IsNotFound(redis.status())) GTEST_SKIP() << redis.status();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  const std::vector<std::string> flags = RedisFlags(**redis);
+  std::unique_ptr<ServerProcess> a = StartReplica(flags);
+  std::unique_ptr<ServerProcess> b = StartReplica(flags);
+  ASSERT_TRUE(a && b);
+  EXPECT_TRUE(a->WaitForLog("shared cache: redis", absl::Seconds(1))) << a->Log();
+
+  const v1::PlaceRequest request = Request(FreshSeed());
+  PlacementClient client_a(Direct(*a));
+  absl::StatusOr<v1::PlaceResponse> on_a = client_a.Place(request);
+  ASSERT_TRUE(on_a.ok()) << on_a.status();
+  EXPECT_EQ(on_a->placement().provenance().cache(), v1::MISS);
+  // The client computes exactly the key the server caches under.
+  EXPECT_EQ(on_a->placement().provenance().request_digest(), RequestDigestOf(request).value());
+  ASSERT_TRUE(AwaitMetric(*a, kStored, 1)) << "A never stored its result in Redis";
+
+  // B has never seen it: the same content, in another op order, is a HIT from the shared tier.
+  const v1::PlaceRequest shuffled = testutil::ShuffleRequest(request, 3);
+  PlacementClient client_b(Direct(*b));
+  absl::StatusOr<v1::PlaceResponse> on_b = client_b.Place(shuffled);
+  ASSERT_TRUE(on_b.ok()) << on_b.status();
+  EXPECT_EQ(on_b->placement().provenance().cache(), v1::HIT);
+  EXPECT_EQ(on_b->placement().provenance().request_digest(),
+            on_a->placement().provenance().request_digest());
+  EXPECT_EQ(on_b->placement().metrics().makespan_ns(), on_a->placement().metrics().makespan_ns());
+  for (int i = 0; i < shuffled.graph().ops_size(); ++i) {
+    // Same device per op name, whatever the order.
+    const std::string& name = shuffled.graph().ops(i).name();
+    int j = 0;
+    while (request.graph().ops(j).name() != name) ++j;
+    ASSERT_EQ(on_b->placement().device(i), on_a->placement().device(j)) << name;
+  }
+  EXPECT_EQ(Metric(*b, kSolves), 0);
+  EXPECT_EQ(Metric(*b, "placement_redis_lookups_total{result=\"hit\"}"), 1);
+  EXPECT_EQ(Metric(*b, "placement_cache_lookups_total{result=\"hit\"}"), 1);
+
+  // Again on B: now from B's own memory, no Redis round trip.
+  absl::StatusOr<v1::PlaceResponse> again = client_b.Place(request);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->placement().provenance().cache(), v1::HIT);
+  EXPECT_EQ(Metric(*b, "placement_cache_tier_lookups_total{result=\"hit\",tier=\"local\"}"), 1);
+  EXPECT_EQ(Metric(*b, "placement_redis_lookups_total{result=\"hit\"}"), 1);
+  EXPECT_EQ(RedisErrors(*a) + RedisErrors(*b), 0);
+
+  // The tier and Redis families pass promtool when it is installed (Debian package `prometheus`).
+  if (RunCommand({"/bin/sh", "-c", "command -v promtool"}).exit_status == 0) {
+    const std::string path = ::testing::TempDir() + "/placement_scale_metrics.txt";
+    {
+      std::ofstream out(path);
+      out << ScrapeMetrics(b->metrics_port()).value();
+    }
+    CommandResult lint = RunCommand({"/bin/sh", "-c", "promtool check metrics < " + path});
+    EXPECT_EQ(lint.exit_status, 0) << lint.out << lint.err;
+  }
+}
+
+TEST(ScaleE2ETest, ReplicasKeepServingWhenRedisDiesAndReconnectWhenItReturns) {
+  absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
+  if (absl::IsNotFound(redis.status())) GTEST_SKIP() << redis.status();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  const std::vector<std::string> flags = RedisFlags(**redis);
+  std::unique_ptr<ServerProcess> a = StartReplica(flags);
+  std::unique_ptr<ServerProcess> b = StartReplica(flags);
+  ASSERT_TRUE(a && b);
+  PlacementClient client_a(Direct(*a));
+  PlacementClient client_b(Direct(*b));
+  ASSERT_TRUE(client_a.Place(Request(FreshSeed())).ok());  // connections open, Redis in use
+  ASSERT_TRUE(AwaitMetric(*a, kStored, 1));
+
+  (*redis)->Kill();
+  for (PlacementClient* client : {&client_a, &client_b}) {
+    const v1::PlaceRequest request = Request(FreshSeed());
+    const absl::Time start = absl::Now();
+    absl::StatusOr<v1::PlaceResponse> first = client->Place(request);
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ(first->placement().provenance().cache(), v1::MISS);
+    absl::StatusOr<v1::PlaceResponse> second = client->Place(request);
+    ASSERT_TRUE(second.ok()) << second.status();
+    EXPECT_EQ(second->placement().provenance().cache(), v1::HIT);  // the local tier
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  }
+  EXPECT_GE(RedisErrors(*a), 1);
+  EXPECT_GE(RedisErrors(*b), 1);
+  EXPECT_EQ(Metric(*a, kOkPlaces), 3);
+  EXPECT_EQ(Metric(*b, kOkPlaces), 2);
+
+  // Redis is back (empty): after its backoff, A stores results there again by itself.
+  ASSERT_TRUE((*redis)->Restart().ok());
+  const double stored_before = Metric(*a, kStored);
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  bool stored_again = false;
+  while (!stored_again && absl::Now() < give_up) {
+    ASSERT_TRUE(client_a.Place(Request(FreshSeed())).ok());
+    absl::SleepFor(absl::Milliseconds(100));
+    stored_again = Metric(*a, kStored) > stored_before;
+  }
+  EXPECT_TRUE(stored_again) << "A did not reconnect to Redis";
+}
+
+TEST(ScaleE2ETest, NginxSendsIdenticalRequestsToTheSameReplica) {
+  // No Redis here: a request routed to the replica that did not compute it would be a MISS.
+  std::unique_ptr<ServerProcess> a = StartReplica({});
+  std::unique_ptr<ServerProcess> b = StartReplica({});
+  ASSERT_TRUE(a && b);
+  absl::StatusOr<std::unique_ptr<NginxProcess>> router = NginxProcess::Start({a->port(), b->port()});
+  if (absl::IsNotFound(router.status())) GTEST_SKIP() << router.status();
+  ASSERT_TRUE(router.ok()) << router.status();
+
+  client::ClientOptions options;
+  options.target = (*router)->address();
+  options.default_timeout = absl::Seconds(30);
+  options.routing_digest = RequestDigestOf;
+  PlacementClient client(options);
+  constexpr int kDistinct = 16;
+  constexpr int kRepeats = 3;
+  const uint64_t base = FreshSeed();
+  for (int repeat = 0; repeat < kRepeats; ++repeat) {
+    for (int i = 0; i < kDistinct; ++i) {
+      // Repeats come in another op order: different bytes, same digest, same replica.
+      v1::PlaceRequest request = Request(base + i);
+      if (repeat > 0) request = testutil::ShuffleRequest(request, repeat);
+      absl::StatusOr<v1::PlaceResponse> placed = client.Place(request);
+      ASSERT_TRUE(placed.ok()) << placed.status() << "\n" << (*router)->ErrorLog();
+      EXPECT_EQ(placed->placement().provenance().cache(), repeat == 0 ? v1::MISS : v1::HIT)
+          << "request " << i << " repeat " << repeat;
+    }
+  }
+  // Every distinct request was computed once in total, and both replicas took a share.
+  const double solves_a = Metric(*a, kSolves);
+  const double solves_b = Metric(*b, kSolves);
+  EXPECT_EQ(solves_a + solves_b, kDistinct);
+  EXPECT_GT(solves_a, 0);
+  EXPECT_GT(solves_b, 0);
+  EXPECT_EQ(Metric(*a, kOkPlaces) + Metric(*b, kOkPlaces), kDistinct * kRepeats);
+  EXPECT_EQ(Metric(*a, kOkPlaces), solves_a * kRepeats);
+}
+
+TEST(ScaleE2ETest, ClientsWithRetriesThroughNginxSurviveAReplicaKilledUnderLoad) {
+  std::unique_ptr<ServerProcess> a = StartReplica({});
+  std::unique_ptr<ServerProcess> b = StartReplica({});
+  ASSERT_TRUE(a && b);
+  absl::StatusOr<std::unique_ptr<NginxProcess>> router = NginxProcess::Start({a->port(), b->port()});
+  if (absl::IsNotFound(router.status())) GTEST_SKIP() << router.status();
+  ASSERT_TRUE(router.ok()) << router.status();
+
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 20;
+  const uint64_t base = FreshSeed();
+  std::atomic<int> done{0};
+  std::atomic<int> failed{0};
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      client::ClientOptions options;
+      options.target = (*router)->address();
+      options.default_timeout = absl::Seconds(30);
+      options.retry = {.max_attempts = 8,
+                       .initial_backoff = absl::Milliseconds(50),
+                       .max_backoff = absl::Milliseconds(500)};
+      options.routing_digest = RequestDigestOf;
+      PlacementClient client(options);
+      for (int i = 0; i < kPerThread; ++i) {
+        absl::StatusOr<v1::PlaceResponse> placed =
+            client.Place(Request(base + (t * kPerThread + i) % 24));
+        if (!placed.ok()) {
+          ++failed;
+          failures[t] = placed.status().ToString();
+        }
+        ++done;
+      }
+    });
+  }
+  // Kill B (no drain, no goodbye) once the load is under way.
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (done.load() < kThreads * kPerThread / 4 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const double b_served = Metric(*b, kOkPlaces);
+  b->Signal(SIGKILL);
+  for (std::thread& thread : threads) thread.join();
+
+  EXPECT_EQ(done.load(), kThreads * kPerThread);
+  EXPECT_EQ(failed.load(), 0) << failures[0] << failures[1] << failures[2] << failures[3];
+  EXPECT_GT(b_served, 0) << "B took no load before it was killed: nothing was tested";
+  EXPECT_GT(Metric(*a, kOkPlaces), 0);
+}
+
+}  // namespace
+}  // namespace placement::e2e
