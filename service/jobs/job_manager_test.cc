@@ -456,7 +456,10 @@ TEST(JobManagerTest, TenantAtItsRunningLimitWaitsWhileOthersUseTheFreeWorkers) {
   b1.tenant_limits = limits;
   absl::StatusOr<Admission> b = jobs.Acquire(std::move(b1));
   ASSERT_TRUE(b.ok());
-  gate_b.started.WaitForNotification();
+  // Bounded, so that a2 wrongly taking the worker fails the test instead of hanging it (the
+  // manager's destructor then cancels the gated jobs).
+  ASSERT_TRUE(gate_b.started.WaitForNotificationWithTimeout(absl::Seconds(30)))
+      << "tenant b did not get the free worker";
   EXPECT_EQ(jobs.Stats().running, 2);
   EXPECT_EQ(jobs.Stats().queued, 1);
   EXPECT_EQ(second->job->state(), JobState::kQueued);
