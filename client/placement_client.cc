@@ -131,10 +131,10 @@ class PlacementClient::OperationRoutes {
 };
 
 PlacementClient::PlacementClient(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
-    : options_(std::move(options)),
+    : operation_routes_(std::make_shared<OperationRoutes>()),
+      options_(std::move(options)),
       channel_(std::move(channel)),
-      stub_(v1::PlacementService::NewStub(channel_)),
-      operation_routes_(std::make_shared<OperationRoutes>()) {}
+      stub_(v1::PlacementService::NewStub(channel_)) {}
 
 absl::Time PlacementClient::DeadlineFor(absl::Duration timeout) const {
   return absl::Now() + (timeout > absl::ZeroDuration() ? timeout : options_.default_timeout);
@@ -252,10 +252,10 @@ absl::StatusOr<v1::Operation> PlacementClient::WatchOperation(
   v1::WatchOperationRequest request;
   request.set_name(name);
   grpc::ClientContext context;
-  context.set_deadline(ToChrono(deadline));
   if (const std::string digest = operation_routes_->DigestOf(name); !digest.empty()) {
     context.AddMetadata(kDigestHeader, digest);
   }
+  context.set_deadline(ToChrono(deadline));
   std::unique_ptr<grpc::ClientReader<v1::WatchOperationResponse>> reader =
       stub_->WatchOperation(&context, request);
   v1::WatchOperationResponse message;

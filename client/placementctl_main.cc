@@ -250,10 +250,10 @@ int main(int argc, char** argv) {
   options.target = absl::GetFlag(FLAGS_server);
   options.default_timeout = absl::GetFlag(FLAGS_timeout);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  options.retry.max_attempts = 1 + std::max(0, absl::GetFlag(FLAGS_retries));
   if (absl::GetFlag(FLAGS_digest_header)) {
     options.routing_digest = placement::client::RequestDigestOf;
   }
+  options.retry.max_attempts = 1 + std::max(0, absl::GetFlag(FLAGS_retries));
   PlacementClient client(options);
 
   if (verb == "health") return RunHealth(client);
