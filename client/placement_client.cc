@@ -7,10 +7,12 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/random/random.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "placement/v1/operation.pb.h"
@@ -175,8 +177,33 @@ void PlacementClient::Authorize(grpc::ClientContext& context) const {
   context.AddMetadata("authorization", absl::StrCat("Bearer ", options_.token));
 }
 
+// Operations live in the replica that created them: calls about an operation this client submitted
+// with a routing digest carry the same digest, so a hashing proxy sends them to that replica.
+class PlacementClient::OperationRoutes {
+ public:
+  // Enough for any one client's operations in flight; when full it starts over (a forgotten
+  // operation's calls are balanced like unrouted ones).
+  static constexpr size_t kMaxRemembered = 4096;
+
+  void Remember(const std::string& operation, const std::string& digest) {
+    absl::MutexLock lock(&mu_);
+    if (digests_.size() >= kMaxRemembered) digests_.clear();
+    digests_[operation] = digest;
+  }
+  std::string DigestOf(const std::string& operation) const {
+    absl::MutexLock lock(&mu_);
+    auto it = digests_.find(operation);
+    return it == digests_.end() ? std::string() : it->second;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::string> digests_ ABSL_GUARDED_BY(mu_);
+};
+
 PlacementClient::PlacementClient(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
-    : options_(std::move(options)),
+    : operation_routes_(std::make_shared<OperationRoutes>()),
+      options_(std::move(options)),
       channel_(std::move(channel)),
       stub_(v1::PlacementService::NewStub(channel_)) {}
 
@@ -240,6 +267,7 @@ absl::StatusOr<v1::Operation> PlacementClient::Submit(const v1::PlaceRequest& re
     return stub_->SubmitPlacement(&context, submit, &response);
   });
   if (!status.ok()) return status;
+  if (!digest.empty()) operation_routes_->Remember(response.operation().name(), digest);
   return std::move(*response.mutable_operation());
 }
 
@@ -247,10 +275,12 @@ absl::StatusOr<v1::Operation> PlacementClient::GetOperation(const std::string& n
   v1::GetOperationRequest request;
   request.set_name(name);
   v1::GetOperationResponse response;
-  absl::Status status = CallWithRetries(DeadlineFor(absl::ZeroDuration()),
-                                        [&](grpc::ClientContext& context) {
-                                          return stub_->GetOperation(&context, request, &response);
-                                        });
+  const std::string digest = operation_routes_->DigestOf(name);
+  absl::Status status = CallWithRetries(
+      DeadlineFor(absl::ZeroDuration()), [&](grpc::ClientContext& context) {
+        if (!digest.empty()) context.AddMetadata(kDigestHeader, digest);
+        return stub_->GetOperation(&context, request, &response);
+      });
   if (!status.ok()) return status;
   return std::move(*response.mutable_operation());
 }
@@ -263,11 +293,13 @@ absl::StatusOr<v1::Operation> PlacementClient::WaitOperation(const std::string& 
   request.mutable_timeout()->set_seconds(nanos / 1'000'000'000);
   request.mutable_timeout()->set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
   v1::WaitOperationResponse response;
+  const std::string digest = operation_routes_->DigestOf(name);
   // Leave the server room to answer before the call's own deadline.
-  absl::Status status = CallWithRetries(absl::Now() + wait + absl::Seconds(10),
-                                        [&](grpc::ClientContext& context) {
-                                          return stub_->WaitOperation(&context, request, &response);
-                                        });
+  absl::Status status = CallWithRetries(
+      absl::Now() + wait + absl::Seconds(10), [&](grpc::ClientContext& context) {
+        if (!digest.empty()) context.AddMetadata(kDigestHeader, digest);
+        return stub_->WaitOperation(&context, request, &response);
+      });
   if (!status.ok()) return status;
   return std::move(*response.mutable_operation());
 }
@@ -276,8 +308,10 @@ absl::StatusOr<v1::Operation> PlacementClient::CancelOperation(const std::string
   v1::CancelOperationRequest request;
   request.set_name(name);
   v1::CancelOperationResponse response;
+  const std::string digest = operation_routes_->DigestOf(name);
   absl::Status status = CallWithRetries(
       DeadlineFor(absl::ZeroDuration()), [&](grpc::ClientContext& context) {
+        if (!digest.empty()) context.AddMetadata(kDigestHeader, digest);
         return stub_->CancelOperation(&context, request, &response);
       });
   if (!status.ok()) return status;
@@ -290,6 +324,9 @@ absl::StatusOr<v1::Operation> PlacementClient::WatchOperation(
   v1::WatchOperationRequest request;
   request.set_name(name);
   grpc::ClientContext context;
+  if (const std::string digest = operation_routes_->DigestOf(name); !digest.empty()) {
+    context.AddMetadata(kDigestHeader, digest);
+  }
   context.set_deadline(ToChrono(deadline));
   Authorize(context);
   std::unique_ptr<grpc::ClientReader<v1::WatchOperationResponse>> reader =

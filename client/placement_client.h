@@ -84,8 +84,9 @@ struct ClientOptions {
   RetryOptions retry;
   // Cache-affine routing: when set, Place and Submit send its result as `x-placement-digest`, so that
   // a proxy hashing on that header sends identical requests to the same replica (whose cache has the
-  // answer). Use RequestDigestOf (client/request_digest.h, library placement_routing), which computes
-  // exactly the server's request_digest. An error result sends no header (the proxy then balances
+  // answer); later calls about an operation this client submitted carry the same header, so they
+  // reach the replica that holds the operation. Use RequestDigestOf (client/request_digest.h,
+  // library placement_routing), which computes exactly the server's request_digest. An error result sends no header (the proxy then balances
   // the call like any other).
   std::function<absl::StatusOr<std::string>(const v1::PlaceRequest&)> routing_digest = nullptr;
 };
@@ -150,6 +151,10 @@ class PlacementClient {
   void Authorize(grpc::ClientContext& context) const;
   // options_.routing_digest(request), or "" (no header).
   std::string RoutingDigest(const v1::PlaceRequest& request) const;
+
+  class OperationRoutes;
+  // Operation name → the digest it was submitted with (see ClientOptions::routing_digest).
+  std::shared_ptr<OperationRoutes> operation_routes_;
 
   const ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;

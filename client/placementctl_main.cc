@@ -27,6 +27,7 @@
 #include "client/credential_flags.h"
 #include "client/placement_client.h"
 #include "client/progress_bar.h"
+#include "client/request_digest.h"
 #include "service/engine/io/message_io.h"
 #include "service/engine/model/model_builder.h"
 #include "service/report/report.h"
@@ -48,6 +49,9 @@ ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(5),
           "How long to wait for the connection before giving up (exit status 2).");
 ABSL_FLAG(int, retries, 4, "Retries on UNAVAILABLE (exponential backoff, honouring RetryInfo).");
 ABSL_FLAG(int, max_message_bytes, 256 << 20, "Largest message sent or received.");
+ABSL_FLAG(bool, digest_header, false,
+          "Send the request digest as x-placement-digest (computed here, like the server does), so "
+          "a hashing router (deploy/nginx/placement.conf) sends identical requests to one replica.");
 ABSL_FLAG(std::string, progress, "auto",
           "Progress bar on stderr while a job runs: auto (if stderr is a terminal), always, never.");
 
@@ -281,6 +285,9 @@ int main(int argc, char** argv) {
   options.target = absl::GetFlag(FLAGS_server);
   options.default_timeout = absl::GetFlag(FLAGS_timeout);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  if (absl::GetFlag(FLAGS_digest_header)) {
+    options.routing_digest = placement::client::RequestDigestOf;
+  }
   options.retry.max_attempts = 1 + std::max(0, absl::GetFlag(FLAGS_retries));
   if (absl::Status applied = placement::client::ApplyCredentialFlags(&options); !applied.ok()) {
     if (applied.code() == absl::StatusCode::kNotFound) {

@@ -104,7 +104,8 @@ ABSL_FLAG(absl::Duration, redis_ttl, absl::Hours(24),
 ABSL_FLAG(int64_t, redis_max_value_bytes, int64_t{8} << 20,
           "Results larger than this (serialized) are not stored in Redis.");
 ABSL_FLAG(absl::Duration, redis_timeout, absl::Milliseconds(50),
-          "Bound of one Redis connect or command; capped at half of --min_time_budget.");
+          "Bound of one Redis lookup or write (pool wait, connect and command); capped at half "
+          "of --min_time_budget.");
 ABSL_FLAG(int, redis_connections, 4, "Connections to Redis (a pool shared by all threads).");
 ABSL_FLAG(std::string, redis_key_prefix, "placement:",
           "Prefix of every Redis key (separates deployments sharing one Redis).");

@@ -12,6 +12,7 @@ namespace placement::server {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(ServiceMetricsTest, CountsRequestsByMethodAndCode) {
   ServiceMetrics metrics;
@@ -77,11 +78,48 @@ TEST(ServiceMetricsTest, GaugesAreReadFromTheirSourcesAtScrapeTime) {
   EXPECT_THAT(metrics.Serialize(), HasSubstr("placement_queue_depth 0"));
 }
 
+TEST(ServiceMetricsTest, SharedTierFamiliesOnlyWithRedis) {
+  ServiceMetrics metrics;
+  metrics.SetSources({.cache = [] { return cache::CacheStats{}; }});
+  EXPECT_THAT(metrics.Serialize(), Not(HasSubstr("placement_redis")));
+  EXPECT_THAT(metrics.Serialize(), Not(HasSubstr("placement_cache_tier_lookups_total")));
+
+  ServiceMetrics::Sources sources{.cache = [] { return cache::CacheStats{}; }};
+  sources.cache_tiers = [] {
+    return cache::TierStats{.local_hits = 5, .local_misses = 4, .shared_hits = 3, .shared_misses = 1};
+  };
+  sources.redis = [] {
+    cache::RedisCacheStats stats;
+    stats.hits = 3;
+    stats.lookup_errors = 2;
+    stats.lookups_skipped = 6;
+    stats.connect_errors = 1;
+    stats.get_errors = 1;
+    stats.writes_stored = 9;
+    stats.connections_open = 2;
+    return stats;
+  };
+  metrics.SetSources(sources);
+  const std::string text = metrics.Serialize();
+  EXPECT_THAT(text, HasSubstr("placement_cache_tier_lookups_total{result=\"hit\",tier=\"local\"} 5"));
+  EXPECT_THAT(text, HasSubstr("placement_cache_tier_lookups_total{result=\"hit\",tier=\"redis\"} 3"));
+  EXPECT_THAT(text, HasSubstr("placement_cache_tier_lookups_total{result=\"miss\",tier=\"redis\"} 1"));
+  EXPECT_THAT(text, HasSubstr("placement_redis_lookups_total{result=\"error\"} 2"));
+  EXPECT_THAT(text, HasSubstr("placement_redis_lookups_total{result=\"skipped\"} 6"));
+  EXPECT_THAT(text, HasSubstr("placement_redis_errors_total{op=\"connect\"} 1"));
+  EXPECT_THAT(text, HasSubstr("placement_redis_errors_total{op=\"get\"} 1"));
+  EXPECT_THAT(text, HasSubstr("placement_redis_writes_total{result=\"stored\"} 9"));
+  EXPECT_THAT(text, HasSubstr("placement_redis_connections 2"));
+}
+
 TEST(ServiceMetricsTest, NamesFollowThePrometheusRules) {
   ServiceMetrics metrics;
-  metrics.SetSources({.jobs = [] { return jobs::JobManagerStats{}; },
-                      .cache = [] { return cache::CacheStats{}; },
-                      .operations = [] { return size_t{0}; }});
+  ServiceMetrics::Sources sources{.jobs = [] { return jobs::JobManagerStats{}; },
+                                  .cache = [] { return cache::CacheStats{}; },
+                                  .operations = [] { return size_t{0}; }};
+  sources.cache_tiers = [] { return cache::TierStats{}; };
+  sources.redis = [] { return cache::RedisCacheStats{}; };
+  metrics.SetSources(sources);
   const std::regex name("[a-z_][a-z0-9_]*");
   for (absl::string_view line : absl::StrSplit(metrics.Serialize(), '\n')) {
     if (!absl::StartsWith(line, "# TYPE ")) continue;

@@ -231,6 +231,49 @@ TEST(ScaleE2ETest, NginxSendsIdenticalRequestsToTheSameReplica) {
   EXPECT_EQ(Metric(*a, kOkPlaces), solves_a * kRepeats);
 }
 
+TEST(ScaleE2ETest, OperationsThroughNginxReachTheReplicaThatHoldsThem) {
+  std::unique_ptr<ServerProcess> a = StartReplica({});
+  std::unique_ptr<ServerProcess> b = StartReplica({});
+  ASSERT_TRUE(a && b);
+  absl::StatusOr<std::unique_ptr<NginxProcess>> router = NginxProcess::Start({a->port(), b->port()});
+  if (absl::IsNotFound(router.status())) GTEST_SKIP() << router.status();
+  ASSERT_TRUE(router.ok()) << router.status();
+
+  client::ClientOptions options;
+  options.target = (*router)->address();
+  options.default_timeout = absl::Seconds(30);
+  options.routing_digest = RequestDigestOf;
+  PlacementClient client(options);
+  const uint64_t base = FreshSeed();
+  for (int i = 0; i < 12; ++i) {
+    absl::StatusOr<v1::Operation> submitted = client.Submit(Request(base + i));
+    ASSERT_TRUE(submitted.ok()) << submitted.status();
+    // Polling by name, then watching: both must find the operation (an unrouted call has a 1 in 2
+    // chance per call of reaching the replica that does not hold it).
+    for (int poll = 0; poll < 3; ++poll) {
+      absl::StatusOr<v1::Operation> got = client.GetOperation(submitted->name());
+      ASSERT_TRUE(got.ok()) << got.status();
+    }
+    absl::StatusOr<v1::Operation> done =
+        client.WaitUntilDone(submitted->name(), absl::Now() + absl::Seconds(30));
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_TRUE(done->done());
+  }
+
+  // placementctl --digest_header through the router, on the operation path (progress bar forced).
+  const std::string request_path = ::testing::TempDir() + "/scale_request.pb";
+  {
+    std::ofstream out(request_path, std::ios::binary);
+    out << Request(base + 100).SerializeAsString();
+  }
+  for (int i = 0; i < 4; ++i) {
+    CommandResult placed = RunCommand({PlacementctlBinary(), "--server=" + (*router)->address(),
+                                       "--digest_header", "--progress=always", "place",
+                                       "--request=" + request_path});
+    EXPECT_EQ(placed.exit_status, 0) << placed.err;
+  }
+}
+
 TEST(ScaleE2ETest, ClientsWithRetriesThroughNginxSurviveAReplicaKilledUnderLoad) {
   std::unique_ptr<ServerProcess> a = StartReplica({});
   std::unique_ptr<ServerProcess> b = StartReplica({});
