@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "service/engine/baselines/heft.h"
 #include "service/engine/baselines/m_etf.h"
 #include "service/engine/baselines/m_topo.h"
@@ -247,13 +248,28 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
   {
     // Every seed but the fastest device alone (the last resort below).
     const size_t repairable = seeds.size() - (fastest_seed_index >= 0 ? 1 : 0);
-    for (size_t i = 0; i < repairable && !context.ShouldStop(); ++i) {
+    std::vector<size_t> to_repair;
+    for (size_t i = 0; i < repairable; ++i) {
       if (scores[i].overflow == 0) continue;
       bool duplicate = false;  // e.g. the two list schedules often agree
       for (size_t j = 0; j < i && !duplicate; ++j) duplicate = seeds[j] == seeds[i];
-      if (duplicate) continue;
+      if (!duplicate) to_repair.push_back(i);
+    }
+    // Least overflow first (the likeliest to fit soon), and each repair gets an equal share of the
+    // time left, so one slow repair cannot starve the seeds after it (unused time flows on).
+    std::stable_sort(to_repair.begin(), to_repair.end(),
+                     [&](size_t a, size_t b) { return scores[a].overflow < scores[b].overflow; });
+    for (size_t k = 0; k < to_repair.size() && !context.ShouldStop(); ++k) {
+      const size_t i = to_repair[k];
+      SolveContext slice = context;
+      if (context.deadline != absl::InfiniteFuture()) {
+        const absl::Time now = context.Now();
+        slice.deadline = std::min(
+            context.deadline,
+            now + (context.deadline - now) / static_cast<int64_t>(to_repair.size() - k));
+      }
       Assignment a = seeds[i];
-      const RepairOutcome outcome = RepairMemory(model, context, repair, a);
+      const RepairOutcome outcome = RepairMemory(model, slice, repair, a);
       out.time_limited |= outcome.time_limited;
       consider(a, Score{outcome.overflow_bytes, outcome.makespan_ns});
       if (DebugEnabled()) {
