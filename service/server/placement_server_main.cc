@@ -64,7 +64,8 @@ ABSL_FLAG(int64_t, repeat_index_bytes, int64_t{64} << 20,
 ABSL_FLAG(bool, log_requests, true, "Log one line per request on stderr.");
 ABSL_FLAG(bool, testing_algorithms, false,
           "Offer the `testing_wait` algorithm, which holds a worker until cancelled or out of "
-          "time (for end-to-end tests only).");
+          "time, `testing_throw` (throws from the worker) and `testing_overrun` (ignores its time "
+          "limit until cancelled); for end-to-end tests only.");
 
 namespace {
 
