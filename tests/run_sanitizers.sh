@@ -3,8 +3,9 @@
 #   bash tests/run_sanitizers.sh asan   # AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   bash tests/run_sanitizers.sh tsan   # ThreadSanitizer (build-tsan/)
 # Environment: BUILD_DIR (default build-asan / build-tsan), BUILD_TARGETS (default all; e.g.
-# placement_threads_tests = the tests labelled `threads`), CTEST_ARGS (extra ctest arguments, e.g.
-# CTEST_ARGS="-L unit"; with BUILD_TARGETS, select only what was built, e.g. "-L threads").
+# placement_threads_tests = the tests labelled `unit_threads` or `e2e`), CTEST_ARGS (extra ctest
+# arguments, e.g. CTEST_ARGS="-L unit"; with BUILD_TARGETS, select only what was built, e.g.
+# "-L unit_threads|e2e").
 # Note: Debian's Abseil, gRPC and protobuf are not built with TSan, so TSan can report races inside
 # them that are not real; suppressions for those live in tests/tsan.supp.
 set -euo pipefail
