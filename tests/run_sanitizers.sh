@@ -2,23 +2,27 @@
 # Builds the project with sanitizers and runs the tests under them.
 #   bash tests/run_sanitizers.sh asan   # AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   bash tests/run_sanitizers.sh tsan   # ThreadSanitizer (build-tsan/)
-# Extra ctest arguments go in CTEST_ARGS (e.g. CTEST_ARGS="-L unit").
+# Environment: BUILD_DIR (default build-asan / build-tsan), BUILD_TARGETS (default all; e.g.
+# placement_threads_tests = the tests labelled `unit_threads` or `e2e`), CTEST_ARGS (extra ctest
+# arguments, e.g. CTEST_ARGS="-L unit"; with BUILD_TARGETS, select only what was built, e.g.
+# "-L unit_threads|e2e").
 # Note: Debian's Abseil, gRPC and protobuf are not built with TSan, so TSan can report races inside
 # them that are not real; suppressions for those live in tests/tsan.supp.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mode="${1:-asan}"
 case "$mode" in
-  asan) sanitize="address,undefined"; build_dir="build-asan"
+  asan) sanitize="address,undefined"; build_dir="${BUILD_DIR:-build-asan}"
         export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
         export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" ;;
-  tsan) sanitize="thread"; build_dir="build-tsan"
+  tsan) sanitize="thread"; build_dir="${BUILD_DIR:-build-tsan}"
         export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" ;;
   *) echo "usage: $0 asan|tsan" >&2; exit 2 ;;
 esac
 bash deploy/install_build_deps.sh
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPLACEMENT_SANITIZE="$sanitize" \
   -DPLACEMENT_BUILD_BENCHMARKS=OFF >/dev/null
-cmake --build "$build_dir"
+# shellcheck disable=SC2086
+cmake --build "$build_dir" ${BUILD_TARGETS:+--target $BUILD_TARGETS}
 # shellcheck disable=SC2086
 ctest --test-dir "$build_dir" --output-on-failure -j2 --timeout 1200 ${CTEST_ARGS:-}

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <exception>
 #include <optional>
 #include <utility>
 
@@ -196,6 +197,18 @@ void JobManager::WorkerLoop() {
   }
 }
 
+// An exception escaping the work would end the worker thread and with it the process (std::terminate):
+// every other caller would lose its answer. It fails only this job, as INTERNAL, with what it said.
+absl::StatusOr<PlacementPtr> JobManager::RunWork(JobWork& work, const JobContext& context) {
+  try {
+    return work(context);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("the algorithm failed with an exception: ", e.what()));
+  } catch (...) {
+    return absl::InternalError("the algorithm failed with an exception of unknown type");
+  }
+}
+
 void JobManager::Run(const std::shared_ptr<Job>& job) {
   absl::Time deadline;
   bool too_late = false;
@@ -214,8 +227,7 @@ void JobManager::Run(const std::shared_ptr<Job>& job) {
   job->MarkRunning();
   if (options_.observer != nullptr) options_.observer->OnJobStarted(*job);
   JobContext context(job.get(), deadline, clock_);
-  absl::StatusOr<PlacementPtr> placement = job->work_(context);
-  Finish(job, std::move(placement), /*ran=*/true);
+  Finish(job, RunWork(job->work_, context), /*ran=*/true);
 }
 
 void JobManager::Finish(const std::shared_ptr<Job>& job, absl::StatusOr<PlacementPtr> placement,

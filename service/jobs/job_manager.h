@@ -149,6 +149,7 @@ class JobManager {
  private:
   void WorkerLoop();
   void Run(const std::shared_ptr<Job>& job);
+  static absl::StatusOr<PlacementPtr> RunWork(JobWork& work, const JobContext& context);
   // Bookkeeping for a job that ends (ran or not), then completes it and notifies.
   void Finish(const std::shared_ptr<Job>& job, absl::StatusOr<PlacementPtr> placement, bool ran)
       ABSL_LOCKS_EXCLUDED(mu_);

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -540,6 +541,34 @@ TEST(JobManagerTest, ShutdownEndsQueuedAndRunningJobs) {
   jobs.Release(running->job);
   jobs.Release(queued->job);
   jobs.Shutdown();  // idempotent
+}
+
+TEST(JobManagerTest, AnExceptionInTheWorkFailsOnlyThatJobAsInternal) {
+  JobManager jobs({.workers = 1});
+  absl::StatusOr<Admission> throwing = jobs.Acquire(Spec(
+      "throws", [](const JobContext&) -> absl::StatusOr<PlacementPtr> {
+        throw std::runtime_error("boom in the partitioner");
+      }));
+  ASSERT_TRUE(throwing.ok());
+  const JobResult& failed = AwaitDone(throwing->job);
+  EXPECT_EQ(failed.placement.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(failed.placement.status().message()),
+              HasSubstr("boom in the partitioner"));
+
+  absl::StatusOr<Admission> odd = jobs.Acquire(
+      Spec("throws an int", [](const JobContext&) -> absl::StatusOr<PlacementPtr> { throw 7; }));
+  ASSERT_TRUE(odd.ok());
+  EXPECT_EQ(AwaitDone(odd->job).placement.status().code(), absl::StatusCode::kInternal);
+
+  // The only worker survived both and runs the next job.
+  absl::StatusOr<Admission> next = jobs.Acquire(Spec("next", Immediate(3)));
+  ASSERT_TRUE(next.ok());
+  const JobResult& result = AwaitDone(next->job);
+  ASSERT_TRUE(result.placement.ok()) << result.placement.status();
+  EXPECT_EQ((*result.placement)->device(0), 3);
+  jobs.Release(throwing->job);
+  jobs.Release(odd->job);
+  jobs.Release(next->job);
 }
 
 }  // namespace

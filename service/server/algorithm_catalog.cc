@@ -1,6 +1,7 @@
 #include "service/server/algorithm_catalog.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -69,6 +70,45 @@ class TestingWaitAlgorithm : public Algorithm {
   }
 };
 
+// Fails with a C++ exception (tests only): the worker must turn it into an INTERNAL error of this job
+// alone and live on.
+class TestingThrowAlgorithm : public Algorithm {
+ public:
+  std::string name() const override { return std::string(AlgorithmCatalog::kTestingThrow); }
+  std::string version() const override { return "testing-1"; }
+  std::string description() const override {
+    return "For tests only: throws a std::runtime_error from the worker thread.";
+  }
+  absl::StatusOr<v1::Placement> Solve(const engine::Model& model, const v1::PlacementOptions&,
+                                      const engine::SolveContext&) const override {
+    throw std::runtime_error(
+        absl::StrCat("testing_throw: deliberate failure on a graph of ", model.num_ops(), " ops"));
+  }
+};
+
+// Ignores its time limit (tests only): it stops only when cancelled, or after ten times its budget
+// (at most a minute), so that tests see what happens to a job that overruns — the caller's deadline
+// ends the call, and the job is cancelled once nobody waits for it.
+class TestingOverrunAlgorithm : public Algorithm {
+ public:
+  std::string name() const override { return std::string(AlgorithmCatalog::kTestingOverrun); }
+  std::string version() const override { return "testing-1"; }
+  std::string description() const override {
+    return "For tests only: ignores its time limit until cancelled (or 10x the limit), then fails.";
+  }
+  absl::StatusOr<v1::Placement> Solve(const engine::Model&, const v1::PlacementOptions&,
+                                      const engine::SolveContext& context) const override {
+    const absl::Time start = context.Now();
+    const absl::Duration budget = context.deadline - start;
+    const absl::Time give_up = start + std::min(absl::Minutes(1), budget * 10);
+    while (!context.Cancelled() && context.Now() < give_up) {
+      context.Report("overrunning", 0.5);
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return absl::DeadlineExceededError("testing_overrun: ran past its time limit");
+  }
+};
+
 }  // namespace
 
 std::string Algorithm::RequestDigest(const engine::Model& model,
@@ -81,7 +121,11 @@ AlgorithmCatalog::AlgorithmCatalog(AlgorithmCatalogOptions options) {
   for (const engine::Partitioner* partitioner : engine::AllAlgorithms()) {
     owned_.push_back(std::make_unique<EngineAlgorithm>(partitioner));
   }
-  if (options.include_testing_algorithms) owned_.push_back(std::make_unique<TestingWaitAlgorithm>());
+  if (options.include_testing_algorithms) {
+    owned_.push_back(std::make_unique<TestingWaitAlgorithm>());
+    owned_.push_back(std::make_unique<TestingThrowAlgorithm>());
+    owned_.push_back(std::make_unique<TestingOverrunAlgorithm>());
+  }
   for (const auto& algorithm : owned_) all_.push_back(algorithm.get());
 }
 

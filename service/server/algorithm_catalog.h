@@ -3,8 +3,9 @@
 //
 // The engine's own algorithms run through engine::Solve. `testing_wait` exists so that end-to-end tests
 // can hold a worker busy deterministically: it reports progress until it is cancelled or its time limit
-// passes, then places op v on device v mod D. It is never offered unless the server is started with
-// --testing_algorithms.
+// passes, then places op v on device v mod D. `testing_throw` throws a C++ exception from the worker
+// (the job fails with INTERNAL, the server lives on); `testing_overrun` ignores its time limit until it
+// is cancelled. None is offered unless the server is started with --testing_algorithms.
 //
 // Example:
 //   AlgorithmCatalog catalog({.include_testing_algorithms = false});
@@ -41,13 +42,15 @@ class Algorithm {
 };
 
 struct AlgorithmCatalogOptions {
-  // Adds `testing_wait` (for end-to-end tests only).
+  // Adds `testing_wait`, `testing_throw` and `testing_overrun` (for end-to-end tests only).
   bool include_testing_algorithms = false;
 };
 
 class AlgorithmCatalog {
  public:
   static constexpr absl::string_view kTestingWait = "testing_wait";
+  static constexpr absl::string_view kTestingThrow = "testing_throw";
+  static constexpr absl::string_view kTestingOverrun = "testing_overrun";
 
   explicit AlgorithmCatalog(AlgorithmCatalogOptions options = {});
   ~AlgorithmCatalog();

@@ -94,7 +94,7 @@ struct PlacementServerOptions {
   absl::Duration shutdown_grace = absl::Seconds(10);
   // One log line per request.
   bool log_requests = true;
-  // Offer the `testing_wait` algorithm (end-to-end tests only).
+  // Offer the testing_* algorithms (end-to-end tests only).
   bool testing_algorithms = false;
   // TLS / mTLS / explicit plaintext. Start() refuses to serve with none of them.
   TransportSecurityOptions security;

@@ -111,7 +111,8 @@ ABSL_FLAG(std::string, redis_key_prefix, "placement:",
           "Prefix of every Redis key (separates deployments sharing one Redis).");
 ABSL_FLAG(bool, testing_algorithms, false,
           "Offer the `testing_wait` algorithm, which holds a worker until cancelled or out of "
-          "time (for end-to-end tests only).");
+          "time, `testing_throw` (throws from the worker) and `testing_overrun` (ignores its time "
+          "limit until cancelled); for end-to-end tests only.");
 
 namespace {
 

@@ -208,6 +208,20 @@ CommandResult RunCommand(const std::vector<std::string>& command) {
   return result;
 }
 
+absl::StatusOr<int64_t> ResidentBytes(pid_t pid) {
+  const std::string status = ReadWholeFile(absl::StrCat("/proc/", pid, "/status"));
+  for (absl::string_view line : absl::StrSplit(status, '\n')) {
+    if (!absl::ConsumePrefix(&line, "VmRSS:")) continue;
+    line = absl::StripAsciiWhitespace(line);
+    int64_t kib = 0;
+    if (absl::ConsumeSuffix(&line, "kB") &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &kib)) {
+      return kib * 1024;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no VmRSS for process ", pid));
+}
+
 absl::StatusOr<std::string> ScrapeMetrics(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError("socket failed");

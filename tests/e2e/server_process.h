@@ -17,6 +17,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -82,6 +84,9 @@ struct CommandResult {
 
 // Runs `argv` (argv[0] is the binary path) to completion, capturing stdout and stderr.
 CommandResult RunCommand(const std::vector<std::string>& argv);
+
+// Resident set size of process `pid` in bytes (VmRSS in /proc/<pid>/status).
+absl::StatusOr<int64_t> ResidentBytes(pid_t pid);
 
 // GET /metrics from 127.0.0.1:`port`.
 absl::StatusOr<std::string> ScrapeMetrics(int port);

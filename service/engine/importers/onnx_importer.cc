@@ -1,5 +1,6 @@
 #include "service/engine/importers/onnx_importer.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -47,6 +48,16 @@ bool IsFloating(int32_t type) {
          type == onnx::TensorProto_DataType_FLOAT16 || type == onnx::TensorProto_DataType_BFLOAT16;
 }
 
+// A tensor above 1 PiB is absurd (ModelLimits::max_bytes): its size is capped there, so a hostile shape
+// (dims of 10^7 x 10^7 x 10^7) becomes a request that validation rejects by name instead of a
+// float-to-int64 overflow (UB, found by the importer_onnx fuzzer). Sums of tensor sizes (a node's
+// outputs, an edge's inputs, a layer's parameters) are capped at kMaxSummedBytes, far above any valid
+// value and far enough below INT64_MAX that the training expansion's multiples cannot overflow.
+constexpr int64_t kMaxTensorBytes = int64_t{1} << 50;
+constexpr int64_t kMaxSummedBytes = int64_t{1} << 56;
+
+void AddBytes(int64_t& total, int64_t bytes) { total = std::min(total + bytes, kMaxSummedBytes); }
+
 struct TensorInfo {
   std::vector<int64_t> dims;  // -1 = unknown
   int64_t element_bytes = 4;
@@ -57,7 +68,12 @@ struct TensorInfo {
     for (int64_t d : dims) n *= d > 0 ? static_cast<double>(d) : 1.0;
     return n;
   }
-  int64_t Bytes() const { return known ? static_cast<int64_t>(Elements()) * element_bytes : 0; }
+  int64_t Bytes() const {
+    if (!known) return 0;
+    const double bytes = Elements() * static_cast<double>(element_bytes);
+    return bytes >= static_cast<double>(kMaxTensorBytes) ? kMaxTensorBytes
+                                                          : static_cast<int64_t>(bytes);
+  }
   int64_t Dim(int i) const {
     if (i < 0) i += static_cast<int>(dims.size());
     return i >= 0 && i < static_cast<int>(dims.size()) && dims[i] > 0 ? dims[i] : 1;
@@ -301,7 +317,7 @@ absl::StatusOr<LayerGraph> OnnxLayerGraph(absl::string_view path, absl::string_v
       const int64_t input_bytes = info == tensors.end() ? 0 : info->second.Bytes();
       if (parameters.contains(input)) {
         traffic += static_cast<double>(input_bytes);
-        if (charged.insert(input).second) layer.parameter_bytes += input_bytes;
+        if (charged.insert(input).second) AddBytes(layer.parameter_bytes, input_bytes);
         continue;
       }
       if (constants.contains(input) || data_inputs.contains(input)) {
@@ -315,7 +331,7 @@ absl::StatusOr<LayerGraph> OnnxLayerGraph(absl::string_view path, absl::string_v
       if (inserted) {
         layers.edges.push_back({from->second, index, input_bytes});
       } else {
-        layers.edges[edge->second].bytes += input_bytes;
+        AddBytes(layers.edges[edge->second].bytes, input_bytes);
       }
     }
     for (const std::string& output : node.output()) {
@@ -323,7 +339,7 @@ absl::StatusOr<LayerGraph> OnnxLayerGraph(absl::string_view path, absl::string_v
       auto info = tensors.find(output);
       outputs.push_back(info == tensors.end() ? nullptr : &info->second);
       const int64_t output_bytes = info == tensors.end() ? 0 : info->second.Bytes();
-      layer.output_bytes += output_bytes;
+      AddBytes(layer.output_bytes, output_bytes);
       traffic += static_cast<double>(output_bytes);
       producer[output] = index;
     }

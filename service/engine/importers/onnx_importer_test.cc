@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "onnx/onnx_pb.h"
 #include "service/engine/importers/importers_test_util.h"
 
 namespace placement::engine::importers {
@@ -79,6 +80,41 @@ TEST(OnnxImporterTest, BrokenFileIsAnError) {
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("junk.onnx"));
   r = OnnxLayerGraph("empty.onnx", "", ImportOptions());
   EXPECT_FALSE(r.ok());
+}
+
+// Regression (importer_onnx fuzzer, UBSan): a shape of 10^7 x 10^7 x 10^7 floats (4e21 bytes) used to
+// overflow the float-to-int64 conversion; it is capped at 1 PiB so that validation rejects it by name.
+TEST(OnnxImporterTest, AbsurdTensorShapesAreCappedNotOverflowed) {
+  onnx::ModelProto model;
+  model.set_ir_version(7);
+  model.add_opset_import()->set_version(13);
+  onnx::GraphProto* graph = model.mutable_graph();
+  graph->set_name("huge");
+  for (const char* name : {"x", "y"}) {
+    onnx::ValueInfoProto* value = name[0] == 'x' ? graph->add_input() : graph->add_output();
+    value->set_name(name);
+    onnx::TypeProto_Tensor* tensor = value->mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(onnx::TensorProto_DataType_FLOAT);
+    for (int i = 0; i < 3; ++i) tensor->mutable_shape()->add_dim()->set_dim_value(10'000'000);
+  }
+  onnx::NodeProto* relu = graph->add_node();
+  relu->set_op_type("Relu");
+  relu->add_input("x");
+  relu->add_output("y");
+  ImportOptions options;
+  options.training.enabled = false;
+  absl::StatusOr<LayerGraph> layers = OnnxLayerGraph("huge.onnx", model.SerializeAsString(), options);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  bool saw_relu = false;
+  for (const LayerSpec& layer : layers->layers) {
+    EXPECT_GE(layer.output_bytes, 0) << layer.name;
+    EXPECT_LE(layer.output_bytes, int64_t{1} << 56) << layer.name;
+    if (layer.type == "Relu") {
+      saw_relu = true;
+      EXPECT_EQ(layer.output_bytes, int64_t{1} << 50);
+    }
+  }
+  EXPECT_TRUE(saw_relu);
 }
 
 }  // namespace

@@ -325,11 +325,14 @@ void Simulator::StartOp(int32_t v, DeviceId d, int64_t now, bool memory) {
   busy_[d] = 1;
   PushEvent(now + state_[v].duration, v, kFinish);
   if (memory) Allocate(d, temp_output_bytes_[v].first + temp_output_bytes_[v].second);
-  // FinishOp(v) will walk these; fetch them while other events are applied in between.
-  __builtin_prefetch(&transfers_[transfer_offset_[v]]);
-  __builtin_prefetch(&out_dst_[out_offset_[v]]);
-  __builtin_prefetch(&edge_transfer_[out_offset_[v]]);
-  if (memory) __builtin_prefetch(&in_holder_[in_offset_[v]]);
+  // FinishOp(v) will walk these; fetch them while other events are applied in between. Pointer
+  // arithmetic, not operator[]: an op without transfers or edges has its offset at the end of the
+  // array (or the array is empty), where operator[] would bind a reference past the end (UB, found by
+  // the place_request fuzzer under UBSan).
+  __builtin_prefetch(transfers_.data() + transfer_offset_[v]);
+  __builtin_prefetch(out_dst_.data() + out_offset_[v]);
+  __builtin_prefetch(edge_transfer_.data() + out_offset_[v]);
+  if (memory) __builtin_prefetch(in_holder_.data() + in_offset_[v]);
 }
 
 void Simulator::FinishOp(int32_t u, int64_t now, const SimOptions& options) {

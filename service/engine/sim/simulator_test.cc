@@ -437,6 +437,23 @@ TEST(SimulatorTest, AllZeroDurationHoldsNothing) {
   EXPECT_THAT(r2.peak_memory_bytes, ElementsAre(0, 0));
 }
 
+// Regression (place_request fuzzer, UBSan): on one device there are no transfers at all, and the last
+// op has no out-edges; starting an op must not index past the end of those (empty) arrays. Only a
+// sanitizer build sees the old fault; the schedule is checked here either way.
+//   a (5 ns) -> b (7 ns) on d0, c (3 ns) alone: bl a 12, c 3, b 7 -> a [0, 5), b [5, 12), c [12, 15).
+TEST(SimulatorTest, OneDeviceWithoutAnyTransferOrEdgeAtTheEnd) {
+  RequestBuilder b;
+  b.Op("a", 5, 8).Op("b", 7, 8).Op("c", 3);
+  b.Edge("a", "b", 8);
+  b.Device("d0");
+  Fixture f(b);
+  const SimResult& r = f.Run(/*record=*/true);
+  EXPECT_EQ(f.Start(r, "a"), 0);
+  EXPECT_EQ(f.Start(r, "b"), 5);
+  EXPECT_EQ(f.Start(r, "c"), 12);
+  EXPECT_EQ(r.makespan_ns, 15);
+}
+
 // Two parallel edges between the same ops add their bytes (300 + 200 = 500); the larger edge into d1
 // (500 vs c's 100) sets the transfer: a (10 ns) on d0; b, c (10 ns each) on d1; latency 0, 1 B/ns.
 //   Arrival 10 + 500 = 510. bl: b 10, c 10 -> tie: b [510, 520), c [520, 530).
