@@ -9,7 +9,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build_dir="${BUILD_DIR:-build}"
 request="${1:-tests/data/requests/bert_l3_training.json.gz}"
 
-bash deploy/install_build_deps.sh
+bash deploy/install_build_deps.sh --build-only
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build_dir" --target placement_server placementctl
 
