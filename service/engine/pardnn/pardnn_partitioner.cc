@@ -200,8 +200,16 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
   if (options_.baseline_seeds && refinement_budget >= 1) {
     SolveContext quiet = context;
     quiet.on_progress = nullptr;
-    const std::unique_ptr<Partitioner> baselines[] = {
-        MakeMEtfPartitioner(), MakeHeftPartitioner(), MakeMTopoPartitioner(), MakePipelinePartitioner()};
+    // Near the size where refinement stops (budget below reference_points_min_budget, ~100K ops) only
+    // the cheap ones (m_topo and the METIS cut, tens of milliseconds) run: the list schedulers cost a
+    // few tenths of a second there, more than the rest of pardnn, for a percent at most.
+    std::vector<std::unique_ptr<Partitioner>> baselines;
+    if (refinement_budget >= options_.reference_points_min_budget) {
+      baselines.push_back(MakeMEtfPartitioner());
+      baselines.push_back(MakeHeftPartitioner());
+      baselines.push_back(MakePipelinePartitioner());
+    }
+    baselines.push_back(MakeMTopoPartitioner());
     for (const std::unique_ptr<Partitioner>& baseline : baselines) {
       if (context.ShouldStop()) break;
       absl::StatusOr<PartitionResult> r = baseline->Partition(model, quiet);
