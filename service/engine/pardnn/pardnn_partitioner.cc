@@ -200,11 +200,13 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
   if (options_.baseline_seeds && refinement_budget >= 1) {
     SolveContext quiet = context;
     quiet.on_progress = nullptr;
-    // Near the size where refinement stops (budget below reference_points_min_budget, ~100K ops) only
-    // the cheap ones (m_topo and the METIS cut, tens of milliseconds) run: the list schedulers cost a
-    // few tenths of a second there, more than the rest of pardnn, for a percent at most.
+    // Near the size where refinement stops (budget below reference_points_min_budget, ~100K ops) and
+    // with memory to spare, only the cheap ones (m_topo and the METIS cut, tens of milliseconds) run:
+    // the list schedulers cost a few tenths of a second there, more than the rest of pardnn, for a
+    // percent at most. When the mapping overflows, stage 2 dominates anyway and a memory-aware list
+    // schedule is often the seed that fits, so they run whatever the size.
     std::vector<std::unique_ptr<Partitioner>> baselines;
-    if (refinement_budget >= options_.reference_points_min_budget) {
+    if (refinement_budget >= options_.reference_points_min_budget || mapped_score.overflow > 0) {
       baselines.push_back(MakeMEtfPartitioner());
       baselines.push_back(MakeHeftPartitioner());
       baselines.push_back(MakePipelinePartitioner());

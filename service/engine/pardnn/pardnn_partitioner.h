@@ -55,7 +55,8 @@ struct PardnnOptions {
   int64_t reference_points_min_budget = 8;
   // Also seed from the baselines' answers whenever the refinement budget is at least one simulation:
   // m_topo and the METIS cut (cheap) always, m_etf, heft and pipeline too from
-  // reference_points_min_budget on (below it, near 100K ops, they would cost more than pardnn itself).
+  // reference_points_min_budget on or when the ParDNN mapping overflows memory (below that budget and
+  // with memory to spare, near 100K ops, they would cost more than pardnn itself).
   // Off = ParDNN's own mapping and list schedules only.
   bool baseline_seeds = true;
 };
