@@ -542,13 +542,21 @@ TEST_F(MalformedRequestsE2ETest, GiantRequestsDoNotAccumulateMemory) {
     ExpectStillServing();
     return;
   }
-  for (int round = 0; round < 3; ++round) send_all();
-  const int64_t before = ResidentBytesOrDie(*server_);
-  for (int round = 0; round < 3; ++round) send_all();
-  const int64_t after = ResidentBytesOrDie(*server_);
-  std::printf("[ malformed ] giant requests: server RSS %.1f MiB -> %.1f MiB over three rounds\n",
-              before / 1048576.0, after / 1048576.0);
-  EXPECT_LE(after - before, 2 * RssGrowthBound());
+  // Which gRPC thread (and so which malloc arena) takes a call varies, so RSS may step up for a few
+  // rounds before every arena has met a giant request; a leak never settles (each round would add the
+  // hundreds of MB one giant request costs). Pass once three rounds in a row add less than the bound.
+  std::vector<int64_t> rss = {ResidentBytesOrDie(*server_)};
+  bool settled = false;
+  for (int round = 0; round < 15 && !settled; ++round) {
+    send_all();
+    rss.push_back(ResidentBytesOrDie(*server_));
+    settled = rss.size() >= 4 && rss.back() - rss[rss.size() - 4] <= 2 * RssGrowthBound();
+  }
+  std::string series;
+  for (int64_t bytes : rss) absl::StrAppend(&series, series.empty() ? "" : " ", bytes >> 20);
+  std::printf("[ malformed ] giant requests: server RSS per round (MiB): %s\n", series.c_str());
+  EXPECT_TRUE(settled) << "RSS kept growing by more than " << (2 * RssGrowthBound() >> 20)
+                       << " MiB per three rounds: " << series;
   ExpectStillServing();
 }
 
