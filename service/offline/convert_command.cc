@@ -43,12 +43,6 @@ ABSL_FLAG(bool, msr_count_activations, false,
 namespace placement::offline {
 namespace {
 
-int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
-               std::string(status.message()).c_str());
-  return 1;
-}
-
 int Usage(const std::string& message) {
   std::fprintf(stderr, "convert: %s\nusage: placement_offline convert --from=%s --in=PATH "
                        "[--cluster=FILE] --out=FILE\n",

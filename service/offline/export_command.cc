@@ -21,12 +21,6 @@
 namespace placement::offline {
 namespace {
 
-int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
-               std::string(status.message()).c_str());
-  return 1;
-}
-
 int Usage(const std::string& message) {
   std::fprintf(stderr,
                "export: %s\nusage: placement_offline export --request=FILE --placement=FILE "

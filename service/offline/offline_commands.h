@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "absl/flags/declare.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "placement/v1/placement.pb.h"
 
 ABSL_DECLARE_FLAG(std::string, request);
@@ -33,6 +35,12 @@ int RunCompare(const std::vector<std::string>& args);
 int RunConvert(const std::vector<std::string>& args);
 int RunExport(const std::vector<std::string>& args);
 int RunReport(const std::vector<std::string>& args);
+
+// Prints `status` on stderr as "CODE: message" and returns the exit code of a failed verb (1).
+int Fail(const absl::Status& status);
+
+// Time limit of a solve when neither --time_limit_s nor the request sets one.
+inline constexpr absl::Duration kDefaultTimeLimit = absl::Seconds(60);
 
 // Reads a Placement file, accepting a PlaceResponse or EvaluateResponse wrapper too.
 absl::StatusOr<v1::Placement> ReadPlacementFile(const std::string& path);

@@ -1,8 +1,11 @@
-// Flags shared by the verbs of placement_offline (declared in offline_commands.h).
+// Flags and helpers shared by the verbs of placement_offline (declared in offline_commands.h).
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "service/offline/offline_commands.h"
 
 ABSL_FLAG(std::string, request, "", "PlaceRequest file (.json, .json.gz or .pb)");
 ABSL_FLAG(std::string, placement, "",
@@ -20,3 +23,13 @@ ABSL_FLAG(std::string, to, "", "Export format: dot, csv or pardnn");
 ABSL_FLAG(double, time_limit_s, 0,
           "Time limit in seconds (0 = the request's options.time_limit, else 60 s)");
 ABSL_FLAG(uint64_t, seed, 0, "Seed (0 = the request's options.seed)");
+
+namespace placement::offline {
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
+               std::string(status.message()).c_str());
+  return 1;
+}
+
+}  // namespace placement::offline

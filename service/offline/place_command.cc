@@ -20,14 +20,6 @@ namespace {
 using engine::MessageToJson;
 using engine::ReadMessageFile;
 
-constexpr absl::Duration kDefaultTimeLimit = absl::Seconds(60);
-
-int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
-               std::string(status.message()).c_str());
-  return 1;
-}
-
 int Usage(const char* message) {
   std::fprintf(stderr, "%s\n", message);
   return 2;

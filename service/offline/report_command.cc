@@ -29,14 +29,6 @@ ABSL_FLAG(int32_t, max_drawn_transfers, 1000, "report: draw at most this many (t
 namespace placement::offline {
 namespace {
 
-constexpr absl::Duration kDefaultTimeLimit = absl::Seconds(60);
-
-int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
-               std::string(status.message()).c_str());
-  return 1;
-}
-
 int Usage(const std::string& message) {
   std::fprintf(stderr, "%s\n", message.c_str());
   return 2;
