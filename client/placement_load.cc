@@ -19,8 +19,10 @@
 //
 //   placement_load --server=127.0.0.1:50051 --metrics=127.0.0.1:9464 --requests=2000 --duration=60s
 //
-// Multi-tenant load (planned): every caller's channel and metadata come from CallerOptions(caller), so
-// a --tokens=FILE option only has to pick caller c's token there.
+// Several tenants: --tokens=FILE (the server's --auth_tokens format, `TOKEN TENANT` per line) gives
+// caller c the token of line c mod N, so the callers are spread evenly over the tenants; the report
+// then also breaks latencies and answers down per tenant, and the run fails when a tenant got no
+// answer at all (starved).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -39,6 +41,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/random/random.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -64,6 +68,9 @@ ABSL_FLAG(absl::Duration, time_limit, absl::Seconds(10), "Time limit per placeme
 ABSL_FLAG(int, attempts, 5, "Tries per call (client retries on UNAVAILABLE); 1 = no retries.");
 ABSL_FLAG(bool, expect_rejections, false,
           "Overload test: UNAVAILABLE / RESOURCE_EXHAUSTED with a retry hint are expected answers.");
+ABSL_FLAG(std::string, tokens, "",
+          "Several tenants: a file of `TOKEN TENANT` lines; caller c uses line c mod N (overrides "
+          "--token / --token_file).");
 ABSL_FLAG(int64_t, max_rss_growth, 0,
           "Fail when the server's RSS grew by more than this many bytes (0 = no check).");
 
@@ -147,19 +154,55 @@ v1::PlaceRequest Graph(uint64_t seed) {
   return request;
 }
 
-// The client options of caller number `caller`. The one place where callers may differ (a future
-// --tokens=FILE gives each caller its tenant's token here).
 // TLS and token from the command line (ApplyCredentialFlags in main), shared by every caller.
 ClientOptions& Credentials() {
   static ClientOptions credentials;
   return credentials;
 }
 
+// One line of --tokens.
+struct Tenant {
+  std::string token;
+  std::string name;
+};
+
+// Reads --tokens: `TOKEN TENANT` per line; blank lines and `#` comments skipped, further fields (the
+// server's per-tenant overrides) ignored.
+absl::StatusOr<std::vector<Tenant>> ReadTenants(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("--tokens: cannot read ", path));
+  std::vector<Tenant> tenants;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    absl::string_view text = absl::StripAsciiWhitespace(line);
+    if (text.empty() || text[0] == '#') continue;
+    std::vector<std::string> fields = absl::StrSplit(text, ' ', absl::SkipWhitespace());
+    if (fields.size() < 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tokens: ", path, ":", number, ": expected `TOKEN TENANT`"));
+    }
+    tenants.push_back({fields[0], fields[1]});
+  }
+  if (tenants.empty()) return absl::InvalidArgumentError(absl::StrCat("--tokens: ", path, " is empty"));
+  return tenants;
+}
+
+std::vector<Tenant>& Tenants() {
+  static std::vector<Tenant> tenants;
+  return tenants;
+}
+
+// The tenant of caller number `caller` ("" when --tokens is not given).
+std::string TenantOf(int caller) {
+  return Tenants().empty() ? "" : Tenants()[caller % Tenants().size()].name;
+}
+
+// The client options of caller number `caller`: the one place where callers differ.
 ClientOptions CallerOptions(int caller) {
-  (void)caller;
   ClientOptions options;
   options.tls = Credentials().tls;
-  options.token = Credentials().token;
+  options.token = Tenants().empty() ? Credentials().token
+                                    : Tenants()[caller % Tenants().size()].token;
   options.target = absl::GetFlag(FLAGS_server);
   options.default_timeout = absl::GetFlag(FLAGS_time_limit) + absl::Seconds(60);
   options.retry.max_attempts = std::max(1, absl::GetFlag(FLAGS_attempts));
@@ -249,6 +292,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(applied.message()).c_str());
     return 64;
   }
+  if (const std::string tokens = absl::GetFlag(FLAGS_tokens); !tokens.empty()) {
+    absl::StatusOr<std::vector<Tenant>> tenants = ReadTenants(tokens);
+    if (!tenants.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(tenants.status().message()).c_str());
+      return 64;
+    }
+    Tenants() = *std::move(tenants);
+  }
   const std::string metrics = absl::GetFlag(FLAGS_metrics);
   const std::string before = metrics.empty() ? "" : Scrape(metrics);
   const double rss_before = ServerRss(before);
@@ -264,6 +315,8 @@ int main(int argc, char** argv) {
   std::map<std::string, std::vector<absl::Duration>> latencies;  // by kind, and by cache result
   std::map<std::string, std::map<std::string, int>> codes;       // kind -> code -> count
   std::map<std::string, int> unexpected;                         // "kind code: why" -> count
+  std::map<std::string, int> answered_by_tenant;                 // tenant -> answered requests
+  for (const Tenant& tenant : Tenants()) answered_by_tenant[tenant.name] = 0;
   int total = 0, unexpected_total = 0, rejected = 0;
   std::atomic<int> sent{0};
   std::atomic<uint64_t> fresh{0};
@@ -275,6 +328,7 @@ int main(int argc, char** argv) {
   for (int c = 0; c < absl::GetFlag(FLAGS_concurrency); ++c) {
     callers.emplace_back([&, c] {
       PlacementClient client(CallerOptions(c));
+      const std::string tenant = TenantOf(c);
       absl::BitGen random;
       while (absl::Now() < stop && sent.fetch_add(1) < max_requests) {
         const double draw = absl::Uniform(random, 0.0, 1.0);
@@ -314,6 +368,10 @@ int main(int argc, char** argv) {
           latencies[kind].push_back(took);
           latencies["all answered"].push_back(took);
           if (!outcome.cache.empty()) latencies["place " + outcome.cache].push_back(took);
+          if (!tenant.empty()) {
+            latencies["tenant " + tenant].push_back(took);
+            if (outcome.expected) ++answered_by_tenant[tenant];
+          }
         }
       }
     });
@@ -347,6 +405,16 @@ int main(int argc, char** argv) {
     }
     std::printf("\n");
   }
+  // A tenant with callers but no answer was starved by the others.
+  int starved = 0;
+  int min_tenant_answered = answered_by_tenant.empty() ? 0 : total;
+  for (const auto& [tenant, answered] : answered_by_tenant) {
+    min_tenant_answered = std::min(min_tenant_answered, answered);
+    if (answered == 0) {
+      ++starved;
+      std::printf("STARVED: tenant %s got no answer\n", tenant.c_str());
+    }
+  }
   const int64_t max_growth = absl::GetFlag(FLAGS_max_rss_growth);
   const bool rss_ok =
       max_growth <= 0 || (rss_after > 0 && rss_after - rss_before <= static_cast<double>(max_growth));
@@ -356,10 +424,9 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "summary: requests=%d unexpected=%d rejected=%d rejected_p99_ms=%.1f p50_ms=%.1f p99_ms=%.1f "
-      "rss_before=%.0f rss_after=%.0f\n",
+      "rss_before=%.0f rss_after=%.0f tenants=%zu min_tenant_answered=%d\n",
       total, unexpected_total, rejected, PercentileMs(latencies["rejected"], 0.99),
       PercentileMs(latencies["all answered"], 0.5), PercentileMs(latencies["all answered"], 0.99),
-      rss_before,
-      rss_after);
-  return unexpected_total == 0 && rss_ok && total > 0 ? 0 : 1;
+      rss_before, rss_after, answered_by_tenant.size(), min_tenant_answered);
+  return unexpected_total == 0 && starved == 0 && rss_ok && total > 0 ? 0 : 1;
 }

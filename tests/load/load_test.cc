@@ -1,15 +1,20 @@
 // Bounded load tests (CTest label `load`): client/placement_load drives a real placement_server over
 // loopback and reports a `summary:` line, which these tests check.
 //
-// - A mix of cache hits, misses, submit-and-cancel and invalid requests from several callers for about
-//   20 s: no unexpected answer, and the server's RSS grows by no more than its cache bounds plus a
-//   fixed allowance.
+// - A mix of cache hits, misses, submit-and-cancel and invalid requests from several callers of three
+//   tenants (bearer tokens, one job each on a worker at a time) for about 20 s: no unexpected answer,
+//   every tenant served, and the server's RSS grows by no more than its cache bounds plus a fixed
+//   allowance.
 // - Overload at 5x capacity (15 callers; 1 worker + 2 queue slots): the excess is rejected at once with
 //   a retryable code and a retry hint, every accepted request gets its answer, and the server's own
 //   count of answered calls matches the callers'.
 // The 5-minute soak is the same tool with longer flags (bench/README.md).
 #include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -55,16 +60,34 @@ void Stop(ServerProcess& server) {
   EXPECT_EQ(server.WaitForExit(absl::Seconds(60)).value_or(-100), 0) << server.Log();
 }
 
+// A tokens file for three tenants, in the format of both --auth_tokens and placement_load --tokens.
+std::string WriteTenantTokens() {
+  std::string path = ::testing::TempDir() + "/load_test_tokens.XXXXXX";
+  const int fd = mkstemp(path.data());
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) close(fd);
+  std::ofstream out(path, std::ios::trunc);
+  out << "# token tenant\n"
+         "load-tenant-a-0123456789abcdef team-a\n"
+         "load-tenant-b-0123456789abcdef team-b\n"
+         "load-tenant-c-0123456789abcdef team-c\n";
+  return path;
+}
+
 TEST(LoadTest, MixedLoadHasNoUnexpectedAnswersAndBoundedMemory) {
+  const std::string tokens = WriteTenantTokens();
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
       {"--workers=2", absl::StrCat("--cache_bytes=", kCacheBytes),
-       absl::StrCat("--repeat_index_bytes=", kRepeatIndexBytes), "--log_requests=false"});
+       absl::StrCat("--repeat_index_bytes=", kRepeatIndexBytes), "--log_requests=false",
+       "--auth_tokens=" + tokens, "--tenant_max_running=1"});
   ASSERT_TRUE(server.ok()) << server.status();
   const CommandResult load = RunLoad(
       **server, {"--duration=20s", "--requests=100000", "--concurrency=6", "--ops=300",
                  "--hot_graphs=8", "--miss_fraction=0.1", "--cancel_fraction=0.1",
                  "--bad_fraction=0.1", "--algorithm=pardnn", "--time_limit=2s",
+                 "--tokens=" + tokens,
                  absl::StrCat("--max_rss_growth=", kCacheBytes + kRepeatIndexBytes + kRssAllowance)});
+  std::remove(tokens.c_str());
   std::printf("%s", load.out.c_str());
   EXPECT_EQ(load.exit_status, 0) << load.out << load.err;
   const std::map<std::string, double> summary = Summary(load.out);
@@ -72,6 +95,9 @@ TEST(LoadTest, MixedLoadHasNoUnexpectedAnswersAndBoundedMemory) {
   EXPECT_GT(summary.at("requests"), 50);
   EXPECT_EQ(summary.at("unexpected"), 0);
   EXPECT_EQ(summary.at("rejected"), 0);  // the queue (64) is deeper than the callers (6)
+  EXPECT_EQ(summary.at("tenants"), 3);
+  EXPECT_GT(summary.at("min_tenant_answered"), 3) << "a tenant was starved";
+  EXPECT_THAT(load.out, ::testing::HasSubstr("tenant team-b"));
   EXPECT_LE(summary.at("rss_after") - summary.at("rss_before"),
             kCacheBytes + kRepeatIndexBytes + kRssAllowance);
   EXPECT_THAT(load.out, ::testing::HasSubstr("cancel "));
