@@ -1,4 +1,4 @@
-// pardnn_importer.h — imports the ParDNN reference's input folder (docs/pardnn-reference.md §1.5).
+// pardnn_importer.h — imports the ParDNN reference's input folder (../shared/docs/pardnn-reference.md §1.5).
 //
 // `path` is the folder, or its DOT file (the folder is then the file's directory). Both file-name sets
 // of the reference are accepted (each file may also be gzip-compressed, with or without ".gz"):

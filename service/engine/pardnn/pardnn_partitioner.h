@@ -1,5 +1,5 @@
 // pardnn_partitioner.h — the product's default algorithm, "pardnn": ParDNN (arXiv 2008.08636) done
-// right (docs/design.md), as a Partitioner.
+// right (../shared/docs/design.md), as a Partitioner.
 //
 // Stages (each in its own file, see README.md):
 //   1. slicing        linear_clustering.h   K primaries along the heaviest paths, then secondary chains
