@@ -3,38 +3,26 @@
 # finding (crash, sanitizer report, timeout, out-of-memory) fails the run.
 #   bash tests/run_fuzz.sh            # 60 s per target
 #   bash tests/run_fuzz.sh 600        # 10 min per target
-# Environment: BUILD_DIR (default build-fuzz), FUZZ_JOBS (targets run at once, default 2),
+# Environment: BUILD_DIR (default build-asan, shared with tests/run_sanitizers.sh asan), FUZZ_JOBS (targets run at once, default 2),
 #   FUZZ_TARGETS (space-separated subset, default all). Seeds are derived at run time from tests/data and,
 #   when present, ../shared/workloads (PLACEMENT_WORKLOADS overrides); corpora and findings stay under
 #   BUILD_DIR/fuzz/ (a later run starts from the corpus an earlier run grew).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 seconds="${1:-60}"
-build_dir="${BUILD_DIR:-build-fuzz}"
+build_dir="${BUILD_DIR:-build-asan}"
 jobs="${FUZZ_JOBS:-2}"
 workloads="${PLACEMENT_WORKLOADS:-../shared/workloads}"
 
 bash deploy/install_build_deps.sh
-# clang and libFuzzer's runtime are needed only here, so they are not in deploy/debian-packages.txt.
-missing=()
-for p in clang libclang-rt-14-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  echo "installing: ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-fi
-
 all_targets="place_request_fuzzer text_inputs_fuzzer importer_msr_fuzzer importer_pipedream_fuzzer
   importer_onnx_fuzzer importer_chakra_fuzzer importer_wfcommons_fuzzer importer_pardnn_fuzzer"
 # shellcheck disable=SC2206
 targets=(${FUZZ_TARGETS:-$all_targets})
 
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DPLACEMENT_FUZZ=ON \
-  -DPLACEMENT_SANITIZE=address,undefined -DPLACEMENT_BUILD_TESTS=OFF -DPLACEMENT_BUILD_BENCHMARKS=OFF \
-  >/dev/null
+# The same configuration as `tests/run_sanitizers.sh asan` (clang, ASan+UBSan, tests too): with the
+# same BUILD_DIR the second script reuses every object the first compiled.
+bash tests/sanitizer_cmake.sh asan "$build_dir"
 cmake --build "$build_dir" --target "${targets[@]}" fuzz_seed_tool
 
 # ---- Seeds (re-derived every run; small files only) ----
