@@ -93,6 +93,10 @@ def check_overlay(name, objects, flag_names, c):
                 flags = deploy_checks.parse_flag_lines(config["data"][key])
     for flag in flags:
         c.check(flag in flag_names, f"{where}: placement_server has no flag --{flag}")
+    # placement_server refuses to start without a transport choice: TLS files or an explicit --insecure.
+    tls = "tls_cert" in flags and "tls_key" in flags
+    c.check(tls or flags.get("insecure", "false") in (None, "", "true", "1"),
+            f"{where}: neither --tls_cert/--tls_key nor --insecure: the server would not start")
     c.check(flags.get("port") == str(ports.get("grpc")), f"{where}: --port is not the gRPC containerPort")
     c.check(flags.get("metrics_port") == str(ports.get("metrics")),
             f"{where}: --metrics_port is not the metrics containerPort")
