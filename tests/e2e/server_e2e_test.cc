@@ -472,6 +472,45 @@ TEST(ServerE2EConfigTest, FullQueueIsAFastUnavailableWithARetryHint) {
   EXPECT_EQ((*server)->WaitForExit(absl::Seconds(60)).value_or(-100), 0);
 }
 
+TEST(ServerE2EConfigTest, ExhaustedMemoryBudgetIsAFastUnavailableWithARetryHint) {
+  // Two workers and a deep queue, so only the memory budget can refuse: one running job of ~100 KB
+  // (64 KiB + 512 B per op + 96 B per edge, EstimateJobMemoryBytes) leaves no room in 150 KB.
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server =
+      ServerProcess::Start({"--workers=2", "--max_queued_jobs=16", "--job_memory_budget_bytes=150000",
+                            "--testing_algorithms", "--retry_delay=2s"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  PlacementClient client(Options(**server, /*attempts=*/1));
+  absl::StatusOr<v1::Operation> running = client.Submit(SlowRequest(FreshSeed(), absl::Minutes(5)));
+  ASSERT_TRUE(running.ok()) << running.status();
+  AwaitRunning(client, running->name());
+
+  const absl::Time start = absl::Now();
+  absl::StatusOr<v1::PlaceResponse> rejected =
+      client.Place(RandomRequest(40, FreshSeed(), "round_robin"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  ASSERT_EQ(rejected.status().code(), absl::StatusCode::kUnavailable) << rejected.status();
+  EXPECT_THAT(std::string(rejected.status().message()), HasSubstr("memory budget"));
+  EXPECT_EQ(client::RetryDelayOf(rejected.status()), absl::Seconds(2));
+  absl::StatusOr<std::string> metrics = ScrapeMetrics((*server)->metrics_port());
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(MetricValue(*metrics, "placement_admission_rejections_total{reason=\"memory\"}"), 1);
+
+  // Once the big job is gone, the same request is admitted and answered.
+  // The operation is done at once; the worker lets go of the job (and its memory) when it next looks
+  // at the cancellation flag, which the metrics show.
+  ASSERT_TRUE(client.CancelOperation(running->name()).ok());
+  for (const absl::Time until = absl::Now() + absl::Seconds(30); absl::Now() < until;
+       absl::SleepFor(absl::Milliseconds(20))) {
+    absl::StatusOr<std::string> now = ScrapeMetrics((*server)->metrics_port());
+    if (now.ok() && MetricValue(*now, "placement_jobs_running") == 0) break;
+  }
+  absl::StatusOr<v1::PlaceResponse> admitted =
+      client.Place(RandomRequest(40, FreshSeed(), "round_robin"));
+  EXPECT_TRUE(admitted.ok()) << admitted.status();
+  (*server)->Signal(SIGTERM);
+  EXPECT_EQ((*server)->WaitForExit(absl::Seconds(60)).value_or(-100), 0);
+}
+
 TEST(ServerE2EConfigTest, DeadlineTooShortIsDeadlineExceededAtOnce) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
       ServerProcess::Start({"--min_time_budget=20s"});
