@@ -84,7 +84,9 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
   service_ = std::make_unique<PlacementServiceImpl>(
       core_.get(), metrics_.get(), log_.get(),
       PlacementServiceOptions{.max_wait_timeout = options_.max_wait_timeout,
-                              .access = access_.get()});
+                              .access = access_.get(),
+                              .offload_threads = redis_ != nullptr ? options_.offload_threads : 0,
+                              .retry_delay = options_.retry_delay});
   ServiceMetrics::Sources sources{.jobs = [this] { return jobs_->Stats(); },
                                   .cache = [this] { return cache_->Stats(); },
                                   .operations = [this] { return operations_->size(); },

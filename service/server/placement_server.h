@@ -109,6 +109,9 @@ struct PlacementServerOptions {
   // at half of min_time_budget, so a slow Redis cannot eat the deadline of a call that was admitted.
   std::string redis_address;
   cache::RedisCacheOptions redis;
+  // With a redis_address: Place and SubmitPlacement start (validation, cache lookups, admission) on
+  // this many service threads, so that no gRPC thread waits for Redis; 0 = on gRPC's threads.
+  int offload_threads = 4;
   PlacementCoreOptions core;
 };
 

@@ -107,6 +107,9 @@ ABSL_FLAG(absl::Duration, redis_timeout, absl::Milliseconds(50),
           "Bound of one Redis lookup or write (pool wait, connect and command); capped at half "
           "of --min_time_budget.");
 ABSL_FLAG(int, redis_connections, 4, "Connections to Redis (a pool shared by all threads).");
+ABSL_FLAG(int, offload_threads, 4,
+          "With --redis: threads that start Place and SubmitPlacement calls (validation, cache "
+          "lookups, admission), so that no gRPC thread waits for Redis; 0 = gRPC's threads.");
 ABSL_FLAG(std::string, redis_key_prefix, "placement:",
           "Prefix of every Redis key (separates deployments sharing one Redis).");
 ABSL_FLAG(bool, testing_algorithms, false,
@@ -185,6 +188,7 @@ int main(int argc, char** argv) {
   options.redis.max_value_bytes = absl::GetFlag(FLAGS_redis_max_value_bytes);
   options.redis.timeout = absl::GetFlag(FLAGS_redis_timeout);
   options.redis.connections = std::max(1, absl::GetFlag(FLAGS_redis_connections));
+  options.offload_threads = std::max(0, absl::GetFlag(FLAGS_offload_threads));
   options.redis.key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
   options.core.default_time_limit = absl::GetFlag(FLAGS_default_time_limit);
   options.core.max_time_limit = absl::GetFlag(FLAGS_max_time_limit);

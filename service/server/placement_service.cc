@@ -10,17 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "service/jobs/status_payloads.h"
 #include "service/server/status_mapping.h"
 
 namespace placement::server {
-namespace {
-
-absl::Time DeadlineOf(const grpc::CallbackServerContext* context) {
-  const std::chrono::system_clock::time_point deadline = context->deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
-  return absl::FromChrono(deadline);
-}
-
 // Times one call and reports it (metrics + one log line) when it ends.
 class CallRecord {
  public:
@@ -42,12 +35,24 @@ class CallRecord {
   RpcLogEntry entry_;
 };
 
-grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, CallRecord& record,
-                                    const absl::Status& status) {
+namespace {
+
+absl::Time DeadlineOf(const grpc::CallbackServerContext* context) {
+  const std::chrono::system_clock::time_point deadline = context->deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
+grpc::ServerUnaryReactor* FinishWith(grpc::ServerUnaryReactor* reactor, CallRecord& record,
+                                     const absl::Status& status) {
   record.Done(status);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
+}
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, CallRecord& record,
+                                    const absl::Status& status) {
+  return FinishWith(context->DefaultReactor(), record, status);
 }
 
 // ---- Unary calls that wait for a job (Place, Evaluate) ----
@@ -55,6 +60,11 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, CallRe
 // Exactly one of {job done, caller cancelled, immediate answer} finishes the call: whoever wins the
 // `claimed` flag. The reactor stays alive until Finish() has been called (OnDone comes after), so the
 // winner may use it; listeners only hold the small Shared block.
+//
+// Start() runs on gRPC's thread inside the handler, or on the service's offload pool (StartOn). In
+// the second case gRPC may already call OnCancel while Start() runs: OnCancel then only leaves a note
+// that the pool task acts on once Start() returns, and the pool task holds the reactor alive (holds_)
+// until it is done with it, even when Start() itself finished the call.
 class JobWaitReactor : public grpc::ServerUnaryReactor {
  public:
   JobWaitReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context,
@@ -67,18 +77,69 @@ class JobWaitReactor : public grpc::ServerUnaryReactor {
     shared_->reactor = this;
   }
 
-  void OnCancel() override {
-    if (!Claim()) return;
-    ReleaseJob();
-    Complete(absl::Now() >= deadline_
-                 ? absl::DeadlineExceededError("the deadline passed before the answer was ready")
-                 : absl::CancelledError("the caller cancelled the call"));
+  // Validates, looks up the cache and admits or answers; on gRPC's thread or the pool's.
+  virtual void Start() = 0;
+
+  // Runs Start() on `pool`. False when the pool's queue is full; the call is then answered
+  // UNAVAILABLE with RetryInfo here.
+  bool StartOn(OffloadPool* pool) {
+    holds_.fetch_add(1);
+    {
+      absl::MutexLock lock(&start_mu_);
+      starting_ = true;
+    }
+    const bool posted = pool->TryPost([this] {
+      Start();
+      bool cancelled = false;
+      {
+        absl::MutexLock lock(&start_mu_);
+        starting_ = false;
+        cancelled = cancel_noted_;
+      }
+      if (cancelled && Claim()) {
+        ReleaseJob();
+        Complete(CancelStatus());
+      }
+      Unhold();
+    });
+    if (posted) return true;
+    {
+      absl::MutexLock lock(&start_mu_);
+      starting_ = false;
+    }
+    holds_.fetch_sub(1);
+    if (Claim()) Complete(service_->OffloadQueueFull());
+    return false;
   }
 
-  void OnDone() override { delete this; }
+  void OnCancel() override {
+    {
+      absl::MutexLock lock(&start_mu_);
+      if (starting_) {  // Start() runs on the pool; its task ends the call when Start() returns
+        cancel_noted_ = true;
+        return;
+      }
+    }
+    if (!Claim()) return;
+    ReleaseJob();
+    Complete(CancelStatus());
+  }
+
+  void OnDone() override { Unhold(); }
 
  protected:
   virtual ~JobWaitReactor() = default;
+
+  absl::Status CancelStatus() const {
+    return absl::Now() >= deadline_
+               ? absl::DeadlineExceededError("the deadline passed before the answer was ready")
+               : absl::CancelledError("the caller cancelled the call");
+  }
+
+  // Deletes the reactor once gRPC is done with it (OnDone) and so is a pool task running Start().
+  void Unhold() {
+    if (holds_.fetch_sub(1) == 1) delete this;
+  }
 
   // Fills the response from a successful job result.
   virtual absl::Status Respond(const jobs::JobResult& result) = 0;
@@ -160,6 +221,10 @@ class JobWaitReactor : public grpc::ServerUnaryReactor {
   absl::Mutex mu_;
   std::shared_ptr<jobs::Job> job_ ABSL_GUARDED_BY(mu_);
   uint64_t listener_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int> holds_{1};  // gRPC's (until OnDone), plus one while a pool task runs Start()
+  absl::Mutex start_mu_;
+  bool starting_ ABSL_GUARDED_BY(start_mu_) = false;
+  bool cancel_noted_ ABSL_GUARDED_BY(start_mu_) = false;
 };
 
 class PlaceReactor final : public JobWaitReactor {
@@ -168,7 +233,7 @@ class PlaceReactor final : public JobWaitReactor {
                const v1::PlaceRequest* request, v1::PlaceResponse* response)
       : JobWaitReactor(service, context, Method::kPlace), request_(request), response_(response) {}
 
-  void Start() {
+  void Start() override {
     absl::StatusOr<std::string> tenant = service_->Admit(context_);
     if (!tenant.ok()) {
       if (Claim()) Complete(tenant.status());
@@ -228,7 +293,7 @@ class EvaluateReactor final : public JobWaitReactor {
         request_(request),
         response_(response) {}
 
-  void Start() {
+  void Start() override {
     absl::StatusOr<std::string> tenant = service_->Admit(context_);
     if (!tenant.ok()) {
       if (Claim()) Complete(tenant.status());
@@ -556,7 +621,18 @@ bool DrainSignal::fired() const {
 
 PlacementServiceImpl::PlacementServiceImpl(PlacementCore* core, ServiceMetrics* metrics,
                                            const RequestLog* log, PlacementServiceOptions options)
-    : core_(core), metrics_(metrics), log_(log), options_(options) {}
+    : core_(core), metrics_(metrics), log_(log), options_(options) {
+  if (options_.offload_threads > 0) {
+    offload_ = std::make_unique<OffloadPool>(options_.offload_threads, options_.offload_max_queued);
+  }
+}
+
+absl::Status PlacementServiceImpl::OffloadQueueFull() const {
+  return jobs::WithRetryDelay(
+      absl::UnavailableError(absl::StrCat("the server is busy (", options_.offload_max_queued,
+                                          " calls wait to start); retry later")),
+      options_.retry_delay);
+}
 
 void PlacementServiceImpl::Drain() { drain_.Fire(); }
 
@@ -580,25 +656,52 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::Place(grpc::CallbackServerContex
                                                       const v1::PlaceRequest* request,
                                                       v1::PlaceResponse* response) {
   auto* reactor = new PlaceReactor(this, context, request, response);
-  reactor->Start();
+  if (offload_ != nullptr) {
+    reactor->StartOn(offload_.get());
+  } else {
+    reactor->Start();
+  }
   return reactor;
 }
 
 grpc::ServerUnaryReactor* PlacementServiceImpl::SubmitPlacement(
     grpc::CallbackServerContext* context, const v1::SubmitPlacementRequest* request,
     v1::SubmitPlacementResponse* response) {
-  CallRecord record(this, Method::kSubmitPlacement);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  CallRecord record(this, Method::kSubmitPlacement);  // times the wait for an offload thread too
+  if (offload_ == nullptr) {
+    Submit(context, request, response, reactor, record);
+    return reactor;
+  }
+  // The default reactor may be finished from any thread; gRPC keeps the context, request and
+  // response until it is.
+  if (!offload_->TryPost([=]() mutable { Submit(context, request, response, reactor, record); })) {
+    FinishWith(reactor, record, OffloadQueueFull());
+  }
+  return reactor;
+}
+
+void PlacementServiceImpl::Submit(grpc::CallbackServerContext* context,
+                                  const v1::SubmitPlacementRequest* request,
+                                  v1::SubmitPlacementResponse* response,
+                                  grpc::ServerUnaryReactor* reactor, CallRecord& record) {
   absl::StatusOr<std::string> tenant = Admit(context);
-  if (!tenant.ok()) return FinishNow(context, record, tenant.status());
+  if (!tenant.ok()) {
+    FinishWith(reactor, record, tenant.status());
+    return;
+  }
   record.entry().tenant = *tenant;
   v1::CacheResult cache = v1::CACHE_RESULT_UNSPECIFIED;
   absl::StatusOr<std::shared_ptr<jobs::Operation>> operation =
       core_->Submit(request->request(), *tenant, &cache, &record.entry().digest);
   record.entry().cache = cache;
-  if (!operation.ok()) return FinishNow(context, record, operation.status());
+  if (!operation.ok()) {
+    FinishWith(reactor, record, operation.status());
+    return;
+  }
   record.entry().operation = (*operation)->name();
   core_->FillOperation(**operation, response->mutable_operation());
-  return FinishNow(context, record, absl::OkStatus());
+  FinishWith(reactor, record, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* PlacementServiceImpl::GetOperation(

@@ -34,11 +34,14 @@
 #include "absl/time/time.h"
 #include "placement/v1/placement_service.grpc.pb.h"
 #include "service/server/access_control.h"
+#include "service/server/offload_pool.h"
 #include "service/server/placement_core.h"
 #include "service/server/request_log.h"
 #include "service/server/service_metrics.h"
 
 namespace placement::server {
+
+class CallRecord;  // placement_service.cc: times one call and reports it when it ends
 
 struct PlacementServiceOptions {
   // Longest a WaitOperation call waits (also when it sets no timeout and has no deadline).
@@ -46,6 +49,13 @@ struct PlacementServiceOptions {
   // Authentication and the per-tenant rate limit of every call (null: everyone is tenant "",
   // unlimited). Must outlive the service.
   AccessControl* access = nullptr;
+  // Place and SubmitPlacement start (validation, cache lookups, admission) on this many threads of the
+  // service's own instead of gRPC's callback thread: set when a shared cache tier is configured, whose
+  // lookups may wait on the network for up to its timeout. 0 = start on gRPC's thread.
+  int offload_threads = 0;
+  // Calls waiting for an offload thread; one more is answered UNAVAILABLE with RetryInfo.
+  size_t offload_max_queued = 1024;
+  absl::Duration retry_delay = absl::Seconds(1);
 };
 
 // Tells long waits (WaitOperation, WatchOperation) that the server is draining. Thread-safe.
@@ -105,13 +115,24 @@ class PlacementServiceImpl final : public v1::PlacementService::CallbackService 
   void Record(const RpcLogEntry& entry);
   // The caller's tenant (AccessControl::Admit on its `authorization` metadata).
   absl::StatusOr<std::string> Admit(const grpc::CallbackServerContext* context);
+  // Where Place and SubmitPlacement start; null = on gRPC's thread (see offload_threads).
+  OffloadPool* offload() { return offload_.get(); }
+  // UNAVAILABLE with RetryInfo: the offload queue is full.
+  absl::Status OffloadQueueFull() const;
 
  private:
+  // The body of SubmitPlacement; finishes `reactor` (the call's default reactor).
+  void Submit(grpc::CallbackServerContext* context, const v1::SubmitPlacementRequest* request,
+              v1::SubmitPlacementResponse* response, grpc::ServerUnaryReactor* reactor,
+              CallRecord& record);
+
   PlacementCore* const core_;
   ServiceMetrics* const metrics_;
   const RequestLog* const log_;
   const PlacementServiceOptions options_;
   DrainSignal drain_;
+  // Last member: destroyed (and joined) first, while everything its tasks use still exists.
+  std::unique_ptr<OffloadPool> offload_;
 };
 
 }  // namespace placement::server

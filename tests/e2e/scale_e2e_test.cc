@@ -1,7 +1,10 @@
 // End-to-end tests of scale-out (issue 8): two placement_server replicas sharing a real redis-server,
 // and a real nginx routing on the x-placement-digest header in front of them. Everything runs on
 // 127.0.0.1 with ports picked at run time; each test skips when redis-server or nginx is missing.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <fstream>
@@ -89,6 +92,79 @@ client::ClientOptions Direct(const ServerProcess& server) {
   options.target = server.address();
   options.default_timeout = absl::Seconds(30);
   return options;
+}
+
+// A TCP listener on 127.0.0.1 that accepts connections and never answers: a Redis that hangs.
+class SilentTcpServer {
+ public:
+  SilentTcpServer() {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    if (bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        listen(listener_, 16) != 0 ||
+        getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      ADD_FAILURE() << "cannot listen on 127.0.0.1";
+      return;
+    }
+    port_ = ntohs(address.sin_port);
+    acceptor_ = std::thread([this] {
+      while (true) {
+        const int connection = accept(listener_, nullptr, nullptr);
+        if (connection < 0) return;  // shut down
+        connections_.push_back(connection);  // held open, never read
+      }
+    });
+  }
+  ~SilentTcpServer() {
+    shutdown(listener_, SHUT_RDWR);
+    if (acceptor_.joinable()) acceptor_.join();
+    close(listener_);
+    for (const int connection : connections_) close(connection);
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread acceptor_;
+  std::vector<int> connections_;  // only the acceptor thread touches it until the join
+};
+
+// With a shared tier, Place starts on the service's offload threads, not gRPC's. A caller that gives up
+// while its lookup hangs on Redis gets DEADLINE_EXCEEDED at its deadline; gRPC's OnCancel arrives while
+// the start still runs, so the offload thread must end the call once the lookup returns (the server
+// counts it), release whatever it admitted, and the next call must be served normally.
+TEST(ScaleE2ETest, ACallerLeavingWhileRedisHangsIsEndedCleanlyByTheOffloadThread) {
+  SilentTcpServer hanging_redis;
+  std::unique_ptr<ServerProcess> server = StartReplica(
+      {"--redis=" + hanging_redis.address(), "--redis_timeout=1500ms", "--min_time_budget=4s",
+       "--offload_threads=1"});
+  ASSERT_NE(server, nullptr);
+  client::ClientOptions options = Direct(*server);
+  options.retry.max_attempts = 1;
+  PlacementClient client(options);
+
+  const absl::Time start = absl::Now();
+  absl::StatusOr<v1::PlaceResponse> gave_up = client.Place(Request(FreshSeed()), absl::Milliseconds(300));
+  EXPECT_EQ(gave_up.status().code(), absl::StatusCode::kDeadlineExceeded) << gave_up.status();
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(1200));  // not held for the Redis timeout
+  // Meanwhile gRPC's threads are free: a cheap call is answered while the lookup still hangs.
+  EXPECT_TRUE(client.ListAlgorithms().ok());
+
+  // The offload thread ends the abandoned call once the lookup times out, and nothing stays admitted.
+  ASSERT_TRUE(AwaitMetric(
+      *server, "placement_requests_total{code=\"DEADLINE_EXCEEDED\",method=\"Place\"}", 1));
+  EXPECT_EQ(Metric(*server, "placement_jobs_running"), 0);
+  EXPECT_EQ(Metric(*server, "placement_queue_depth"), 0);
+  // Redis is now paused after its failure: the next call is a plain miss, solved and answered.
+  absl::StatusOr<v1::PlaceResponse> next = client.Place(Request(FreshSeed()), absl::Seconds(30));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->placement().provenance().cache(), v1::MISS);
+  server->Signal(SIGTERM);
+  EXPECT_EQ(server->WaitForExit(absl::Seconds(60)).value_or(-100), 0) << server->Log();
 }
 
 TEST(ScaleE2ETest, ResultComputedOnOneReplicaIsAHitOnTheOther) {
