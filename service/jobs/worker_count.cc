@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -22,7 +23,10 @@ std::optional<int> CpuLimitFromCpuMax(absl::string_view contents) {
       quota <= 0 || period <= 0) {
     return std::nullopt;
   }
-  return static_cast<int>(std::max<int64_t>(1, (quota + period - 1) / period));
+  // Rounded up without overflow (quota + period - 1 may exceed int64), then clamped to int: a quota
+  // of thousands of CPUs is as good as none here (the caller takes the minimum with the hardware).
+  const int64_t cpus = quota / period + (quota % period != 0 ? 1 : 0);
+  return static_cast<int>(std::clamp<int64_t>(cpus, 1, std::numeric_limits<int>::max()));
 }
 
 int DefaultWorkerCount(const std::string& cpu_max_path) {
