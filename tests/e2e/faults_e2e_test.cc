@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/server_process.h"
+#include "tests/e2e/test_requests.h"
 #include "tests/testutil/random_graph.h"
 
 namespace placement::e2e {
@@ -31,23 +32,9 @@ using ::testing::HasSubstr;
 
 v1::PlaceRequest Request(uint64_t seed, const std::string& algorithm,
                          absl::Duration time_limit = absl::Seconds(10)) {
-  testutil::RandomGraphOptions options;
-  options.num_ops = 60;
-  options.avg_out_degree = 2.0;
-  options.num_devices = 3;
-  options.seed = seed;
-  options.algorithm = algorithm;
-  v1::PlaceRequest request = testutil::RandomLayeredRequest(options);
-  const int64_t nanos = absl::ToInt64Nanoseconds(time_limit);
-  request.mutable_options()->mutable_time_limit()->set_seconds(nanos / 1'000'000'000);
-  request.mutable_options()->mutable_time_limit()->set_nanos(
-      static_cast<int32_t>(nanos % 1'000'000'000));
+  v1::PlaceRequest request = RandomRequest(60, seed, algorithm, 3, 2.0);
+  SetTimeLimit(time_limit, &request);
   return request;
-}
-
-uint64_t FreshSeed() {
-  static std::atomic<uint64_t> next{static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()))};
-  return next++;
 }
 
 ClientOptions Options(const std::string& target, int attempts = 1) {
@@ -56,11 +43,6 @@ ClientOptions Options(const std::string& target, int attempts = 1) {
   options.default_timeout = absl::Seconds(120);
   options.retry.max_attempts = attempts;
   return options;
-}
-
-void StopServer(ServerProcess& server) {
-  server.Signal(SIGTERM);
-  EXPECT_EQ(server.WaitForExit(absl::Seconds(60)).value_or(-100), 0) << server.Log();
 }
 
 TEST(FaultsE2ETest, AnAlgorithmThatThrowsFailsOnlyItsJobWithInternal) {

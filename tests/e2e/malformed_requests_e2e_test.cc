@@ -446,9 +446,7 @@ class MalformedRequestsE2ETest : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     if (server_ == nullptr) return;
-    server_->Signal(SIGTERM);
-    absl::StatusOr<int> exit_status = server_->WaitForExit(absl::Seconds(60));
-    EXPECT_TRUE(exit_status.ok() && *exit_status == 0) << server_->Log();
+    StopServer(*server_);
     delete server_;
     server_ = nullptr;
   }

@@ -31,8 +31,7 @@ class PlacementctlE2ETest : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     if (server_ == nullptr) return;
-    server_->Signal(SIGTERM);
-    EXPECT_EQ(server_->WaitForExit(absl::Seconds(60)).value_or(-100), 0) << server_->Log();
+    StopServer(*server_);
     delete server_;
     server_ = nullptr;
   }

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "tests/e2e/nginx_process.h"
 #include "tests/e2e/server_process.h"
+#include "tests/e2e/test_requests.h"
 #include "tests/testutil/random_graph.h"
 #include "tests/testutil/redis_server.h"
 
@@ -31,20 +32,7 @@ using client::RequestDigestOf;
 using testutil::RedisServer;
 
 // Small and fast (m_topo) so that the tests measure routing and caching, not solving.
-v1::PlaceRequest Request(uint64_t seed) {
-  testutil::RandomGraphOptions options;
-  options.num_ops = 80;
-  options.num_devices = 4;
-  options.seed = seed;
-  options.algorithm = "m_topo";
-  return testutil::RandomLayeredRequest(options);
-}
-
-// Seeds no earlier run could have cached in a shared Redis.
-uint64_t FreshSeed() {
-  static std::atomic<uint64_t> next{static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()))};
-  return next++;
-}
+v1::PlaceRequest Request(uint64_t seed) { return RandomRequest(80, seed, "m_topo"); }
 
 std::unique_ptr<ServerProcess> StartReplica(std::vector<std::string> flags) {
   flags.push_back("--workers=1");

@@ -23,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/server_process.h"
+#include "tests/e2e/test_requests.h"
 #include "tests/testutil/random_graph.h"
 
 namespace placement::e2e {
@@ -146,29 +147,6 @@ ClientOptions TlsClientOptions(const ServerProcess& server, const TestPki& pki, 
   return options;
 }
 
-v1::PlaceRequest SmallRequest(int32_t ops, uint64_t seed, const std::string& algorithm) {
-  testutil::RandomGraphOptions options;
-  options.num_ops = ops;
-  options.avg_out_degree = 2.0;
-  options.num_devices = 2;
-  options.seed = seed;
-  options.algorithm = algorithm;
-  return testutil::RandomLayeredRequest(options);
-}
-
-// Holds a worker for `limit` or until cancelled; `seed` makes its digest unique.
-v1::PlaceRequest SlowRequest(uint64_t seed, absl::Duration limit) {
-  v1::PlaceRequest request = SmallRequest(20, 3, "testing_wait");
-  request.mutable_options()->set_seed(seed);
-  request.mutable_options()->mutable_time_limit()->set_seconds(absl::ToInt64Seconds(limit));
-  return request;
-}
-
-uint64_t FreshSeed() {
-  static std::atomic<uint64_t> next{static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()))};
-  return next++;
-}
-
 std::string TokensFile(const TempDir& dir, const std::string& extra = "") {
   return dir.Write("tokens", absl::StrCat("# test tokens\n", kTokenA, " team-a\n", kTokenB,
                                           " team-b\n", extra));
@@ -200,11 +178,6 @@ bool AwaitLogCount(const ServerProcess& server, const std::string& what, int cou
     absl::SleepFor(absl::Milliseconds(20));
   }
   return false;
-}
-
-void StopServer(ServerProcess& server) {
-  server.Signal(SIGTERM);
-  EXPECT_EQ(server.WaitForExit(absl::Seconds(60)).value_or(-100), 0) << server.Log();
 }
 
 // ---- Transport security ----
@@ -250,7 +223,7 @@ TEST_F(TlsE2ETest, ServesTlsClientsAndNoPlaintextOnes) {
 
   PlacementClient tls(TlsClientOptions(**server, *pki_, /*client_cert=*/false));
   EXPECT_TRUE(tls.ListAlgorithms().ok());
-  absl::StatusOr<v1::PlaceResponse> placed = tls.Place(SmallRequest(30, 1, "m_etf"));
+  absl::StatusOr<v1::PlaceResponse> placed = tls.Place(RandomRequest(30, 1, "m_etf", 2, 2.0));
   ASSERT_TRUE(placed.ok()) << placed.status();
   EXPECT_EQ(placed->placement().device_size(), 30);
 
@@ -344,7 +317,7 @@ TEST(AuthE2ETest, MissingOrWrongTokensAreUnauthenticatedAndHealthNeedsNone) {
   EXPECT_THAT(std::string(missing.message()), HasSubstr("missing credentials"));
   EXPECT_EQ(anonymous.GetOperation("operations/0123").status().code(),
             absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(anonymous.Place(SmallRequest(10, 1, "m_etf")).status().code(),
+  EXPECT_EQ(anonymous.Place(RandomRequest(10, 1, "m_etf", 2, 2.0)).status().code(),
             absl::StatusCode::kUnauthenticated);
   // Probes need no token.
   EXPECT_EQ(anonymous.CheckHealth("").value_or(client::ServingStatus::kUnknown),
@@ -357,7 +330,7 @@ TEST(AuthE2ETest, MissingOrWrongTokensAreUnauthenticatedAndHealthNeedsNone) {
 
   PlacementClient team_a(Options(**server, kTokenA));
   EXPECT_TRUE(team_a.ListAlgorithms().ok());
-  absl::StatusOr<v1::PlaceResponse> placed = team_a.Place(SmallRequest(10, 1, "m_etf"));
+  absl::StatusOr<v1::PlaceResponse> placed = team_a.Place(RandomRequest(10, 1, "m_etf", 2, 2.0));
   EXPECT_TRUE(placed.ok()) << placed.status();
 
   absl::StatusOr<std::string> metrics = ScrapeMetrics((*server)->metrics_port());
@@ -552,13 +525,13 @@ TEST(LimitsE2ETest, EachLimitFlagGivesItsOwnClearError) {
     return client.Place(request).status();
   };
 
-  EXPECT_TRUE(client.Place(SmallRequest(10, 1, "m_etf")).ok());
+  EXPECT_TRUE(client.Place(RandomRequest(10, 1, "m_etf", 2, 2.0)).ok());
 
-  absl::Status ops = place_error(SmallRequest(13, 1, "m_etf"));
+  absl::Status ops = place_error(RandomRequest(13, 1, "m_etf", 2, 2.0));
   EXPECT_EQ(ops.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(ops.message()), HasSubstr("13 ops exceed the limit of 12"));
 
-  v1::PlaceRequest many_edges = SmallRequest(12, 1, "m_etf");
+  v1::PlaceRequest many_edges = RandomRequest(12, 1, "m_etf", 2, 2.0);
   while (many_edges.graph().edges_size() <= 40) {
     *many_edges.mutable_graph()->add_edges() = many_edges.graph().edges(0);
   }
@@ -566,7 +539,7 @@ TEST(LimitsE2ETest, EachLimitFlagGivesItsOwnClearError) {
   EXPECT_EQ(edges.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(edges.message()), HasSubstr("edges exceed the limit of 40"));
 
-  v1::PlaceRequest many_devices = SmallRequest(10, 1, "m_etf");
+  v1::PlaceRequest many_devices = RandomRequest(10, 1, "m_etf", 2, 2.0);
   while (many_devices.cluster().devices_size() <= 3) {
     v1::Device* device = many_devices.mutable_cluster()->add_devices();
     *device = many_devices.cluster().devices(0);
@@ -576,19 +549,19 @@ TEST(LimitsE2ETest, EachLimitFlagGivesItsOwnClearError) {
   EXPECT_EQ(devices.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(devices.message()), HasSubstr("devices exceed the limit of 3"));
 
-  v1::PlaceRequest long_name = SmallRequest(10, 1, "m_etf");
+  v1::PlaceRequest long_name = RandomRequest(10, 1, "m_etf", 2, 2.0);
   long_name.mutable_graph()->mutable_ops(0)->set_name(std::string(17, 'n'));
   absl::Status name = place_error(long_name);
   EXPECT_EQ(name.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(name.message()), HasSubstr("17 bytes long; the limit is 16"));
 
-  v1::PlaceRequest huge = SmallRequest(10, 1, "m_etf");
+  v1::PlaceRequest huge = RandomRequest(10, 1, "m_etf", 2, 2.0);
   huge.set_request_id(std::string(70'000, 'x'));
   absl::Status message = place_error(huge);
   EXPECT_EQ(message.code(), absl::StatusCode::kResourceExhausted) << message;
 
   // Evaluate checks the same limits.
-  v1::PlaceRequest big = SmallRequest(13, 1, "m_etf");
+  v1::PlaceRequest big = RandomRequest(13, 1, "m_etf", 2, 2.0);
   v1::EvaluateRequest evaluate;
   *evaluate.mutable_graph() = big.graph();
   *evaluate.mutable_cluster() = big.cluster();

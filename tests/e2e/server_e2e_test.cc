@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "service/engine/io/message_io.h"
 #include "tests/e2e/server_process.h"
+#include "tests/e2e/test_requests.h"
 #include "tests/testutil/random_graph.h"
 
 namespace placement::e2e {
@@ -28,33 +29,6 @@ using client::PlacementClient;
 using ::testing::HasSubstr;
 
 constexpr char kRealWorkload[] = "tests/data/service/inception_v1_request.json.gz";
-
-v1::PlaceRequest RandomRequest(int32_t ops, uint64_t seed, const std::string& algorithm) {
-  testutil::RandomGraphOptions options;
-  options.num_ops = ops;
-  options.avg_out_degree = 2.5;
-  options.num_devices = 4;
-  options.seed = seed;
-  options.algorithm = algorithm;
-  return testutil::RandomLayeredRequest(options);
-}
-
-// A request that holds a worker for `limit` (or until cancelled). `seed` makes its digest unique.
-v1::PlaceRequest SlowRequest(uint64_t seed, absl::Duration limit) {
-  v1::PlaceRequest request = RandomRequest(50, 7, "testing_wait");
-  request.mutable_options()->set_seed(seed);
-  const int64_t nanos = absl::ToInt64Nanoseconds(limit);
-  request.mutable_options()->mutable_time_limit()->set_seconds(nanos / 1'000'000'000);
-  request.mutable_options()->mutable_time_limit()->set_nanos(
-      static_cast<int32_t>(nanos % 1'000'000'000));
-  return request;
-}
-
-// A seed no earlier run of the same server could have cached.
-uint64_t FreshSeed() {
-  static std::atomic<uint64_t> next{static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()))};
-  return next++;
-}
 
 ClientOptions Options(const ServerProcess& server, int attempts = 1) {
   ClientOptions options;
@@ -102,9 +76,7 @@ class ServerE2ETest : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     if (server_ == nullptr) return;
-    server_->Signal(SIGTERM);
-    absl::StatusOr<int> exit_status = server_->WaitForExit(absl::Seconds(60));
-    EXPECT_TRUE(exit_status.ok() && *exit_status == 0) << server_->Log();
+    StopServer(*server_);
     delete server_;
     server_ = nullptr;
   }

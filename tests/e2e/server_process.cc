@@ -128,6 +128,11 @@ ServerProcess::~ServerProcess() {
 
 std::string ServerProcess::address() const { return absl::StrCat("127.0.0.1:", port_); }
 
+void StopServer(ServerProcess& server) {
+  server.Signal(SIGTERM);
+  EXPECT_EQ(server.WaitForExit(absl::Seconds(60)).value_or(-100), 0) << server.Log();
+}
+
 void ServerProcess::Signal(int signal) {
   if (pid_ > 0 && !exit_status_.has_value()) kill(pid_, signal);
 }

@@ -76,6 +76,10 @@ class ServerProcess {
   bool log_closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// SIGTERM, then a gtest expectation that the server exits with status 0 within a minute (its log is
+// printed when it does not).
+void StopServer(ServerProcess& server);
+
 struct CommandResult {
   int exit_status = -1;
   std::string out;

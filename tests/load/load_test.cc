@@ -55,11 +55,6 @@ CommandResult RunLoad(const ServerProcess& server, std::vector<std::string> flag
   return RunCommand(argv);
 }
 
-void Stop(ServerProcess& server) {
-  server.Signal(SIGTERM);
-  EXPECT_EQ(server.WaitForExit(absl::Seconds(60)).value_or(-100), 0) << server.Log();
-}
-
 // A tokens file for three tenants, in the format of both --auth_tokens and placement_load --tokens.
 std::string WriteTenantTokens() {
   std::string path = ::testing::TempDir() + "/load_test_tokens.XXXXXX";
@@ -102,7 +97,7 @@ TEST(LoadTest, MixedLoadHasNoUnexpectedAnswersAndBoundedMemory) {
             kCacheBytes + kRepeatIndexBytes + kRssAllowance);
   EXPECT_THAT(load.out, ::testing::HasSubstr("cancel "));
   EXPECT_THAT(load.out, ::testing::HasSubstr("bad     status INVALID_ARGUMENT"));
-  Stop(**server);
+  StopServer(**server);
 }
 
 TEST(LoadTest, OverloadAtFiveTimesCapacityIsRejectedFastAndLosesNothing) {
@@ -135,7 +130,7 @@ TEST(LoadTest, OverloadAtFiveTimesCapacityIsRejectedFastAndLosesNothing) {
   EXPECT_EQ(unavailable, summary.at("rejected"));
   EXPECT_EQ(MetricValue(*metrics, "placement_queue_depth"), 0);
   EXPECT_EQ(MetricValue(*metrics, "placement_jobs_running"), 0);
-  Stop(**server);
+  StopServer(**server);
 }
 
 }  // namespace
