@@ -82,6 +82,37 @@ client::ClientOptions Direct(const ServerProcess& server) {
   return options;
 }
 
+// Two replicas (no Redis) behind a real nginx that hashes the x-placement-digest header.
+struct RoutedReplicas {
+  std::unique_ptr<ServerProcess> a;
+  std::unique_ptr<ServerProcess> b;
+  std::unique_ptr<NginxProcess> router;
+
+  // NOT_FOUND when nginx is not installed (the caller skips).
+  static absl::StatusOr<RoutedReplicas> Start() {
+    RoutedReplicas replicas;
+    replicas.a = StartReplica({});
+    replicas.b = StartReplica({});
+    if (replicas.a == nullptr || replicas.b == nullptr) {
+      return absl::FailedPreconditionError("a replica did not start");
+    }
+    absl::StatusOr<std::unique_ptr<NginxProcess>> router =
+        NginxProcess::Start({replicas.a->port(), replicas.b->port()});
+    if (!router.ok()) return router.status();
+    replicas.router = *std::move(router);
+    return replicas;
+  }
+
+  // A client that sends each request's digest, so nginx routes it.
+  client::ClientOptions Routed() const {
+    client::ClientOptions options;
+    options.target = router->address();
+    options.default_timeout = absl::Seconds(30);
+    options.routing_digest = RequestDigestOf;
+    return options;
+  }
+};
+
 // A TCP listener on 127.0.0.1 that accepts connections and never answers: a Redis that hangs.
 class SilentTcpServer {
  public:
@@ -259,18 +290,14 @@ TEST(ScaleE2ETest, ReplicasKeepServingWhenRedisDiesAndReconnectWhenItReturns) {
 
 TEST(ScaleE2ETest, NginxSendsIdenticalRequestsToTheSameReplica) {
   // No Redis here: a request routed to the replica that did not compute it would be a MISS.
-  std::unique_ptr<ServerProcess> a = StartReplica({});
-  std::unique_ptr<ServerProcess> b = StartReplica({});
-  ASSERT_TRUE(a && b);
-  absl::StatusOr<std::unique_ptr<NginxProcess>> router = NginxProcess::Start({a->port(), b->port()});
-  if (absl::IsNotFound(router.status())) GTEST_SKIP() << router.status();
-  ASSERT_TRUE(router.ok()) << router.status();
+  absl::StatusOr<RoutedReplicas> replicas = RoutedReplicas::Start();
+  if (absl::IsNotFound(replicas.status())) GTEST_SKIP() << replicas.status();
+  ASSERT_TRUE(replicas.ok()) << replicas.status();
+  ServerProcess* a = replicas->a.get();
+  ServerProcess* b = replicas->b.get();
+  NginxProcess* router = replicas->router.get();
 
-  client::ClientOptions options;
-  options.target = (*router)->address();
-  options.default_timeout = absl::Seconds(30);
-  options.routing_digest = RequestDigestOf;
-  PlacementClient client(options);
+  PlacementClient client(replicas->Routed());
   constexpr int kDistinct = 16;
   constexpr int kRepeats = 3;
   const uint64_t base = FreshSeed();
@@ -280,7 +307,7 @@ TEST(ScaleE2ETest, NginxSendsIdenticalRequestsToTheSameReplica) {
       v1::PlaceRequest request = Request(base + i);
       if (repeat > 0) request = testutil::ShuffleRequest(request, repeat);
       absl::StatusOr<v1::PlaceResponse> placed = client.Place(request);
-      ASSERT_TRUE(placed.ok()) << placed.status() << "\n" << (*router)->ErrorLog();
+      ASSERT_TRUE(placed.ok()) << placed.status() << "\n" << router->ErrorLog();
       EXPECT_EQ(placed->placement().provenance().cache(), repeat == 0 ? v1::MISS : v1::HIT)
           << "request " << i << " repeat " << repeat;
     }
@@ -296,18 +323,12 @@ TEST(ScaleE2ETest, NginxSendsIdenticalRequestsToTheSameReplica) {
 }
 
 TEST(ScaleE2ETest, OperationsThroughNginxReachTheReplicaThatHoldsThem) {
-  std::unique_ptr<ServerProcess> a = StartReplica({});
-  std::unique_ptr<ServerProcess> b = StartReplica({});
-  ASSERT_TRUE(a && b);
-  absl::StatusOr<std::unique_ptr<NginxProcess>> router = NginxProcess::Start({a->port(), b->port()});
-  if (absl::IsNotFound(router.status())) GTEST_SKIP() << router.status();
-  ASSERT_TRUE(router.ok()) << router.status();
+  absl::StatusOr<RoutedReplicas> replicas = RoutedReplicas::Start();
+  if (absl::IsNotFound(replicas.status())) GTEST_SKIP() << replicas.status();
+  ASSERT_TRUE(replicas.ok()) << replicas.status();
+  NginxProcess* router = replicas->router.get();
 
-  client::ClientOptions options;
-  options.target = (*router)->address();
-  options.default_timeout = absl::Seconds(30);
-  options.routing_digest = RequestDigestOf;
-  PlacementClient client(options);
+  PlacementClient client(replicas->Routed());
   const uint64_t base = FreshSeed();
   for (int i = 0; i < 12; ++i) {
     absl::StatusOr<v1::Operation> submitted = client.Submit(Request(base + i));
@@ -331,7 +352,7 @@ TEST(ScaleE2ETest, OperationsThroughNginxReachTheReplicaThatHoldsThem) {
     out << Request(base + 100).SerializeAsString();
   }
   for (int i = 0; i < 4; ++i) {
-    CommandResult placed = RunCommand({PlacementctlBinary(), "--server=" + (*router)->address(),
+    CommandResult placed = RunCommand({PlacementctlBinary(), "--server=" + router->address(),
                                        "--digest_header", "--progress=always", "place",
                                        "--request=" + request_path});
     EXPECT_EQ(placed.exit_status, 0) << placed.err;
@@ -339,12 +360,11 @@ TEST(ScaleE2ETest, OperationsThroughNginxReachTheReplicaThatHoldsThem) {
 }
 
 TEST(ScaleE2ETest, ClientsWithRetriesThroughNginxSurviveAReplicaKilledUnderLoad) {
-  std::unique_ptr<ServerProcess> a = StartReplica({});
-  std::unique_ptr<ServerProcess> b = StartReplica({});
-  ASSERT_TRUE(a && b);
-  absl::StatusOr<std::unique_ptr<NginxProcess>> router = NginxProcess::Start({a->port(), b->port()});
-  if (absl::IsNotFound(router.status())) GTEST_SKIP() << router.status();
-  ASSERT_TRUE(router.ok()) << router.status();
+  absl::StatusOr<RoutedReplicas> replicas = RoutedReplicas::Start();
+  if (absl::IsNotFound(replicas.status())) GTEST_SKIP() << replicas.status();
+  ASSERT_TRUE(replicas.ok()) << replicas.status();
+  ServerProcess* a = replicas->a.get();
+  ServerProcess* b = replicas->b.get();
 
   constexpr int kThreads = 4;
   constexpr int kPerThread = 20;
@@ -355,13 +375,10 @@ TEST(ScaleE2ETest, ClientsWithRetriesThroughNginxSurviveAReplicaKilledUnderLoad)
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      client::ClientOptions options;
-      options.target = (*router)->address();
-      options.default_timeout = absl::Seconds(30);
+      client::ClientOptions options = replicas->Routed();
       options.retry = {.max_attempts = 8,
                        .initial_backoff = absl::Milliseconds(50),
                        .max_backoff = absl::Milliseconds(500)};
-      options.routing_digest = RequestDigestOf;
       PlacementClient client(options);
       for (int i = 0; i < kPerThread; ++i) {
         absl::StatusOr<v1::PlaceResponse> placed =
