@@ -3,7 +3,9 @@
 # finding (crash, sanitizer report, timeout, out-of-memory) fails the run.
 #   bash tests/run_fuzz.sh            # 60 s per target
 #   bash tests/run_fuzz.sh 600        # 10 min per target
-# Environment: BUILD_DIR (default build-asan, shared with tests/run_sanitizers.sh asan), FUZZ_JOBS (targets run at once, default 2),
+# Environment: BUILD_DIR (default build-asan, shared with tests/run_sanitizers.sh asan), FUZZ_JOBS
+#   (targets run at once, default 2), FUZZ_SEED (libFuzzer's -seed: a fixed one makes a run from an
+#   empty corpus repeat the same inputs, which CI uses; default random),
 #   FUZZ_TARGETS (space-separated subset, default all). Seeds are derived at run time from tests/data and,
 #   when present, ../shared/workloads (PLACEMENT_WORKLOADS overrides); corpora and findings stay under
 #   BUILD_DIR/fuzz/ (a later run starts from the corpus an earlier run grew).
@@ -77,6 +79,7 @@ run_one() {
   # -timeout: one input may take this long; -rss_limit_mb: memory per process; both are findings.
   if TMPDIR="$fuzz_dir/scratch/$name" "$build_dir/tests/fuzz/$name" "$corpus" "$seeds/$name" \
       -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2560 -max_len=262144 \
+      ${FUZZ_SEED:+-seed="$FUZZ_SEED"} \
       -print_final_stats=1 -artifact_prefix="$fuzz_dir/artifacts/$name-" \
       >"$fuzz_dir/$name.log" 2>&1; then
     echo "fuzz $name: ok, $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$fuzz_dir/$name.log" | grep -o '[0-9]*$') runs in ${seconds}s, corpus $(ls "$corpus" | wc -l)"
