@@ -123,6 +123,7 @@ class Mapper {
   std::vector<int32_t> device_rank_;  // 0 = fastest and cheapest to talk to
 
   std::vector<int64_t> tl_, bl_;
+  std::vector<int64_t> axis_start_, axis_finish_;  // the spans' time axis, by position
   std::vector<int64_t> slot_time_;
   int32_t num_slots_ = 1;
   std::vector<int32_t> slot_of_;
@@ -136,6 +137,10 @@ class Mapper {
   bool dense_ = true;
   std::vector<int64_t> table_;
   std::vector<int64_t> row_scratch_;
+  // Per device: the largest delay beyond slack of an edge to it (CommRow, when slack_row_).
+  std::vector<int64_t> delay_scratch_;
+  bool slack_row_ = false;
+  int64_t critical_ns_ = 0;
   std::vector<double> link_factor_;  // devices x devices: pair's transfer time / mean transfer time
   std::vector<int64_t> load_scratch_;
   std::vector<Option> options_scratch_;
@@ -380,15 +385,23 @@ absl::Status Mapper::SplitForConstraints() {
 }
 
 void Mapper::PrepareSpans() {
-  ComputePositionLevels(g_, cl_, &tl_, &bl_);
+  ComputePositionLevels(g_, cl_, &tl_, &bl_, options_.span_comm_weight);
+  // The time axis: the levels above, or a simulated schedule's times when the caller gives one.
+  axis_start_.resize(n_);
+  axis_finish_.resize(n_);
+  const bool retimed = options_.schedule_start_ns != nullptr && options_.schedule_finish_ns != nullptr;
+  for (int32_t i = 0; i < n_; ++i) {
+    axis_start_[i] = retimed ? (*options_.schedule_start_ns)[g_.op_at[i]] : tl_[i];
+    axis_finish_[i] = retimed ? (*options_.schedule_finish_ns)[g_.op_at[i]] : tl_[i] + g_.op_ns[i];
+  }
   // Time slots of the Fenwick trees: the distinct top levels, or (on large graphs) at most
   // options_.max_time_slots equal buckets of the stage-1 schedule, so that K trees stay small enough
   // for the cache; a span then covers whole buckets (a slightly wider window).
   int64_t graph_end = 0;
-  for (int32_t i = 0; i < n_; ++i) graph_end = std::max(graph_end, tl_[i] + g_.op_ns[i]);
+  for (int32_t i = 0; i < n_; ++i) graph_end = std::max(graph_end, axis_finish_[i]);
   slot_time_.clear();
   if (n_ <= 4 * options_.max_time_slots) {  // else there are too many distinct levels anyway
-    slot_time_.assign(tl_.begin(), tl_.end());
+    slot_time_.assign(axis_start_.begin(), axis_start_.end());
     std::sort(slot_time_.begin(), slot_time_.end());
     slot_time_.erase(std::unique(slot_time_.begin(), slot_time_.end()), slot_time_.end());
   }
@@ -414,7 +427,7 @@ void Mapper::PrepareSpans() {
     return t <= 0 ? 0 : bucket(t - 1) + 1;
   };
   slot_of_.resize(n_);
-  for (int32_t i = 0; i < n_; ++i) slot_of_[i] = slot_at(tl_[i]);
+  for (int32_t i = 0; i < n_; ++i) slot_of_[i] = slot_at(axis_start_[i]);
   compute_sum_.assign(num_clusters_, 0);
   own_load_.assign(num_clusters_, 0);
   begin_slot_.assign(num_clusters_, 0);
@@ -433,15 +446,15 @@ void Mapper::PrepareSpans() {
       int64_t parents_done = 0;
       for (int64_t e = g_.in_offset[v]; e < g_.in_offset[v + 1]; ++e) {
         const int32_t p = g_.in_src[e];
-        parents_done = std::max(parents_done, tl_[p] + g_.op_ns[p]);
+        parents_done = std::max(parents_done, axis_finish_[p]);
       }
       start = std::min(start, parents_done);
-      last_finish = std::max(last_finish, tl_[v] + g_.op_ns[v]);
+      last_finish = std::max(last_finish, axis_finish_[v]);
       // Deadline: the earliest start of an outside child.
       int64_t child_start = std::numeric_limits<int64_t>::max();
       for (int64_t e = g_.out_offset[v]; e < g_.out_offset[v + 1]; ++e) {
         const int32_t ch = g_.out_dst[e];
-        if (cl_[ch] != c) child_start = std::min(child_start, tl_[ch]);
+        if (cl_[ch] != c) child_start = std::min(child_start, axis_start_[ch]);
       }
       if (child_start != std::numeric_limits<int64_t>::max()) {
         has_outside_child = true;
@@ -485,6 +498,12 @@ void Mapper::PrepareLinks() {
 const int64_t* Mapper::CommRow(int32_t c) {
   if (dense_) return Row(c);
   std::fill(row_scratch_.begin(), row_scratch_.end(), 0);
+  if (slack_row_) std::fill(delay_scratch_.begin(), delay_scratch_.end(), 0);
+  // An edge's transfer delays the step only by what exceeds the slack of the longest path through it
+  // (on the compute-only axis, where that path is tl(src) + time(src) + bl(dst)).
+  auto delay = [&](int32_t from, int32_t to, int64_t ns) {
+    return std::max<int64_t>(0, ns - (critical_ns_ - (tl_[from] + g_.op_ns[from] + bl_[to])));
+  };
   for (int32_t i = member_offset_[c]; i < member_offset_[c + 1]; ++i) {
     const int32_t v = member_ops_[i];
     // pos_device_ (not cluster_device_[cl_[y]]): neighbours' positions are close to v's, cluster
@@ -492,12 +511,18 @@ const int64_t* Mapper::CommRow(int32_t c) {
     for (int64_t e = g_.out_offset[v]; e < g_.out_offset[v + 1]; ++e) {
       const int32_t y = g_.out_dst[e];
       const DeviceId d = pos_device_[y];
-      if (d != kNone && cl_[y] != c) row_scratch_[d] += g_.out_ns[e];
+      if (d != kNone && cl_[y] != c) {
+        row_scratch_[d] += g_.out_ns[e];
+        if (slack_row_) delay_scratch_[d] = std::max(delay_scratch_[d], delay(v, y, g_.out_ns[e]));
+      }
     }
     for (int64_t e = g_.in_offset[v]; e < g_.in_offset[v + 1]; ++e) {
       const int32_t y = g_.in_src[e];
       const DeviceId d = pos_device_[y];
-      if (d != kNone && cl_[y] != c) row_scratch_[d] += g_.in_ns[e];
+      if (d != kNone && cl_[y] != c) {
+        row_scratch_[d] += g_.in_ns[e];
+        if (slack_row_) delay_scratch_[d] = std::max(delay_scratch_[d], delay(y, v, g_.in_ns[e]));
+      }
     }
   }
   return row_scratch_.data();
@@ -572,8 +597,18 @@ Mapper::Choice Mapper::Evaluate(int32_t c, bool improve) {
     o.queue = std::max(0.0, o.busy - window);
     o.comm = 0.0;
     const double* factor = link_factor_.data() + static_cast<size_t>(k);
-    for (const DeviceId j : nonzero_scratch_) {
-      if (j != k) o.comm += static_cast<double>(row[j]) * factor[static_cast<size_t>(j) * devices_];
+    if (slack_row_ && !dense_) {
+      // Transfers into and out of a cluster overlap: the worst delay beyond slack, not their sum.
+      for (const DeviceId j : nonzero_scratch_) {
+        if (j != k) {
+          o.comm = std::max(o.comm, static_cast<double>(delay_scratch_[j]) *
+                                        factor[static_cast<size_t>(j) * devices_]);
+        }
+      }
+    } else {
+      for (const DeviceId j : nonzero_scratch_) {
+        if (j != k) o.comm += static_cast<double>(row[j]) * factor[static_cast<size_t>(j) * devices_];
+      }
     }
   }
   if (current != kNone) {
@@ -699,11 +734,16 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
   load_scratch_.assign(devices_, 0);
   options_scratch_.assign(devices_, Option());
   row_scratch_.assign(devices_, 0);
+  delay_scratch_.assign(devices_, 0);
+  slack_row_ = options_.slack_aware_transfers;
+  critical_ns_ = 0;
+  for (int32_t i = 0; i < n_; ++i) critical_ns_ = std::max(critical_ns_, tl_[i] + bl_[i]);
   // The first pass computes communication rows on demand (each cluster is evaluated once); the table
   // is built for the improvement pass, where clusters are re-evaluated after their neighbours move.
   dense_ = false;
 
-  // Anchored clusters first; the critical path and its pieces never move, the other primaries may.
+  // Anchored clusters first; the critical path and its pieces never move, the other primaries may
+  // (only the improvement pass moves them).
   std::vector<uint8_t> movable(num_clusters_, 1);
   for (int32_t c = 0; c < num_clusters_; ++c) {
     if (anchor_device_[c] == kNone || member_offset_[c] == member_offset_[c + 1]) continue;

@@ -43,7 +43,7 @@ namespace placement::engine::pardnn {
 
 struct MappingOptions {
   // Re-evaluations in the improvement pass, as a multiple of the number of secondaries (0 = none).
-  double improvement_evaluations_per_cluster = 3.0;
+  double improvement_evaluations_per_cluster = 0.0;
   // ... and at most this many in all (large graphs: the pass is a polish, the first placement decides).
   int64_t max_improvement_evaluations = 50'000;
   // A cluster moves only when its estimated delay drops by more than this fraction of its own work
@@ -63,6 +63,19 @@ struct MappingOptions {
   // cluster to the device it talks to most (memory permitting): few cut edges, as a min-cut
   // partitioner would give; the partitioner tries it as an extra seed when memory is tight.
   double load_weight = 1.0;
+  // The time axis of the spans and loads: top levels where an edge between two clusters costs this
+  // fraction of its transfer time. 0 (the default): compute only. Charging every edge between clusters in
+  // full (the reference's clustered levels) stretches the axis by transfers that mostly vanish once
+  // clusters share devices; on communication-heavy graphs (CCR 8 on Inception-v3) the windows then look
+  // empty, nothing seems to queue, and the critical path's device takes 2.3x its share of the work.
+  double span_comm_weight = 0.0;
+  // Transfers cost only what exceeds the slack of the longest path through their edge, and a cluster's
+  // transfers overlap (the largest counts, not the sum). false: every edge's full time, summed.
+  bool slack_aware_transfers = false;
+  // When both are set (by op id, e.g. a simulated schedule's start and finish times), they replace the
+  // levels as the spans' time axis: queueing and transfers that the levels cannot see are then in it.
+  const std::vector<int64_t>* schedule_start_ns = nullptr;
+  const std::vector<int64_t>* schedule_finish_ns = nullptr;
 };
 
 struct ClusterMapping {

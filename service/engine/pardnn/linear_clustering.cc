@@ -88,7 +88,10 @@ namespace {
 
 // Levels by position; cluster ids by position (kNone never matches).
 void PositionLevels(const TopoGraph& g, const std::vector<int32_t>& cluster, std::vector<int64_t>& tl,
-                    std::vector<int64_t>& bl) {
+                    std::vector<int64_t>& bl, double cross_edge_weight = 1.0) {
+  auto cross = [cross_edge_weight](int64_t ns) {
+    return cross_edge_weight == 1.0 ? ns : static_cast<int64_t>(static_cast<double>(ns) * cross_edge_weight);
+  };
   const int32_t n = g.size();
   tl.assign(n, 0);
   bl.assign(n, 0);
@@ -98,7 +101,7 @@ void PositionLevels(const TopoGraph& g, const std::vector<int32_t>& cluster, std
     for (int64_t e = g.in_offset[i]; e < g.in_offset[i + 1]; ++e) {
       const int32_t p = g.in_src[e];
       const bool same = c != kNone && cluster[p] == c;
-      start = std::max(start, tl[p] + g.op_ns[p] + (same ? 0 : g.in_ns[e]));
+      start = std::max(start, tl[p] + g.op_ns[p] + (same ? 0 : cross(g.in_ns[e])));
     }
     tl[i] = start;
   }
@@ -108,7 +111,7 @@ void PositionLevels(const TopoGraph& g, const std::vector<int32_t>& cluster, std
     for (int64_t e = g.out_offset[i]; e < g.out_offset[i + 1]; ++e) {
       const int32_t ch = g.out_dst[e];
       const bool same = c != kNone && cluster[ch] == c;
-      tail = std::max(tail, bl[ch] + (same ? 0 : g.out_ns[e]));
+      tail = std::max(tail, bl[ch] + (same ? 0 : cross(g.out_ns[e])));
     }
     bl[i] = g.op_ns[i] + tail;
   }
@@ -117,8 +120,9 @@ void PositionLevels(const TopoGraph& g, const std::vector<int32_t>& cluster, std
 }  // namespace
 
 void ComputePositionLevels(const TopoGraph& graph, const std::vector<int32_t>& cluster_by_position,
-                           std::vector<int64_t>* top_level, std::vector<int64_t>* bottom_level) {
-  PositionLevels(graph, cluster_by_position, *top_level, *bottom_level);
+                           std::vector<int64_t>* top_level, std::vector<int64_t>* bottom_level,
+                           double cross_edge_weight) {
+  PositionLevels(graph, cluster_by_position, *top_level, *bottom_level, cross_edge_weight);
 }
 
 void ComputeClusteredLevels(const TopoGraph& g, const std::vector<int32_t>& cluster_of,

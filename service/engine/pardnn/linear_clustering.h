@@ -91,9 +91,11 @@ LinearClusters SliceIntoLinearClusters(const Model& model, const SlicingCosts& c
 // re-clustering.
 void ComputeClusteredLevels(const TopoGraph& graph, const std::vector<int32_t>& cluster_of,
                             std::vector<int64_t>* top_level, std::vector<int64_t>* bottom_level);
-// Same with everything indexed by topological position.
+// Same with everything indexed by topological position, and edges between clusters charged
+// cross_edge_weight x their time (1 = in full, 0 = free).
 void ComputePositionLevels(const TopoGraph& graph, const std::vector<int32_t>& cluster_by_position,
-                           std::vector<int64_t>* top_level, std::vector<int64_t>* bottom_level);
+                           std::vector<int64_t>* top_level, std::vector<int64_t>* bottom_level,
+                           double cross_edge_weight = 1.0);
 
 }  // namespace placement::engine::pardnn
 

@@ -1,6 +1,8 @@
-// Speed of the pardnn partitioner on large graphs with K = 8 devices, against one simulation of the same
-// graph (the `x_sim` counter: pardnn CPU time / one Simulator::Run CPU time, measured in the same
-// process, so the ratio survives a noisy shared machine).
+// Speed of the pardnn partitioner (and of `auto`, the portfolio around it, and m_etf for scale) on large
+// graphs with K = 8 devices, against one simulation of the same graph (the `x_sim` counter: CPU time /
+// one Simulator::Run CPU time, measured in the same process, so the ratio survives a noisy shared
+// machine). Benchmark names: BM_<graph>/<ops> for pardnn, BM_Auto<graph>/<ops> for auto,
+// BM_MEtf<graph>/<ops> for m_etf.
 //
 //   ninja -C <build> pardnn_benchmark && <build>/service/engine/pardnn/pardnn_benchmark
 //
@@ -33,6 +35,7 @@
 #include "service/engine/pardnn/pardnn_partitioner.h"
 #include "service/engine/pardnn/quality_cases.h"
 #include "service/engine/sim/simulator.h"
+#include "service/engine/solve/algorithm_registry.h"
 #include "tests/testutil/random_graph.h"
 
 namespace placement::engine {
@@ -130,23 +133,24 @@ const Model* GetModel(const std::string& kind, int64_t ops) {
   return raw;
 }
 
-void RunPardnn(benchmark::State& state, const std::string& kind) {
+void RunAlgorithm(benchmark::State& state, const std::string& kind, const std::string& algorithm) {
   const Model* model = GetModel(kind, state.range(0));
   if (model == nullptr) {
     state.SkipWithError("../shared/workloads not found");
     return;
   }
-  // The reference simulation runs pardnn's own answer (a realistic mix of local and crossing edges).
-  std::unique_ptr<Partitioner> pardnn = MakePardnnPartitioner();
+  // The reference simulation runs the algorithm's own answer (a realistic mix of local and crossing
+  // edges).
+  const Partitioner* partitioner = FindAlgorithm(algorithm);
   Simulator sim(*model);
-  double pardnn_cpu = 0.0, pardnn_wall = 0.0;
+  double cpu = 0.0, wall = 0.0;
   Assignment answer;
   for (auto _ : state) {
     const double cpu0 = ThreadCpuSeconds();
     const auto wall0 = std::chrono::steady_clock::now();
-    absl::StatusOr<PartitionResult> result = pardnn->Partition(*model, SolveContext());
-    pardnn_cpu += ThreadCpuSeconds() - cpu0;
-    pardnn_wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    absl::StatusOr<PartitionResult> result = partitioner->Partition(*model, SolveContext());
+    cpu += ThreadCpuSeconds() - cpu0;
+    wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     if (!result.ok()) {
       state.SkipWithError(std::string(result.status().message()).c_str());
       return;
@@ -163,24 +167,34 @@ void RunPardnn(benchmark::State& state, const std::string& kind) {
   const SimResult& r = sim.Run(answer);
   state.counters["ops"] = model->num_ops();
   state.counters["edges"] = static_cast<double>(model->num_edges());
-  state.counters["pardnn_cpu_s"] = pardnn_cpu / iterations;
-  state.counters["pardnn_wall_s"] = pardnn_wall / iterations;
+  state.counters["cpu_s"] = cpu / iterations;
+  state.counters["wall_s"] = wall / iterations;
   state.counters["sim_cpu_s"] = sim_cpu;
-  state.counters["x_sim"] = pardnn_cpu / iterations / sim_cpu;
+  state.counters["x_sim"] = cpu / iterations / sim_cpu;
   state.counters["feasible"] = r.MemoryFits(*model) ? 1 : 0;
   state.counters["ratio_to_lb"] =
       static_cast<double>(r.makespan_ns) / static_cast<double>(LowerBoundNs(*model));
 }
 
-void BM_Layered(benchmark::State& state) { RunPardnn(state, "Layered"); }
-void BM_LayeredTight(benchmark::State& state) { RunPardnn(state, "LayeredTight"); }
-void BM_BertScaled(benchmark::State& state) { RunPardnn(state, "BertScaled"); }
-void BM_RnnScaled(benchmark::State& state) { RunPardnn(state, "RnnScaled"); }
+void BM_Layered(benchmark::State& state) { RunAlgorithm(state, "Layered", "pardnn"); }
+void BM_LayeredTight(benchmark::State& state) { RunAlgorithm(state, "LayeredTight", "pardnn"); }
+void BM_BertScaled(benchmark::State& state) { RunAlgorithm(state, "BertScaled", "pardnn"); }
+void BM_RnnScaled(benchmark::State& state) { RunAlgorithm(state, "RnnScaled", "pardnn"); }
+void BM_AutoLayered(benchmark::State& state) { RunAlgorithm(state, "Layered", "auto"); }
+void BM_AutoBertScaled(benchmark::State& state) { RunAlgorithm(state, "BertScaled", "auto"); }
+void BM_AutoRnnScaled(benchmark::State& state) { RunAlgorithm(state, "RnnScaled", "auto"); }
+void BM_MEtfBertScaled(benchmark::State& state) { RunAlgorithm(state, "BertScaled", "m_etf"); }
+void BM_MEtfRnnScaled(benchmark::State& state) { RunAlgorithm(state, "RnnScaled", "m_etf"); }
 
 BENCHMARK(BM_Layered)->Arg(100'000)->Arg(1'000'000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 BENCHMARK(BM_LayeredTight)->Arg(100'000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 BENCHMARK(BM_BertScaled)->Arg(100'000)->Arg(1'000'000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 BENCHMARK(BM_RnnScaled)->Arg(100'000)->Arg(1'000'000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK(BM_AutoLayered)->Arg(100'000)->Arg(1'000'000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK(BM_AutoBertScaled)->Arg(100'000)->Arg(1'000'000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK(BM_AutoRnnScaled)->Arg(100'000)->Arg(1'000'000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK(BM_MEtfBertScaled)->Arg(100'000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK(BM_MEtfRnnScaled)->Arg(100'000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
 }  // namespace
 }  // namespace placement::engine

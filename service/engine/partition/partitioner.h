@@ -64,8 +64,10 @@ struct PartitionResult {
   // parallelism. 0 = not computed.
   double ccr = 0.0;
   double dop = 0.0;
-  // For portfolios: the member that produced the assignment (empty = this partitioner itself).
+  // For portfolios: the member whose answer the final assignment grew from (empty = this partitioner
+  // itself), and that answer's makespan before the portfolio's own search improved it.
   std::string winner;
+  int64_t winner_makespan_ns = 0;
 };
 
 class Partitioner {

@@ -7,8 +7,8 @@
 #include "service/engine/baselines/m_topo.h"
 #include "service/engine/baselines/metis.h"
 #include "service/engine/baselines/pipeline.h"
-#include "service/engine/baselines/portfolio.h"
 #include "service/engine/pardnn/pardnn_partitioner.h"
+#include "service/engine/portfolio/portfolio.h"
 #include "service/engine/partition/simple_partitioners.h"
 
 namespace placement::engine {
@@ -18,7 +18,7 @@ struct Registry {
   std::vector<std::unique_ptr<Partitioner>> owned;
   std::vector<const Partitioner*> all;
 
-  // api.md order: pardnn (the default) first, the portfolio of all the others last.
+  // pardnn first, the baselines, and last the portfolio of all of them, `auto` (the default).
   Registry() {
     Add(MakePardnnPartitioner());
     Add(MakeMEtfPartitioner());

@@ -13,7 +13,7 @@
 
 namespace placement::engine {
 
-inline constexpr std::string_view kDefaultAlgorithm = "pardnn";
+inline constexpr std::string_view kDefaultAlgorithm = "auto";
 
 // The registered algorithm called `name` ("" = the default), or null when there is none.
 const Partitioner* FindAlgorithm(std::string_view name);

@@ -116,8 +116,9 @@ absl::StatusOr<v1::Placement> Solve(const Model& model, const v1::PlacementOptio
 
   v1::Placement placement = ScoreAssignment(model, result->assignment);
   v1::Provenance* provenance = placement.mutable_provenance();
-  provenance->set_algorithm(result->winner.empty() ? std::string(partitioner.name())
-                                                   : result->winner);
+  provenance->set_algorithm(std::string(partitioner.name()));
+  provenance->set_winner(result->winner);
+  provenance->set_winner_makespan_ns(result->winner.empty() ? 0 : result->winner_makespan_ns);
   provenance->set_requested_algorithm(std::string(partitioner.name()));
   provenance->set_algorithm_version(std::string(partitioner.version()));
   const std::string graph_digest = GraphDigestHex(model);

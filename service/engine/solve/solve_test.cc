@@ -165,13 +165,13 @@ TEST(EvaluateTest, ReportsConstraintViolationsByRequestIndex) {
   EXPECT_EQ(response->violations(0).field(), "device[1]");
 }
 
-TEST(RegistryTest, OffersEveryApiAlgorithmWithPardnnAsDefault) {
+TEST(RegistryTest, OffersEveryApiAlgorithmWithAutoAsDefault) {
   for (const char* name : {"pardnn", "m_etf", "m_topo", "heft", "metis", "pipeline", "round_robin",
                            "single_device", "auto"}) {
     ASSERT_NE(FindAlgorithm(name), nullptr) << name;
     EXPECT_EQ(FindAlgorithm(name)->name(), name);
   }
-  EXPECT_EQ(FindAlgorithm(""), FindAlgorithm("pardnn"));
+  EXPECT_EQ(FindAlgorithm(""), FindAlgorithm("auto"));
   EXPECT_EQ(AllAlgorithms().front()->name(), "pardnn");
   EXPECT_EQ(FindAlgorithm("no_such_algorithm"), nullptr);
   const auto& all = AllAlgorithms();

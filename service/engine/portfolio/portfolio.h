@@ -1,0 +1,76 @@
+// portfolio.h — `auto`, the service's default algorithm: an anytime portfolio around ParDNN.
+//
+// On one thread (the job's worker; nothing that admission does not see), in this order:
+//   1. seeds: every member's own answer, in list order (put pardnn first: it is the method the service is
+//      named for and the answer there is soonest), each scored with the simulator;
+//   2. memory: every distinct seed that overflows a device goes through ParDNN's memory stage
+//      (repair/memory_repair.h), least overflow first, each with an equal share of the time left;
+//   3. search: the best candidate so far (the "winner") is improved by the simulator-guided
+//      critical-path local search (pardnn/refinement.h) until it converges (a local optimum that a
+//      number of random restarts in a row did not improve) or the deadline comes.
+// The answer is never worse than any member's on the same request (the search only accepts improvements
+// and starts from the best of them), and a longer deadline never makes it worse: every step is
+// deterministic for a model and seed, and the deadline only cuts the sequence short.
+//
+// Best = no constraint violation, then least overflow (sum over devices of the bytes above capacity), then
+// smallest makespan, then the earlier member. PartitionResult::winner names the member whose answer the
+// search started from; winner_makespan_ns is that answer's makespan (after the memory stage where it
+// overflowed), so the search's gain is winner_makespan_ns - final makespan.
+//
+// Example:
+//   std::unique_ptr<Partitioner> pardnn = MakePardnnPartitioner(), heft = MakeHeftPartitioner();
+//   std::unique_ptr<Partitioner> portfolio = MakePortfolioPartitioner({pardnn.get(), heft.get()});
+//   absl::StatusOr<PartitionResult> best = portfolio->Partition(model, context);
+//   // best->winner is "pardnn" or "heft"; best->assignment is at least as good as both
+#ifndef PLACEMENT_SERVICE_ENGINE_PORTFOLIO_PORTFOLIO_H_
+#define PLACEMENT_SERVICE_ENGINE_PORTFOLIO_PORTFOLIO_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "service/engine/model/model.h"
+#include "service/engine/partition/partitioner.h"
+
+namespace placement::engine {
+
+struct PortfolioOptions {
+  // The search's simulation budget: floor(search_scale * (1e4 / (V + E))^search_exponent), clamped to
+  // [search_min_simulations, search_max_simulations]; it also stops at convergence or the deadline.
+  double search_scale = 4000.0;
+  double search_exponent = 2.0;
+  int64_t search_min_simulations = 0;
+  int64_t search_max_simulations = 20000;
+  // Random restarts in a row without improvement that mean "converged".
+  int32_t search_restarts_without_improvement = 30;
+  // Off: seeds and memory stage only (for measuring what the search adds).
+  bool search = true;
+};
+
+// api.md name "auto". `members` must outlive the returned partitioner; the version string covers every
+// member's name and version, so a cached answer never outlives a change of a member.
+std::unique_ptr<Partitioner> MakePortfolioPartitioner(std::vector<const Partitioner*> members,
+                                                      PortfolioOptions options = PortfolioOptions());
+
+// The search budget the options give for a graph of this size.
+int64_t PortfolioSearchBudget(const PortfolioOptions& options, int64_t num_ops, int64_t num_edges);
+
+namespace portfolio {
+
+// How an answer ranks in the portfolio (exposed for tests and for the compare tool). Smaller is better.
+struct PortfolioScore {
+  bool feasible = false;
+  int32_t constraint_violations = 0;
+  int64_t overflow_bytes = 0;  // sum over devices of max(0, peak - capacity)
+  int64_t makespan_ns = 0;
+  int32_t member_index = 0;
+};
+bool BetterScore(const PortfolioScore& a, const PortfolioScore& b);
+
+// Scores `assignment` with the simulator and the constraint checker.
+PortfolioScore ScoreForPortfolio(const Model& model, const Assignment& assignment, int32_t member_index);
+
+}  // namespace portfolio
+}  // namespace placement::engine
+
+#endif  // PLACEMENT_SERVICE_ENGINE_PORTFOLIO_PORTFOLIO_H_
