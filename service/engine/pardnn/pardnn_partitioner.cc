@@ -106,7 +106,9 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
   }
   // Re-timing: map again with the best mapping's simulated schedule as the time axis (its queueing and
   // transfers are then where the spans can see them); kept when it simulates better.
-  for (int32_t round = 0; round < options_.retiming_rounds && !context.ShouldStop(); ++round) {
+  const int32_t retiming_rounds =
+      n + model.num_edges() <= options_.retiming_max_size ? options_.retiming_rounds : 0;
+  for (int32_t round = 0; round < retiming_rounds && !context.ShouldStop(); ++round) {
     const SimResult& base = sim.Run(candidates[0]);
     const std::vector<int64_t> start_ns = base.start_ns, finish_ns = base.finish_ns;
     pardnn::MappingOptions retimed = mapping_options;

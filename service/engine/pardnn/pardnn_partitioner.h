@@ -41,6 +41,9 @@ struct PardnnOptions {
   // Re-mappings with the best mapping's simulated schedule as the spans' time axis (each costs one
   // mapping and one simulation; stops at the first that does not improve).
   int32_t retiming_rounds = 2;
+  // ... only on graphs of at most this many ops + edges (each round costs about what the first mapping
+  // and its simulation cost; large graphs keep to the speed budget instead).
+  int64_t retiming_max_size = 60'000;
   RepairOptions repair;
   // Refinement budget in simulations: floor(refinement_scale * (1e4 / (V + E))^refinement_exponent),
   // clamped to [0, refinement_max_simulations]. It shrinks much faster than the graph grows: ~500
