@@ -142,8 +142,8 @@ void AppendStepLines(const v1::Placement& placement, const SummaryContext& conte
   for (int d = 1; d < cluster.devices_size(); ++d) {
     if (speed(d) > speed(fastest)) fastest = d;
   }
-  std::string text = absl::StrCat(FormatDurationNs(*single), " on ",
-                                  Clip(cluster.devices(fastest).name(), kNameWidth), " alone");
+  std::string text = absl::StrCat(FormatDurationNs(*single), " alone on ",
+                                  Clip(cluster.devices(fastest).name(), kNameWidth));
   if (makespan > 0) {
     absl::StrAppend(&text, ": speed-up ",
                     absl::StrFormat("%.2fx", static_cast<double>(*single) / static_cast<double>(makespan)),
