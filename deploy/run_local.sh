@@ -49,6 +49,6 @@ echo "== placementctl place --request=$request --format=summary"
 "$ctl" --server="$target" place --request="$request" --progress=never --format=summary
 echo "== the same request again (a cache hit):"
 "$ctl" --server="$target" place --request="$request" --progress=never --format=summary | grep '^cache'
-echo "(placementctl prints this summary on a terminal; piped, or with --format=json, the Placement as JSON)"
+echo "(placementctl shows this summary on a terminal; piped or with --format=json it prints JSON)"
 echo "== server log:"
 cat "$log"

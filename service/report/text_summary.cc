@@ -313,7 +313,9 @@ std::string FormatSummary(const v1::Placement& placement, const SummaryContext& 
   std::string timing;
   const std::string cache = CacheName(provenance.cache());
   if (!cache.empty()) {
-    timing = absl::StrCat(cache, "   queue ", FormatDurationNs(provenance.queue_ns()), "   solve ",
+    // A hit's solve time is the original computation's.
+    timing = absl::StrCat(cache, "   queue ", FormatDurationNs(provenance.queue_ns()),
+                          provenance.cache() == v1::HIT ? "   solved earlier in " : "   solve ",
                           FormatDurationNs(provenance.solve_ns()));
     AppendWrapped(Label("cache", timing), &out);
   } else if (provenance.solve_ns() > 0) {  // evaluate solves nothing

@@ -62,7 +62,7 @@ def test_installed_package_has_the_client_the_stubs_and_a_version(venv, tmp_path
     package_version, dist_version = versions.split()
     assert package_version == dist_version
     cmake = (SOURCE_DIR / "CMakeLists.txt").read_text()
-    assert package_version == re.search(r"project\(placement_service VERSION (\S+)\)", cmake).group(1)
+    assert package_version == re.search(r"project\(placement_service VERSION ([0-9.]+)", cmake).group(1)
     # The stubs come from the virtualenv, not from a build tree or the source folder.
     assert stub_file.startswith(str(venv.parent.parent)), stub_file
     assert winner_field == "12"
