@@ -18,8 +18,10 @@ namespace {
 
 // Width of the label column ("outcome", "step", ...).
 constexpr int kLabelWidth = 12;
-// Longest device name shown; longer names keep their head and tail.
-constexpr int kNameWidth = 20;
+// The device column of the table; longer names lose the prefix all devices share, then their middle.
+constexpr int kNameWidth = 28;
+// A device name in a sentence.
+constexpr int kInlineNameWidth = 32;
 // Memory bar of the device table.
 constexpr int kBarWidth = 20;
 // With more devices than this the table shows the fullest kShownDevices (the JSON has all of them).
@@ -70,6 +72,21 @@ void AppendWrapped(const std::string& line, std::string* out, int max_lines = 1 
   }
 }
 
+// What the names in `names` share at the front, up to and including its last '/' or ':' (so that no
+// name is cut inside a component): "/job:worker/replica:0/" for TensorFlow-style device names.
+std::string SharedPrefix(const std::vector<std::string>& names) {
+  if (names.size() < 2) return "";
+  size_t length = names.front().size();
+  for (const std::string& name : names) {
+    size_t i = 0;
+    while (i < length && i < name.size() && name[i] == names.front()[i]) ++i;
+    length = i;
+  }
+  const size_t separator = names.front().find_last_of("/:", length == 0 ? 0 : length - 1);
+  if (length == 0 || separator == std::string::npos) return "";
+  return names.front().substr(0, separator + 1);
+}
+
 std::string Percent(double fraction) { return absl::StrFormat("%.1f %%", 100.0 * fraction); }
 
 std::string CacheName(v1::CacheResult cache) {
@@ -101,9 +118,7 @@ std::string AlgorithmLine(const v1::Provenance& provenance, int64_t makespan_ns)
       provenance.requested_algorithm() != provenance.algorithm()) {
     absl::StrAppend(&text, ", asked for ", provenance.requested_algorithm());
   }
-  if (!provenance.algorithm_version().empty()) {
-    absl::StrAppend(&text, ", version ", provenance.algorithm_version());
-  }
+  // The version (long for a portfolio) stays in the JSON; a reader wants the method.
   if (provenance.time_limited()) absl::StrAppend(&text, ", cut short by the time limit");
   return text;
 }
@@ -143,7 +158,7 @@ void AppendStepLines(const v1::Placement& placement, const SummaryContext& conte
     if (speed(d) > speed(fastest)) fastest = d;
   }
   std::string text = absl::StrCat(FormatDurationNs(*single), " alone on ",
-                                  Clip(cluster.devices(fastest).name(), kNameWidth));
+                                  Clip(cluster.devices(fastest).name(), kInlineNameWidth));
   if (makespan > 0) {
     absl::StrAppend(&text, ": speed-up ",
                     absl::StrFormat("%.2fx", static_cast<double>(*single) / static_cast<double>(makespan)),
@@ -177,27 +192,43 @@ void AppendDeviceTable(const v1::Placement& placement, const SummaryContext& con
     shown.resize(kShownDevices);
     std::sort(shown.begin(), shown.end());
   }
-  absl::StrAppend(out, absl::StrFormat("%-*s %7s %8s %11s / %-11s %5s\n", kNameWidth, "device", "ops",
-                                       "busy", "peak memory", "capacity", "use"));
+  // Device names; when some are too long for the column, the prefix they all share goes to the header.
+  std::vector<std::string> names;
+  bool too_long = false;
   for (int d : shown) {
-    const v1::DeviceMetrics& device = metrics.devices(d);
-    std::string name = absl::StrCat("#", d);
-    if (context.cluster != nullptr && d < context.cluster->devices_size()) {
-      name = Clip(context.cluster->devices(d).name(), kNameWidth);
+    names.push_back(context.cluster != nullptr && d < context.cluster->devices_size()
+                        ? context.cluster->devices(d).name()
+                        : absl::StrCat("#", d));
+    too_long = too_long || names.back().size() > static_cast<size_t>(kNameWidth);
+  }
+  std::string header = "device";
+  if (too_long) {
+    const std::string prefix = SharedPrefix(names);
+    if (!prefix.empty()) {
+      for (std::string& name : names) name.erase(0, prefix.size());
+      header = absl::StrCat(prefix, "*");
     }
+  }
+  absl::StrAppend(out, absl::StrFormat("%-*s %6s %8s %11s / %-11s %5s\n", kNameWidth,
+                                       Clip(header, kNameWidth), "ops", "busy", "peak memory",
+                                       "capacity", "use"));
+  for (size_t row = 0; row < shown.size(); ++row) {
+    const int d = shown[row];
+    const v1::DeviceMetrics& device = metrics.devices(d);
+    const std::string name = Clip(names[row], kNameWidth);
     const double busy = metrics.makespan_ns() > 0 ? static_cast<double>(device.busy_ns()) /
                                                         static_cast<double>(metrics.makespan_ns())
                                                   : 0.0;
     const double used = fill(d);
     std::string gauge;
     if (device.capacity_bytes() > 0 && device.peak_memory_bytes() > device.capacity_bytes()) {
-      gauge = absl::StrCat("FULL: over by ",
-                           FormatBytes(device.peak_memory_bytes() - device.capacity_bytes()));
+      gauge = absl::StrCat(
+          "FULL: ", FormatBytes(device.peak_memory_bytes() - device.capacity_bytes()), " over");
     } else {
       const int hashes = std::clamp(static_cast<int>(std::lround(used * kBarWidth)), 0, kBarWidth);
       gauge = absl::StrCat(std::string(hashes, '#'), std::string(kBarWidth - hashes, '.'));
     }
-    absl::StrAppend(out, absl::StrFormat("%-*s %7d %8s %11s / %-11s %5s  %s\n", kNameWidth, name,
+    absl::StrAppend(out, absl::StrFormat("%-*s %6d %8s %11s / %-11s %5s  %s\n", kNameWidth, name,
                                          device.op_count(), Percent(busy),
                                          FormatBytes(device.peak_memory_bytes()),
                                          FormatBytes(device.capacity_bytes()),
