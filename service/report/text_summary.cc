@@ -209,7 +209,10 @@ void AppendDeviceTable(const v1::Placement& placement, const SummaryContext& con
       header = absl::StrCat(prefix, "*");
     }
   }
-  absl::StrAppend(out, absl::StrFormat("%-*s %6s %8s %11s / %-11s %5s\n", kNameWidth,
+  // The column is as wide as its longest entry, up to kNameWidth.
+  size_t width = std::min<size_t>(header.size(), kNameWidth);
+  for (const std::string& name : names) width = std::max(width, std::min<size_t>(name.size(), kNameWidth));
+  absl::StrAppend(out, absl::StrFormat("%-*s %6s %8s %11s / %-11s %5s\n", width,
                                        Clip(header, kNameWidth), "ops", "busy", "peak memory",
                                        "capacity", "use"));
   for (size_t row = 0; row < shown.size(); ++row) {
@@ -228,7 +231,7 @@ void AppendDeviceTable(const v1::Placement& placement, const SummaryContext& con
       const int hashes = std::clamp(static_cast<int>(std::lround(used * kBarWidth)), 0, kBarWidth);
       gauge = absl::StrCat(std::string(hashes, '#'), std::string(kBarWidth - hashes, '.'));
     }
-    absl::StrAppend(out, absl::StrFormat("%-*s %6d %8s %11s / %-11s %5s  %s\n", kNameWidth, name,
+    absl::StrAppend(out, absl::StrFormat("%-*s %6d %8s %11s / %-11s %5s  %s\n", width, name,
                                          device.op_count(), Percent(busy),
                                          FormatBytes(device.peak_memory_bytes()),
                                          FormatBytes(device.capacity_bytes()),
