@@ -111,7 +111,9 @@ def _proto_root():
     for candidate in (ROOT / "proto", ROOT.parent.parent / "proto"):
         if (candidate / "placement" / "v1" / "placement.proto").exists():
             return candidate
-    raise RuntimeError("placement/v1/*.proto not found (expected in proto/ or ../../proto)")
+    raise RuntimeError("placement/v1/*.proto not found (expected in proto/ or ../../proto); pip older "
+                       "than 21.3 builds in a copy of this folder, away from the repository: upgrade "
+                       "pip, or install from an sdist (build_sdist carries the .proto files)")
 
 
 def _stub_files():
