@@ -171,6 +171,12 @@ int WriteReport(const v1::PlaceRequest& request, const v1::Placement& placement)
   return written.ok() ? 0 : Fail(written);
 }
 
+// --out names a file (not "-", standard output).
+bool WritesAFile() {
+  const std::string out = absl::GetFlag(FLAGS_out);
+  return !out.empty() && out != "-";
+}
+
 // The answer of place, wait or evaluate (`message`: the Placement or the EvaluateResponse that holds
 // `placement`): JSON to --out or stdout exactly as always, or the summary on stdout when --format asks
 // for it (with --out the file still gets the JSON). `request` (may be null) gives the summary device
@@ -183,7 +189,7 @@ int EmitAnswer(const google::protobuf::Message& message, const v1::Placement& pl
       placement::report::ResolveOutputFormat(absl::GetFlag(FLAGS_format),
                                              placement::report::StdoutIsTerminal())
           .value_or(placement::report::OutputFormat::kJson);
-  if (format == placement::report::OutputFormat::kJson || !absl::GetFlag(FLAGS_out).empty()) {
+  if (format == placement::report::OutputFormat::kJson || WritesAFile()) {
     const int emitted = Emit(message);
     if (emitted != 0 || format == placement::report::OutputFormat::kJson) return emitted;
   }

@@ -37,6 +37,12 @@ int Emit(const google::protobuf::Message& message) {
   return written.ok() ? 0 : Fail(written);
 }
 
+// --out names a file (not "-", standard output).
+bool WritesAFile() {
+  const std::string out = absl::GetFlag(FLAGS_out);
+  return !out.empty() && out != "-";
+}
+
 // The answer of place or evaluate (`message` is the Placement or the EvaluateResponse holding
 // `placement`): JSON to --out or stdout exactly as always, or the summary on stdout when --format asks
 // for it or stdout is a terminal (with --out the file still gets the JSON).
@@ -46,7 +52,7 @@ int EmitAnswer(const google::protobuf::Message& message, const v1::Placement& pl
   absl::StatusOr<report::OutputFormat> format =
       report::ResolveOutputFormat(absl::GetFlag(FLAGS_format), report::StdoutIsTerminal());
   if (!format.ok()) return Usage(std::string(format.status().message()).c_str());
-  if (*format == report::OutputFormat::kJson || !absl::GetFlag(FLAGS_out).empty()) {
+  if (*format == report::OutputFormat::kJson || WritesAFile()) {
     const int emitted = Emit(message);
     if (emitted != 0 || *format == report::OutputFormat::kJson) return emitted;
   }
