@@ -1,14 +1,17 @@
 // placementctl — the command-line client of the placement service (api.md §3).
 //
 //   placementctl --server=HOST:PORT place --request=FILE [--algorithm=NAME] [--out=FILE] [--report=FILE]
+//                [--format=auto|json|summary]
 //   placementctl --server=HOST:PORT submit --request=FILE [--output=json|name]
 //   placementctl --server=HOST:PORT wait|get|cancel --operation=NAME   (or the name as an argument)
 //   placementctl --server=HOST:PORT evaluate --request=FILE --placement=FILE
 //   placementctl --server=HOST:PORT algorithms
 //   placementctl --server=HOST:PORT health [--service=NAME]
 //
-// Output is JSON on stdout (the same Placement JSON as `placement_offline place`); errors go to stderr
-// as "CODE: message" (plus one line per field violation). See kUsage for the exit codes.
+// Output is JSON on stdout (the same Placement JSON as `placement_offline place`), except that place,
+// wait and evaluate print a short summary instead when stdout is a terminal (or with
+// --format=summary; --format=json forces JSON). Errors go to stderr as "CODE: message" (plus one line
+// per field violation). See kUsage for the exit codes.
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +34,7 @@
 #include "service/engine/io/message_io.h"
 #include "service/engine/model/model_builder.h"
 #include "service/report/report.h"
+#include "service/report/text_summary.h"
 
 ABSL_FLAG(std::string, server, "localhost:50051", "Server address, HOST:PORT (any gRPC target).");
 ABSL_FLAG(std::string, request, "", "PlaceRequest file (.json, .json.gz or .pb).");
@@ -52,6 +56,9 @@ ABSL_FLAG(int, max_message_bytes, 256 << 20, "Largest message sent or received."
 ABSL_FLAG(bool, digest_header, false,
           "Send the request digest as x-placement-digest (computed here, like the server does), so "
           "a hashing router (deploy/nginx/placement.conf) sends identical requests to one replica.");
+ABSL_FLAG(std::string, format, "auto",
+          "What place, wait and evaluate print: auto (a short summary when standard output is a "
+          "terminal, else JSON), json (always; byte for byte what scripts always got), summary.");
 ABSL_FLAG(std::string, progress, "auto",
           "Progress bar on stderr while a job runs: auto (if stderr is a terminal), always, never.");
 
@@ -67,15 +74,19 @@ constexpr char kUsage[] =
     "placementctl --server=HOST:PORT <verb> [flags]: the placement service's command-line client.\n"
     "\n"
     "verbs:\n"
-    "  place     --request=FILE [--algorithm=NAME] [--out=FILE]   print the Placement as JSON\n"
+    "  place     --request=FILE [--algorithm=NAME] [--out=FILE]   print the Placement\n"
     "            [--report=FILE.html]       also write an HTML report (Gantt chart, memory, summary)\n"
     "  submit    --request=FILE [--output=json|name]  start a job, print its Operation (or name)\n"
-    "  wait      --operation=NAME | NAME    wait until done, print the Placement as JSON\n"
+    "  wait      --operation=NAME | NAME    wait until done, print the Placement\n"
+    "            [--request=FILE]           (device names and the one-device time in the summary)\n"
     "  get       --operation=NAME | NAME    print the Operation as it is now\n"
     "  cancel    --operation=NAME | NAME    cancel it, print the Operation\n"
-    "  evaluate  --request=FILE --placement=FILE       score a placement (EvaluateResponse JSON)\n"
+    "  evaluate  --request=FILE --placement=FILE       score a placement (EvaluateResponse)\n"
     "  algorithms                           list the server's algorithms (JSON)\n"
     "  health    [--service=NAME]           print SERVING / NOT_SERVING / SERVICE_UNKNOWN\n"
+    "\n"
+    "place, wait and evaluate print a short summary when standard output is a terminal, JSON\n"
+    "otherwise; --format=json or --format=summary chooses. Other verbs print JSON.\n"
     "\n"
     "Exit status: 0 success; 1 the server answered with an error, or the job failed (printed as\n"
     "\"CODE: message\"); 2 cannot connect; 64 usage error; 66 cannot read an input file.\n"
@@ -160,9 +171,43 @@ int WriteReport(const v1::PlaceRequest& request, const v1::Placement& placement)
   return written.ok() ? 0 : Fail(written);
 }
 
+// --out names a file (not "-", standard output).
+bool WritesAFile() {
+  const std::string out = absl::GetFlag(FLAGS_out);
+  return !out.empty() && out != "-";
+}
+
+// The answer of place, wait or evaluate (`message`: the Placement or the EvaluateResponse that holds
+// `placement`): JSON to --out or stdout exactly as always, or the summary on stdout when --format asks
+// for it (with --out the file still gets the JSON). `request` (may be null) gives the summary device
+// names and the single-device comparison.
+int EmitAnswer(const google::protobuf::Message& message, const v1::Placement& placement,
+               const v1::PlaceRequest* request,
+               const google::protobuf::RepeatedPtrField<v1::ConstraintViolation>* violations) {
+  // Validated in main().
+  const placement::report::OutputFormat format =
+      placement::report::ResolveOutputFormat(absl::GetFlag(FLAGS_format),
+                                             placement::report::StdoutIsTerminal())
+          .value_or(placement::report::OutputFormat::kJson);
+  if (format == placement::report::OutputFormat::kJson || WritesAFile()) {
+    const int emitted = Emit(message);
+    if (emitted != 0 || format == placement::report::OutputFormat::kJson) return emitted;
+  }
+  placement::report::SummaryContext context;
+  if (request != nullptr) {
+    context.graph = &request->graph();
+    context.cluster = &request->cluster();
+  } else {
+    context.request_hint = "add --request=FILE for it";
+  }
+  context.violations = violations;
+  std::cout << placement::report::FormatSummary(placement, context);
+  return std::cout.good() ? 0 : kExitFailed;
+}
+
 // Prints `placement`, then writes its report when `report_request` is given and --report is set.
 int EmitPlacement(const v1::Placement& placement, const v1::PlaceRequest* report_request) {
-  const int emitted = Emit(placement);
+  const int emitted = EmitAnswer(placement, placement, report_request, nullptr);
   if (emitted != 0 || report_request == nullptr || absl::GetFlag(FLAGS_report).empty()) return emitted;
   return WriteReport(*report_request, placement);
 }
@@ -245,14 +290,15 @@ int RunEvaluate(PlacementClient& client) {
     return kExitNoInput;
   }
   v1::EvaluateRequest evaluate;
-  *evaluate.mutable_graph() = std::move(*request.mutable_graph());
-  *evaluate.mutable_cluster() = std::move(*request.mutable_cluster());
+  // Copies, not moves: the summary needs the graph and cluster afterwards.
+  *evaluate.mutable_graph() = request.graph();
+  *evaluate.mutable_cluster() = request.cluster();
   *evaluate.mutable_options() = request.options();
   *evaluate.mutable_device() = placement->device();
   absl::StatusOr<v1::EvaluateResponse> response =
       client.Evaluate(evaluate, absl::GetFlag(FLAGS_timeout));
   if (!response.ok()) return Fail(response.status());
-  return Emit(*response);
+  return EmitAnswer(*response, response->placement(), &request, &response->violations());
 }
 
 int RunHealth(PlacementClient& client) {
@@ -296,6 +342,11 @@ int main(int argc, char** argv) {
     }
     return Usage(std::string(applied.message()));
   }
+  if (absl::Status format = placement::report::ResolveOutputFormat(absl::GetFlag(FLAGS_format), false)
+                               .status();
+      !format.ok()) {
+    return Usage(std::string(format.message()));
+  }
   PlacementClient client(options);
 
   if (verb == "health") return RunHealth(client);
@@ -316,7 +367,16 @@ int main(int argc, char** argv) {
   if (verb == "place") return RunPlace(client);
   if (verb == "submit") return RunSubmit(client);
   if (verb == "evaluate") return RunEvaluate(client);
-  if (verb == "wait") return WaitAndEmit(client, OperationName(args));
+  if (verb == "wait") {
+    // --request is optional here: it only adds device names and the one-device time to the summary.
+    v1::PlaceRequest request;
+    if (!absl::GetFlag(FLAGS_request).empty()) {
+      int exit_code = 0;
+      if (!ReadRequest(&request, &exit_code)) return exit_code;
+      return WaitAndEmit(client, OperationName(args), &request);
+    }
+    return WaitAndEmit(client, OperationName(args));
+  }
   if (verb == "get" || verb == "cancel") {
     absl::StatusOr<v1::Operation> operation = verb == "get"
                                                   ? client.GetOperation(OperationName(args))

@@ -2,7 +2,9 @@
 # The main job on a fresh Debian 12 machine: installs the build dependencies, builds the server and the
 # client (Release), starts placement_server on its defaults but plaintext on loopback (--insecure; another
 # free port if 50051 or 9464 is taken), places a bundled real graph (BERT-3 training, 600 ops, from the msr NeurIPS'20 inputs) through
-# placementctl, asks again to show the cache, and stops the server with SIGTERM.
+# placementctl, asks again to show the cache, and stops the server with SIGTERM. placementctl prints its
+# short summary (--format=summary); the build's output goes to a log that is shown only when it fails,
+# so the whole run prints a screenful (at most 40 lines).
 #   bash deploy/run_local.sh [REQUEST_FILE]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -10,8 +12,15 @@ build_dir="${BUILD_DIR:-build}"
 request="${1:-tests/data/requests/bert_l3_training.json.gz}"
 
 bash deploy/install_build_deps.sh --build-only
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build_dir" --target placement_server placementctl
+mkdir -p "$build_dir"
+build_log="$build_dir/run_local_build.log"
+echo "== building placement_server and placementctl (Release; output in $build_log)"
+if ! { cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release &&
+       cmake --build "$build_dir" --target placement_server placementctl; } >"$build_log" 2>&1; then
+  tail -n 30 "$build_log" >&2
+  echo "build failed: the whole output is in $build_log" >&2
+  exit 1
+fi
 
 server="$build_dir/service/server/placement_server"
 ctl="$build_dir/client/placementctl"
@@ -36,9 +45,10 @@ target="127.0.0.1:$port"
 echo "== placement_server $(grep -o 'listening on [^ ]*' "$log" | head -1), $(grep -o 'metrics on [^ ]*' "$log" | head -1)"
 echo "== placementctl health"
 "$ctl" --server="$target" health
-echo "== placementctl place --request=$request"
-"$ctl" --server="$target" place --request="$request" --progress=never
+echo "== placementctl place --request=$request --format=summary"
+"$ctl" --server="$target" place --request="$request" --progress=never --format=summary
 echo "== the same request again (a cache hit):"
-"$ctl" --server="$target" place --request="$request" --progress=never | grep -E '"(cache|makespan_ns|outcome)"'
+"$ctl" --server="$target" place --request="$request" --progress=never --format=summary | grep '^cache'
+echo "(placementctl shows this summary on a terminal; piped or with --format=json it prints JSON)"
 echo "== server log:"
 cat "$log"

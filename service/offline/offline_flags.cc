@@ -14,7 +14,9 @@ ABSL_FLAG(std::string, algorithm, "",
           "Algorithm to run (overrides the request's options.algorithm; default pardnn)");
 ABSL_FLAG(std::string, algorithms, "", "Comma-separated algorithms for compare (default: all)");
 ABSL_FLAG(std::string, out, "", "Output file (default: standard output)");
-ABSL_FLAG(std::string, format, "text", "Table format for compare: text, json, csv or markdown");
+ABSL_FLAG(std::string, format, "",
+          "compare: the table's format, text (default), json, csv or markdown. place and evaluate: auto "
+          "(default: a short summary when standard output is a terminal, else JSON), json or summary");
 ABSL_FLAG(std::string, from, "",
           "Input format for convert: msr, pipedream, onnx, chakra, wfcommons, pardnn");
 ABSL_FLAG(std::string, in, "", "Input path for convert (file or folder)");

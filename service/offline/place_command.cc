@@ -13,6 +13,7 @@
 #include "service/engine/model/model_builder.h"
 #include "service/engine/solve/solve.h"
 #include "service/offline/offline_commands.h"
+#include "service/report/text_summary.h"
 
 namespace placement::offline {
 namespace {
@@ -36,6 +37,42 @@ int Emit(const google::protobuf::Message& message) {
   return written.ok() ? 0 : Fail(written);
 }
 
+// --out names a file (not "-", standard output).
+bool WritesAFile() {
+  const std::string out = absl::GetFlag(FLAGS_out);
+  return !out.empty() && out != "-";
+}
+
+// The answer of place or evaluate (`message` is the Placement or the EvaluateResponse holding
+// `placement`): JSON to --out or stdout exactly as always, or the summary on stdout when --format asks
+// for it or stdout is a terminal (with --out the file still gets the JSON).
+int EmitAnswer(const google::protobuf::Message& message, const v1::Placement& placement,
+               const v1::PlaceRequest& request,
+               const google::protobuf::RepeatedPtrField<v1::ConstraintViolation>* violations) {
+  absl::StatusOr<report::OutputFormat> format =
+      report::ResolveOutputFormat(absl::GetFlag(FLAGS_format), report::StdoutIsTerminal());
+  if (!format.ok()) return Usage(std::string(format.status().message()).c_str());
+  if (*format == report::OutputFormat::kJson || WritesAFile()) {
+    const int emitted = Emit(message);
+    if (emitted != 0 || *format == report::OutputFormat::kJson) return emitted;
+  }
+  report::SummaryContext context;
+  context.graph = &request.graph();
+  context.cluster = &request.cluster();
+  context.violations = violations;
+  std::cout << report::FormatSummary(placement, context);
+  return std::cout.good() ? 0 : 1;
+}
+
+// A bad --format is a usage error before any work is done.
+bool FormatFlagIsValid() {
+  absl::StatusOr<report::OutputFormat> format =
+      report::ResolveOutputFormat(absl::GetFlag(FLAGS_format), false);
+  if (format.ok()) return true;
+  Usage(std::string(format.status().message()).c_str());
+  return false;
+}
+
 }  // namespace
 
 // Reads a Placement, accepting a PlaceResponse or EvaluateResponse wrapper too.
@@ -56,6 +93,7 @@ absl::StatusOr<v1::Placement> ReadPlacementFile(const std::string& path) {
 int RunPlace(const std::vector<std::string>& args) {
   const std::string path = absl::GetFlag(FLAGS_request);
   if (path.empty()) return Usage("place: --request=FILE is required");
+  if (!FormatFlagIsValid()) return 2;
   absl::StatusOr<v1::PlaceRequest> request = ReadMessageFile<v1::PlaceRequest>(path);
   if (!request.ok()) return Fail(request.status());
   v1::PlacementOptions options = request->options();
@@ -76,7 +114,7 @@ int RunPlace(const std::vector<std::string>& args) {
   context.deadline = absl::Now() + limit;
   absl::StatusOr<v1::Placement> placement = engine::Solve(*model, options, context);
   if (!placement.ok()) return Fail(placement.status());
-  return Emit(*placement);
+  return EmitAnswer(*placement, *placement, *request, nullptr);
 }
 
 int RunEvaluate(const std::vector<std::string>& args) {
@@ -85,19 +123,21 @@ int RunEvaluate(const std::vector<std::string>& args) {
   if (request_path.empty() || placement_path.empty()) {
     return Usage("evaluate: --request=FILE and --placement=FILE are required");
   }
+  if (!FormatFlagIsValid()) return 2;
   absl::StatusOr<v1::PlaceRequest> request = ReadMessageFile<v1::PlaceRequest>(request_path);
   if (!request.ok()) return Fail(request.status());
   absl::StatusOr<v1::Placement> placement = ReadPlacementFile(placement_path);
   if (!placement.ok()) return Fail(placement.status());
 
   v1::EvaluateRequest evaluate;
-  *evaluate.mutable_graph() = std::move(*request->mutable_graph());
-  *evaluate.mutable_cluster() = std::move(*request->mutable_cluster());
+  // Copies, not moves: the summary needs the graph and cluster afterwards.
+  *evaluate.mutable_graph() = request->graph();
+  *evaluate.mutable_cluster() = request->cluster();
   *evaluate.mutable_options() = request->options();
   *evaluate.mutable_device() = placement->device();
   absl::StatusOr<v1::EvaluateResponse> response = engine::Evaluate(evaluate);
   if (!response.ok()) return Fail(response.status());
-  return Emit(*response);
+  return EmitAnswer(*response, response->placement(), *request, &response->violations());
 }
 
 }  // namespace placement::offline

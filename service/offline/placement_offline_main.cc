@@ -20,14 +20,16 @@ constexpr char kUsage[] =
     "placement_offline <verb> [flags]: the placement engine without a server.\n"
     "\n"
     "verbs:\n"
-    "  place    --request=FILE [--algorithm=NAME]      print the Placement as JSON\n"
-    "  evaluate --request=FILE --placement=FILE        score a placement (EvaluateResponse JSON)\n"
+    "  place    --request=FILE [--algorithm=NAME]      print the Placement\n"
+    "  evaluate --request=FILE --placement=FILE        score a placement (EvaluateResponse)\n"
     "  compare  --request=FILE [--algorithms=a,b,...]  table of every algorithm on one request\n"
     "  convert  --from=FORMAT --in=PATH [--cluster=FILE] --out=FILE   import a graph\n"
     "  export   --request=FILE --placement=FILE --to=dot|csv|pardnn  export a placement\n"
     "  report   --request=FILE [--placement=FILE | --algorithm=a[,b...]] --out=FILE.html\n"
     "           self-contained HTML: Gantt chart, memory over time, summary, comparison\n"
     "\n"
+    "place and evaluate print a short summary when standard output is a terminal, JSON otherwise;\n"
+    "--format=json or --format=summary chooses.\n"
     "Files: .json, .json.gz (protobuf JSON) or .pb (binary). Exit status: 0 ok, 1 invalid input or\n"
     "failure (problems on stderr, nothing on stdout), 2 usage error.\n";
 

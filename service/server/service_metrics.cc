@@ -21,7 +21,11 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-constexpr char kVersion[] = "0.1.0";
+// project(... VERSION) of the top-level CMakeLists.txt; the Python client's package has the same.
+#ifndef PLACEMENT_VERSION
+#define PLACEMENT_VERSION "0.0.0-unknown"
+#endif
+constexpr char kVersion[] = PLACEMENT_VERSION;
 
 const prometheus::Histogram::BucketBoundaries& RequestBuckets() {
   static const auto* buckets = new prometheus::Histogram::BucketBoundaries{

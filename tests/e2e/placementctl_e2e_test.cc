@@ -6,17 +6,20 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "placement/v1/placement_service.pb.h"
 #include "service/engine/io/message_io.h"
 #include "tests/e2e/server_process.h"
+#include "tests/testutil/terminal_command.h"
 
 namespace placement::e2e {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr char kSmallRequest[] = "tests/data/service/small_request.json";
@@ -202,6 +205,82 @@ TEST_F(PlacementctlE2ETest, ErrorsCarryTheStatusCodeNameAndAnExitCode) {
                                           "--connect_timeout=1s", "algorithms"});
   EXPECT_EQ(unreachable.exit_status, 2);
   EXPECT_THAT(unreachable.err, StartsWith("UNAVAILABLE: "));
+}
+
+// Scripts read placementctl's JSON: unless stdout is a terminal (or --format=summary), and always with
+// --format=json, it is byte for byte what it always was.
+TEST_F(PlacementctlE2ETest, JsonStaysByteIdenticalUnlessATerminal) {
+  const std::string request = SourcePath(kSmallRequest);
+  CommandResult piped = Ctl({"place", "--request=" + request, "--algorithm=round_robin",
+                             "--progress=never"});
+  ASSERT_EQ(piped.exit_status, 0) << piped.err;
+  v1::Placement placement;
+  ASSERT_TRUE(engine::JsonToMessage(piped.out, placement).ok()) << piped.out;
+  EXPECT_EQ(piped.out, engine::MessageToJson(placement) + "\n");
+  CommandResult json = Ctl({"place", "--request=" + request, "--algorithm=round_robin",
+                            "--progress=never", "--format=json"});
+  ASSERT_TRUE(engine::JsonToMessage(json.out, placement).ok()) << json.out;
+  EXPECT_EQ(json.out, engine::MessageToJson(placement) + "\n");
+
+  // evaluate is deterministic: exactly the golden JSON placement_offline prints (tests/offline).
+  absl::StatusOr<std::string> read =
+      engine::ReadFileBytes(SourcePath("tests/data/offline/three_ops_evaluate.golden.json"));
+  ASSERT_TRUE(read.ok()) << read.status();
+  const std::string golden = *read;
+  const std::vector<std::string> evaluate = {
+      "evaluate", "--request=" + SourcePath("tests/data/offline/three_ops.json"),
+      "--placement=" + SourcePath("tests/data/offline/three_ops_placement.json")};
+  std::vector<std::string> args = evaluate;
+  EXPECT_EQ(Ctl(args).out, golden);
+  args.push_back("--format=json");
+  EXPECT_EQ(Ctl(args).out, golden);
+  args.insert(args.begin(), {PlacementctlBinary(), "--server=" + server_->address()});
+  const testutil::TerminalResult terminal = testutil::RunOnTerminal(args);
+  EXPECT_EQ(terminal.exit_status, 0) << terminal.err;
+  EXPECT_EQ(terminal.out, golden);
+}
+
+TEST_F(PlacementctlE2ETest, SummaryOnATerminalOrWhenAsked) {
+  const std::string request = SourcePath(kSmallRequest);
+  const testutil::TerminalResult placed = testutil::RunOnTerminal(
+      {PlacementctlBinary(), "--server=" + server_->address(), "place", "--request=" + request,
+       "--algorithm=m_etf", "--progress=never"});
+  ASSERT_EQ(placed.exit_status, 0) << placed.err;
+  EXPECT_THAT(placed.out, StartsWith("outcome     FEASIBLE"));
+  EXPECT_THAT(placed.out, HasSubstr("lower bound "));
+  EXPECT_THAT(placed.out, HasSubstr(": speed-up "));
+  EXPECT_THAT(placed.out, HasSubstr("algorithm   m_etf"));
+  EXPECT_THAT(placed.out, HasSubstr("queue "));
+  EXPECT_THAT(placed.out, HasSubstr("peak memory / capacity"));
+  EXPECT_THAT(placed.out, Not(HasSubstr("{")));
+  for (absl::string_view line : absl::StrSplit(placed.out, '\n')) {
+    EXPECT_LE(line.size(), 100u) << line;
+  }
+
+  // wait: device numbers and no single-device time without the request, names and time with it.
+  CommandResult submitted = Ctl({"submit", "--request=" + request, "--algorithm=round_robin",
+                                 "--output=name"});
+  ASSERT_EQ(submitted.exit_status, 0) << submitted.err;
+  const std::string name(absl::StripAsciiWhitespace(submitted.out));
+  CommandResult bare = Ctl({"wait", name, "--progress=never", "--format=summary"});
+  ASSERT_EQ(bare.exit_status, 0) << bare.err;
+  EXPECT_THAT(bare.out, HasSubstr("one device  n/a (add --request=FILE for it)"));
+  EXPECT_THAT(bare.out, HasSubstr("\n#0 "));
+  CommandResult named = Ctl({"wait", name, "--progress=never", "--format=summary",
+                             "--request=" + request});
+  ASSERT_EQ(named.exit_status, 0) << named.err;
+  EXPECT_THAT(named.out, HasSubstr(": speed-up "));
+
+  CommandResult evaluated = Ctl({"evaluate", "--format=summary",
+                                 "--request=" + SourcePath("tests/data/offline/three_ops.json"),
+                                 "--placement=" + SourcePath("tests/data/offline/three_ops_placement.json")});
+  ASSERT_EQ(evaluated.exit_status, 0) << evaluated.err;
+  EXPECT_THAT(evaluated.out, HasSubstr("algorithm   evaluate"));
+  EXPECT_THAT(evaluated.out, HasSubstr("one device  4.5 us alone on gpu0: speed-up 0.89x"));
+
+  CommandResult bad = Ctl({"place", "--request=" + request, "--format=yaml"});
+  EXPECT_EQ(bad.exit_status, 64);
+  EXPECT_THAT(bad.err, HasSubstr("auto, json or summary"));
 }
 
 TEST_F(PlacementctlE2ETest, ListsAlgorithms) {

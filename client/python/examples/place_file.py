@@ -1,8 +1,10 @@
 """Places a request file on a running server and prints where each op goes.
 
-    PYTHONPATH=client/python:build/client/python/generated \
-        /usr/bin/python3 client/python/examples/place_file.py --server=localhost:50051 \
-        --request=tests/data/offline/three_ops.json [--algorithm=m_etf] [--token=...] [--tls_ca=ca.pem]
+    python3 client/python/examples/place_file.py --server=localhost:50051 \
+        --request=tests/data/offline/three_ops.json
+
+Options: --algorithm=NAME, --token=TOKEN, --tls_ca=ca.pem. Needs the package (`pip install
+./client/python`, or PYTHONPATH=client/python:build/client/python/generated).
 """
 import argparse
 

@@ -1,9 +1,11 @@
 """Submits a request as a long-running job, prints its progress as the server streams it, then the
 result.
 
-    PYTHONPATH=client/python:build/client/python/generated \
-        /usr/bin/python3 client/python/examples/watch_job.py --server=localhost:50051 \
-        --request=tests/data/requests/bert_l3_training.json.gz
+    python3 client/python/examples/watch_job.py --server=localhost:50051 \
+        --request=tests/data/requests/bert_l3_training.json.gz --algorithm=m_etf
+
+Needs the package (`pip install ./client/python`, or
+PYTHONPATH=client/python:build/client/python/generated).
 """
 import argparse
 
