@@ -102,7 +102,7 @@ TEST_F(PlacementCoreTest, PrepareResolvesTheAlgorithmAndTheTimeLimit) {
   v1::PlaceRequest request = Request(10, 1, "");
   absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = core_.Prepare(request);
   ASSERT_TRUE(prepared.ok()) << prepared.status();
-  EXPECT_EQ((*prepared)->algorithm->name(), "pardnn");
+  EXPECT_EQ((*prepared)->algorithm->name(), "auto");
   EXPECT_EQ((*prepared)->time_limit, absl::Seconds(30));  // the default
   EXPECT_EQ((*prepared)->request_digest.size(), 64u);
   EXPECT_GT((*prepared)->estimated_memory_bytes, 0);
@@ -113,7 +113,7 @@ TEST_F(PlacementCoreTest, PrepareResolvesTheAlgorithmAndTheTimeLimit) {
   EXPECT_EQ(core_.Prepare(request).value()->time_limit, absl::Seconds(2));
 
   // The same request with the algorithm spelled out has the same digest.
-  v1::PlaceRequest explicit_default = Request(10, 1, "pardnn");
+  v1::PlaceRequest explicit_default = Request(10, 1, "auto");
   EXPECT_EQ(core_.Prepare(explicit_default).value()->request_digest,
             core_.Prepare(Request(10, 1, "")).value()->request_digest);
 }

@@ -273,7 +273,7 @@ absl::StatusOr<CompareFormat> ParseCompareFormat(std::string_view name) {
 CompareRow CompareRowFromPlacement(std::string_view algorithm, const v1::Placement& placement) {
   CompareRow row;
   row.algorithm = std::string(algorithm);
-  if (placement.provenance().algorithm() != algorithm) row.winner = placement.provenance().algorithm();
+  row.winner = placement.provenance().winner();  // set by portfolios (auto) only
   row.feasible = placement.outcome() == v1::FEASIBLE;
   row.reason = placement.reason();
   row.makespan_ns = placement.metrics().makespan_ns();

@@ -26,7 +26,7 @@ namespace placement::engine {
 
 struct CompareRow {
   std::string algorithm;  // as requested, e.g. "auto"
-  std::string winner;     // provenance.algorithm when it differs (the member `auto` chose), else empty
+  std::string winner;     // provenance.winner: the member whose answer `auto` grew from, else empty
   // Non-empty when the algorithm failed; then only `algorithm` is meaningful.
   std::string error;
   bool feasible = false;
