@@ -202,12 +202,20 @@ def _aliases_an_input(node):
     return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
 
 
+# Ops that write arguments in place without saying so in their schema (torch 1.13): in training mode
+# native_batch_norm updates running_mean and running_var (positions 3 and 4; position 5 is `training`).
+_UNANNOTATED_WRITES = {"native_batch_norm": ((3, 4), 5)}
+
+
 def _written_arguments(node):
-    """The nodes an op writes in place (its `Tensor(a!)` arguments)."""
+    """The nodes an op writes in place (its `Tensor(a!)` arguments, and the known unannotated ones)."""
     schema = getattr(node.target, "_schema", None)
     if schema is None:
         return []
     written = []
+    positions, flag = _UNANNOTATED_WRITES.get(_op_name(node), ((), None))
+    if flag is not None and len(node.args) > flag and node.args[flag] is True:
+        written.extend(node.args[i] for i in positions if isinstance(node.args[i], torch.fx.Node))
     for position, argument in enumerate(schema.arguments):
         if argument.alias_info is None or not argument.alias_info.is_write:
             continue
