@@ -244,6 +244,42 @@ def _input_nodes(node):
     return found
 
 
+def _inplace_hazards(nodes):
+    """What in-place writes add to the data edges: (writer, reader) pairs where the reader comes later
+    and reads the written storage through any alias, and the writers whose storage is read again later
+    through an alias made before the write, each with the argument it writes (such a write must happen
+    where that argument lives: a copy written elsewhere would not be seen)."""
+    root, parent, last_writer = {}, {}, {}
+    reads_after, stay = [], set()
+    for n in nodes:
+        if n.op == "placeholder":
+            root[n] = n
+        if n.op != "call_function":
+            continue
+        inputs = _input_nodes(n)
+        if _aliases_an_input(n) and inputs:
+            root[n], parent[n] = root.get(inputs[0], inputs[0]), inputs[0]
+            continue
+        written = _written_arguments(n)
+        for p in inputs:
+            writer = last_writer.get(root.get(p, p))
+            if writer is not None and writer is not n:
+                reads_after.append((writer, n))
+                alias = p
+                while alias is not None and alias is not writer:
+                    alias = parent.get(alias)
+                if alias is None:
+                    stay.add(writer)
+        schema = getattr(n.target, "_schema", None)
+        if written and schema is not None and any(r.alias_info is not None for r in schema.returns):
+            root[n], parent[n] = root.get(written[0], written[0]), written[0]
+        else:
+            root[n] = n
+        for w in written:
+            last_writer[root.get(w, w)] = n
+    return reads_after, {w: _written_arguments(w)[0] for w in stay}
+
+
 class _Recorder(torch.fx.Interpreter):
     """Runs the graph op by op, keeping every node's value and each op's wall time."""
 
@@ -383,6 +419,20 @@ def build_request(graph_module, placeholders, flat_args, *, devices=2, device_me
             src = producer[n.name]
             if src != index:
                 edges[(src, index)] = max(edges.get((src, index), 0), read_bytes[n.name])
+
+    # In-place writes: later readers of the written storage wait for the write (a control edge where
+    # no data edge says so), and a write whose old value is read again later runs with the storage.
+    reads_after, stay = _inplace_hazards(nodes)
+    for writer, reader in reads_after:
+        src, dst = producer[writer.name], producer[reader.name]
+        if src != dst:
+            edges.setdefault((src, dst), 0)
+    for writer, written in stay.items():
+        index, owner = producer[writer.name], producer[written.name]
+        groups = {group_of[i] for i in (index, owner) if i in group_of}
+        if len(groups) <= 1:  # (two different groups cannot merge: left to the runner to refuse)
+            group = groups.pop() if groups else f"inplace:{ops[owner]['name']}"
+            group_of[owner] = group_of[index] = group
 
     for index, group in group_of.items():
         ops[index]["colocation_group"] = group

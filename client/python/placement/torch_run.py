@@ -194,7 +194,9 @@ class PlacedStep:
         device_of_op = _placement_devices(placement)
         if len(device_of_op) != len(ops):
             raise ValueError(f"the placement has {len(device_of_op)} devices for {len(ops)} ops")
-        k = max(len(request["cluster"]["devices"]), max(device_of_op, default=0) + 1)
+        k = len(request["cluster"]["devices"])
+        if any(not 0 <= d < k for d in device_of_op):
+            raise ValueError(f"the placement names a device outside the request's {k} devices")
         self.devices, self.cpu_workers = resolve_devices(k, devices)
         self.k = k
         index_of = {op["name"]: i for i, op in enumerate(ops)}
