@@ -64,6 +64,9 @@ class TracedStep:
     placeholders: list  # [(kind, key, tensor)] as torch_export.trace_training_step returns them
     flat_args: list
     optimizer: str = "sgd"
+    # The state a step starts from, one tensor per placeholder. Not the placeholders' own tensors:
+    # tracing and profiling run the graph, which updates the batch-norm statistics in place.
+    initial_values: list = None
 
     def request(self, **request_options):
         """torch_export.build_request of this step (a dict in the protobuf JSON mapping)."""
@@ -74,14 +77,22 @@ class TracedStep:
         return [key for k, key, _ in self.placeholders if k == kind]
 
     def initial(self, kind):
-        return [tensor for k, _, tensor in self.placeholders if k == kind]
+        values = self.initial_values or [tensor for _, _, tensor in self.placeholders]
+        return [value for (k, _, _), value in zip(self.placeholders, values) if k == kind]
 
 
 def trace(model, example_inputs, loss_fn=None, optimizer="sgd", targets=(), lr=0.01):
-    """Traces `model`'s training step as torch_export does (see trace_training_step)."""
+    """Traces `model`'s training step as torch_export does (see trace_training_step); a step starts
+    from the model's parameters and buffers as they are now, with zero optimizer state."""
+    params = [p.detach().clone() for p in model.parameters() if p.requires_grad]
+    buffers = [b.detach().clone() for b in model.buffers()]
     graph_module, placeholders, flat = torch_export.trace_training_step(
         model, example_inputs, loss_fn, optimizer, targets, lr=lr)
-    return TracedStep(graph_module, placeholders, flat, optimizer)
+    initial, taken = [], {"param": iter(params), "buffer": iter(buffers)}
+    for kind, _, tensor in placeholders:
+        initial.append(next(taken[kind]) if kind in taken else
+                       torch.zeros_like(tensor) if kind == "state" else tensor)
+    return TracedStep(graph_module, placeholders, flat, optimizer, initial)
 
 
 def node_ops(traced):
@@ -316,7 +327,8 @@ class PlacedStep:
     def _load_state(self):
         """Parameters, optimizer state and buffers, copied to the device of their op."""
         self.state = {}
-        for node, (_, _, tensor) in zip(self.placeholder_nodes, self.traced.placeholders):
+        values = self.traced.initial_values or [tensor for _, _, tensor in self.traced.placeholders]
+        for node, tensor in zip(self.placeholder_nodes, values):
             self.state[node] = tensor.detach().to(self.devices[self.device_of[node]], copy=True)
         kinds = [kind for kind, _, _ in self.traced.placeholders]
         self._by_kind = {kind: [n for n, k in zip(self.placeholder_nodes, kinds) if k == kind]
