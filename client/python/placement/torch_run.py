@@ -175,6 +175,7 @@ class StepTiming:
 
     wall_ns: int = 0
     busy_ns: list = field(default_factory=list)  # per device: time spent running nodes (incl. copies)
+    cpu_ns: list = field(default_factory=list)  # per device: CPU time of its worker thread
     copies: int = 0  # cross-device copies made
     copy_bytes: int = 0
     op_ns: dict = field(default_factory=dict)  # request op name -> ns of its nodes in this step
@@ -191,6 +192,7 @@ class _RunState:
         self.values = {}
         self.node_ns = [0] * len(program.nodes)
         self.busy_ns = [0] * k
+        self.cpu_ns = [0] * k
         self.copies = [0] * k
         self.copy_bytes = [0] * k
 
@@ -370,7 +372,8 @@ class PlacedStep:
         op_ns = {}
         for i, ns in enumerate(state.node_ns):
             op_ns[self.op_name[i]] = op_ns.get(self.op_name[i], 0) + ns
-        self.last_timing = StepTiming(wall, state.busy_ns, sum(state.copies), sum(state.copy_bytes), op_ns)
+        self.last_timing = StepTiming(wall, state.busy_ns, state.cpu_ns, sum(state.copies), sum(state.copy_bytes),
+                                      op_ns)
         return state.values[loss].detach().to("cpu", copy=True)
 
     def _commit(self, state, placeholder_nodes, outputs):
@@ -382,6 +385,13 @@ class PlacedStep:
             self.state[node] = value
 
     def _worker(self, d, state):
+        cpu_started = time.thread_time_ns()
+        try:
+            self._work(d, state)
+        finally:
+            state.cpu_ns[d] = time.thread_time_ns() - cpu_started
+
+    def _work(self, d, state):
         if self.cpu_workers:
             torch.set_num_threads(1)  # one intra-op thread per CPU worker
         else:
@@ -596,23 +606,31 @@ def time_steps(step, inputs, targets=(), steps=5, warmup=1):
 
 def reality_check(traced, inputs, targets, place, devices=(1, 2), profile_runs=5, steps=5, warmup=1):
     """Profiles the ops (one CPU worker), places the profiled request on K devices for each K in
-    `devices` (`place(request) -> Placement dict`), runs each placement on K CPU workers. Returns one
-    dict per K: simulated and measured step time (ns), busy time per worker, copies."""
+    `devices` (`place(request) -> Placement dict`) and runs each placement on K CPU workers, the K
+    settings taking turns step by step so that a change in the machine's load hits all of them alike.
+    Returns one dict per K: simulated and median measured step time (ns), busy time per worker, copies."""
     base = traced.request(devices=1, device_kind="cpu")
     costs = profile_costs(traced, base, inputs, targets, runs=profile_runs, warmup=warmup)
     link = measure_link()
-    rows = []
+    runs = []
     for k in devices:
         request = with_costs(base, costs, link, devices=k)
         placement = place(request)
-        step = PlacedStep(traced, request, placement, devices="cpu")
-        wall, _ = time_steps(step, inputs, targets, steps=steps, warmup=warmup)
-        used = len(set(placement["device"]))
-        rows.append({"devices": k, "used": used, "simulated_ns": makespan_ns(placement), "measured_ns": wall,
-                     "busy_ns": step.last_timing.busy_ns, "copies": step.last_timing.copies,
-                     "copy_bytes": step.last_timing.copy_bytes,
+        runs.append((k, request, placement, PlacedStep(traced, request, placement, devices="cpu"), []))
+    for round_ in range(warmup + steps):
+        for _, _, _, step, walls in runs:
+            step.run(inputs, targets)
+            if round_ >= warmup:
+                walls.append(step.last_timing.wall_ns)
+    rows = []
+    for k, request, placement, step, walls in runs:
+        rows.append({"devices": k, "used": len(set(placement["device"])), "simulated_ns": makespan_ns(placement),
+                     "measured_ns": int(statistics.median(walls)), "busy_ns": step.last_timing.busy_ns,
+                     "cpu_ns": step.last_timing.cpu_ns,
+                     "copies": step.last_timing.copies, "copy_bytes": step.last_timing.copy_bytes,
                      "algorithm": placement.get("provenance", {}).get("algorithm", ""),
-                     "total_cost_ns": sum(int(op.get("compute_ns", 0)) for op in request["graph"]["ops"])})
+                     "total_cost_ns": sum(int(op.get("compute_ns", 0)) for op in request["graph"]["ops"]),
+                     "link": link})
     return rows
 
 
