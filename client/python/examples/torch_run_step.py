@@ -17,7 +17,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--offline", help="placement_offline binary")
     parser.add_argument("--server", help="placement_server address")
-    args = parser.parse_args()
+    parser.add_argument("--algorithm", default="", help="placement algorithm (default: the placer's)")
+    args, _ = parser.parse_known_args()  # flags meant for the other examples (--request) are ignored
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(
@@ -32,9 +33,9 @@ def main():
     traced = torch_run.trace(model, (images,), loss_fn, "sgd", (labels,))
     request = traced.request(devices=2)
     if args.offline:
-        placement = torch_run.place_offline(args.offline, request)
+        placement = torch_run.place_offline(args.offline, request, args.algorithm)
     elif args.server:
-        placement = torch_run.place_server(args.server, request)
+        placement = torch_run.place_server(args.server, request, args.algorithm)
     else:
         placement = [i % 2 for i in range(len(request["graph"]["ops"]))]
         for i, op in enumerate(request["graph"]["ops"]):  # a colocation group goes where its first op went

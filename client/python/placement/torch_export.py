@@ -21,7 +21,11 @@ builds. The traced graph then becomes the request:
   the ops that compute its update (reachable from its gradient, not needed by the loss or any gradient)
   share the colocation group `param:<name>` with it, so weights and optimizer state never travel;
   the buffers of a module (batch-norm statistics) are one op `buffers:<module>` in a group of that name
-  with the ops that write them in place;
+  with the ops that write them in place (native_batch_norm too, whose 1.13 schema does not say so);
+* an in-place write gets a control edge (0 bytes) to each later reader of the storage it writes that
+  has no data edge from it, and when the old value is read again later through a view made before the
+  write, the writer shares a group (`inplace:<op>`) with the op owning what it writes: a copy written
+  on another device would not be seen by that view (placement.torch_run relies on both);
 * the step's inputs are ops `input:<i>` holding the batch;
 * `compute_ns`: a roofline estimate, launch overhead + max(FLOPs / --peak_tflops, bytes moved /
   --bandwidth_gbps) (FLOPs counted for matrix products and convolutions and their backward, one per

@@ -296,6 +296,8 @@ class PlacedStep:
         self.npred = [len(ps) for ps in preds]
         self.dev = [self.device_of[n] for n in nodes]
         self.targets = [n.target for n in nodes]
+        # Factory ops were traced with `device=cpu`; they create on the device they run on.
+        self.device_kwarg = [isinstance(n.kwargs.get("device"), torch.device) for n in nodes]
         self.op_name = [self.op_of[n] for n in nodes]
 
         # Priorities: bottom levels as the simulator computes them (own time + longest path to the
@@ -429,6 +431,8 @@ class PlacedStep:
 
                 args = torch.fx.node.map_arg(node.args, fetch)
                 kwargs = torch.fx.node.map_arg(node.kwargs, fetch)
+                if self.device_kwarg[i]:
+                    kwargs = dict(kwargs, device=device)
                 values[node] = self.targets[i](*args, **kwargs)
             except BaseException as error:  # noqa: BLE001 - handed to the caller of run()
                 with lock:
