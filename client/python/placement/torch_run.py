@@ -179,6 +179,9 @@ class StepTiming:
     copies: int = 0  # cross-device copies made
     copy_bytes: int = 0
     op_ns: dict = field(default_factory=dict)  # request op name -> ns of its nodes in this step
+    # (node name, device, ready, start, end) in ns from the step's start: when its inputs were done,
+    # when its worker took it, when it finished.
+    timeline: list = field(default_factory=list)
 
 
 class _RunState:
@@ -191,6 +194,8 @@ class _RunState:
         self.error = None
         self.values = {}
         self.node_ns = [0] * len(program.nodes)
+        self.ready_at = [0] * len(program.nodes)
+        self.started_at = [0] * len(program.nodes)
         self.busy_ns = [0] * k
         self.cpu_ns = [0] * k
         self.copies = [0] * k
@@ -358,6 +363,7 @@ class PlacedStep:
         workers = [threading.Thread(target=self._worker, args=(d, state), name=f"placed-device-{d}", daemon=True)
                    for d in range(self.k)]
         started = time.perf_counter_ns()
+        state.ready_at = [started if n == 0 else 0 for n in state.pending]
         for w in workers:
             w.start()
         for w in workers:
@@ -374,8 +380,10 @@ class PlacedStep:
         op_ns = {}
         for i, ns in enumerate(state.node_ns):
             op_ns[self.op_name[i]] = op_ns.get(self.op_name[i], 0) + ns
+        timeline = [(n.name, self.dev[i], state.ready_at[i] - started, state.started_at[i] - started,
+                     state.started_at[i] + state.node_ns[i] - started) for i, n in enumerate(self.nodes)]
         self.last_timing = StepTiming(wall, state.busy_ns, state.cpu_ns, sum(state.copies), sum(state.copy_bytes),
-                                      op_ns)
+                                      op_ns, timeline)
         return state.values[loss].detach().to("cpu", copy=True)
 
     def _commit(self, state, placeholder_nodes, outputs):
@@ -446,12 +454,14 @@ class PlacedStep:
                     state.pending[s] -= 1
                     if state.pending[s] == 0:
                         heapq.heappush(state.ready[self.dev[s]], self.priority[s])
+                        state.ready_at[s] = clock()
                         state.conds[self.dev[s]].notify()
                 if not state.remaining:
                     for c in state.conds:
                         c.notify_all()
             spent = clock() - began
             state.node_ns[i] = spent
+            state.started_at[i] = began
             state.busy_ns[d] += spent
 
     # -- results -------------------------------------------------------------------------------------
