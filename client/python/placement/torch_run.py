@@ -587,6 +587,20 @@ def place_offline(binary, request, algorithm="", time_limit_s=60):
     return json.loads(completed.stdout)
 
 
+def evaluate_offline(binary, request, placement):
+    """Simulates `placement` (device per op) for `request` with `placement_offline evaluate`; returns the
+    Placement dict with its metrics."""
+    with tempfile.TemporaryDirectory() as folder:
+        request_path, placement_path = Path(folder) / "request.json", Path(folder) / "placement.json"
+        torch_export.write_request(request, request_path)
+        placement_path.write_text(json.dumps({"device": _placement_devices(placement)}))
+        completed = subprocess.run([str(binary), "evaluate", f"--request={request_path}",
+                                    f"--placement={placement_path}"], capture_output=True, text=True, timeout=120)
+    if completed.returncode != 0:
+        raise RuntimeError(f"placement_offline evaluate failed: {completed.stderr.strip()}")
+    return json.loads(completed.stdout)["placement"]
+
+
 def place_server(address, request, algorithm=""):
     """Places `request` on a running placement_server; returns the Placement as a dict."""
     from google.protobuf import json_format
@@ -618,11 +632,14 @@ def time_steps(step, inputs, targets=(), steps=5, warmup=1):
     return int(statistics.median(walls)), losses
 
 
-def reality_check(traced, inputs, targets, place, devices=(1, 2), profile_runs=5, steps=5, warmup=1):
+def reality_check(traced, inputs, targets, place, devices=(1, 2), profile_runs=5, steps=5, warmup=1,
+                  evaluate=None):
     """Profiles the ops (one CPU worker), places the profiled request on K devices for each K in
     `devices` (`place(request) -> Placement dict`) and runs each placement on K CPU workers, the K
     settings taking turns step by step so that a change in the machine's load hits all of them alike.
-    Returns one dict per K: simulated and median measured step time (ns), busy time per worker, copies."""
+    Returns one dict per K: simulated and median measured step time (ns), busy time per worker, copies;
+    with `evaluate(request, placement) -> Placement dict` also `replayed_ns`, the simulated time of the
+    same placement with the op times the last measured step really took (op costs at K workers)."""
     base = traced.request(devices=1, device_kind="cpu")
     costs = profile_costs(traced, base, inputs, targets, runs=profile_runs, warmup=warmup)
     link = measure_link()
@@ -638,7 +655,10 @@ def reality_check(traced, inputs, targets, place, devices=(1, 2), profile_runs=5
                 walls.append(step.last_timing.wall_ns)
     rows = []
     for k, request, placement, step, walls in runs:
-        rows.append({"devices": k, "used": len(set(placement["device"])), "simulated_ns": makespan_ns(placement),
+        replayed = 0
+        if evaluate is not None:
+            replayed = makespan_ns(evaluate(with_costs(request, step.last_timing.op_ns), placement))
+        rows.append({"replayed_ns": replayed, "devices": k, "used": len(set(placement["device"])), "simulated_ns": makespan_ns(placement),
                      "measured_ns": int(statistics.median(walls)), "busy_ns": step.last_timing.busy_ns,
                      "cpu_ns": step.last_timing.cpu_ns,
                      "copies": step.last_timing.copies, "copy_bytes": step.last_timing.copy_bytes,
@@ -688,8 +708,9 @@ def main(argv=None):
         raise SystemExit("--offline=BINARY or --server=ADDRESS (or --placement=FILE without --profile)")
 
     if args.profile:
+        evaluate = (lambda r, p: evaluate_offline(args.offline, r, p)) if args.offline else None
         rows = reality_check(traced, inputs, targets, place, devices=sorted({1, args.devices}),
-                             profile_runs=args.profile, steps=args.steps)
+                             profile_runs=args.profile, steps=args.steps, evaluate=evaluate)
         print(format_table(rows, args.model))
         return
     request = traced.request(devices=args.devices)
@@ -704,17 +725,19 @@ def main(argv=None):
 
 
 def format_table(rows, model):
-    """Markdown rows: K, simulated, measured, their ratio, simulated and measured speed-up over K=1."""
+    """Markdown rows: K, simulated, measured, their ratio, simulated and measured speed-up over K=1, and
+    the replay (simulated with the op times measured in the run; 0 when not evaluated)."""
     base = next((r for r in rows if r["devices"] == 1), rows[0])
     lines = ["| model | K | devices used | simulated ms | measured ms | measured / simulated | "
-             "simulated speed-up | measured speed-up | copies |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "simulated speed-up | measured speed-up | copies | replayed ms |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(
             f"| {model} | {r['devices']} | {r['used']} | {r['simulated_ns'] / 1e6:.1f} | {r['measured_ns'] / 1e6:.1f} "
             f"| {r['measured_ns'] / max(r['simulated_ns'], 1):.2f} "
             f"| {base['simulated_ns'] / max(r['simulated_ns'], 1):.2f}x "
-            f"| {base['measured_ns'] / max(r['measured_ns'], 1):.2f}x | {r['copies']} |")
+            f"| {base['measured_ns'] / max(r['measured_ns'], 1):.2f}x | {r['copies']} "
+            f"| {r.get('replayed_ns', 0) / 1e6:.1f} |")
     return "\n".join(lines)
 
 
