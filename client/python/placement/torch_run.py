@@ -639,7 +639,8 @@ def reality_check(traced, inputs, targets, place, devices=(1, 2), profile_runs=5
     settings taking turns step by step so that a change in the machine's load hits all of them alike.
     Returns one dict per K: simulated and median measured step time (ns), busy time per worker, copies;
     with `evaluate(request, placement) -> Placement dict` also `replayed_ns`, the simulated time of the
-    same placement with the op times the last measured step really took (op costs at K workers)."""
+    same placement with the op times the run really took (per op, the median over the steps). Every
+    figure is a median over the `steps` measured steps."""
     base = traced.request(devices=1, device_kind="cpu")
     costs = profile_costs(traced, base, inputs, targets, runs=profile_runs, warmup=warmup)
     link = measure_link()
@@ -649,18 +650,21 @@ def reality_check(traced, inputs, targets, place, devices=(1, 2), profile_runs=5
         placement = place(request)
         runs.append((k, request, placement, PlacedStep(traced, request, placement, devices="cpu"), []))
     for round_ in range(warmup + steps):
-        for _, _, _, step, walls in runs:
+        for _, _, _, step, timings in runs:
             step.run(inputs, targets)
             if round_ >= warmup:
-                walls.append(step.last_timing.wall_ns)
+                timings.append(step.last_timing)
     rows = []
-    for k, request, placement, step, walls in runs:
-        replayed = 0
-        if evaluate is not None:
-            replayed = makespan_ns(evaluate(with_costs(request, step.last_timing.op_ns), placement))
-        rows.append({"replayed_ns": replayed, "devices": k, "used": len(set(placement["device"])), "simulated_ns": makespan_ns(placement),
-                     "measured_ns": int(statistics.median(walls)), "busy_ns": step.last_timing.busy_ns,
-                     "cpu_ns": step.last_timing.cpu_ns,
+    for k, request, placement, step, timings in runs:
+        def median(get):
+            return int(statistics.median(get(t) for t in timings))
+
+        op_ns = {name: median(lambda t: t.op_ns[name]) for name in timings[0].op_ns}
+        replayed = makespan_ns(evaluate(with_costs(request, op_ns), placement)) if evaluate else 0
+        rows.append({"devices": k, "used": len(set(placement["device"])), "simulated_ns": makespan_ns(placement),
+                     "measured_ns": median(lambda t: t.wall_ns), "replayed_ns": replayed,
+                     "busy_ns": [median(lambda t: t.busy_ns[d]) for d in range(k)],
+                     "cpu_ns": [median(lambda t: t.cpu_ns[d]) for d in range(k)],
                      "copies": step.last_timing.copies, "copy_bytes": step.last_timing.copy_bytes,
                      "algorithm": placement.get("provenance", {}).get("algorithm", ""),
                      "total_cost_ns": sum(int(op.get("compute_ns", 0)) for op in request["graph"]["ops"]),
