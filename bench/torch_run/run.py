@@ -75,8 +75,8 @@ def run(args):
              f"two independent matrix-product threads ran {two_thread_ceiling():.2f}x one thread "
              f"(the ceiling of any 2-worker speed-up at that moment).", "",
              "| model | algorithm | K | simulated ms | measured ms | measured / simulated | simulated speed-up "
-             "| measured speed-up | worker busy ms | worker CPU ms | copies | replayed ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| measured speed-up | worker busy ms | worker CPU ms | late starts ms | copies | replayed ms | rehearsed ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for label, model, inputs, loss_fn, targets in models():
         traced = torch_run.trace(model, inputs, loss_fn, "adam" if "Adam" in label else "sgd", targets)
         for algorithm in args.algorithms.split(","):
@@ -91,8 +91,9 @@ def run(args):
                     f"| {r['measured_ns'] / 1e6:.0f} | {r['measured_ns'] / r['simulated_ns']:.2f} "
                     f"| {base['simulated_ns'] / r['simulated_ns']:.2f}x | {base['measured_ns'] / r['measured_ns']:.2f}x "
                     f"| {' / '.join(f'{b / 1e6:.0f}' for b in r['busy_ns'])} "
-                    f"| {' / '.join(f'{c / 1e6:.0f}' for c in r['cpu_ns'])} | {r['copies']} "
-                    f"| {r['replayed_ns'] / 1e6:.0f} |")
+                    f"| {' / '.join(f'{c / 1e6:.0f}' for c in r['cpu_ns'])} "
+                    f"| {' / '.join(f'{c / 1e6:.0f}' for c in r['late_ns'])} | {r['copies']} "
+                    f"| {r['replayed_ns'] / 1e6:.0f} | {r['rehearsed_ns'] / 1e6:.0f} |")
                 print(lines[-1], flush=True)
     latency, bandwidth = rows[0]["link"]
     lines += ["", f"Copy between CPU workers (measured, used as the request's link): {latency / 1e3:.1f} us + "

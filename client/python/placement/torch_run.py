@@ -200,6 +200,7 @@ class _RunState:
         self.cpu_ns = [0] * k
         self.copies = [0] * k
         self.copy_bytes = [0] * k
+        self.sleep_ns = None  # rehearsal: sleep this long per node instead of running it
 
 
 class PlacedStep:
@@ -300,6 +301,7 @@ class PlacedStep:
                 self.succ[p].append(i)
         self.npred = [len(ps) for ps in preds]
         self.dev = [self.device_of[n] for n in nodes]
+        self.inline = [n in alias_parent and not torch_export._written_arguments(n) for n in nodes]
         self.targets = [n.target for n in nodes]
         # Factory ops were traced with `device=cpu`; they create on the device they run on.
         self.device_kwarg = [isinstance(n.kwargs.get("device"), torch.device) for n in nodes]
@@ -357,6 +359,24 @@ class PlacedStep:
             state.values[node] = self.state[node]
         for node, tensor in zip(input_nodes, batch):
             state.values[node] = tensor.to(self.devices[self.device_of[node]])
+        self._schedule(state)
+        new_params, new_states, loss, _ = self.output_node.args[0]
+        self._commit(state, self._by_kind["param"], new_params)
+        self._commit(state, self._by_kind["state"], new_states)
+        return state.values[loss].detach().to("cpu", copy=True)
+
+    def rehearse(self, costs):
+        """Runs the schedule alone: every op sleeps for its cost ({op name: ns}) instead of computing,
+        nothing is copied. Sleeping takes no CPU, so this measures the scheduler (dependencies, order,
+        hand-offs between workers) against the simulator without the machine's cores in the way.
+        Returns the StepTiming (also in `last_timing`); the step's state is untouched."""
+        state = _RunState(self, self.k)
+        state.sleep_ns = [int(costs.get(name, 0)) if name == node.name else 0
+                          for name, node in zip(self.op_name, self.nodes)]
+        self._schedule(state)
+        return self.last_timing
+
+    def _schedule(self, state):
         for i, p in enumerate(self.priority):
             if state.pending[i] == 0:
                 heapq.heappush(state.ready[self.dev[i]], p)
@@ -374,9 +394,6 @@ class PlacedStep:
         wall = time.perf_counter_ns() - started
         if state.error is not None:
             raise state.error
-        new_params, new_states, loss, _ = self.output_node.args[0]
-        self._commit(state, self._by_kind["param"], new_params)
-        self._commit(state, self._by_kind["state"], new_states)
         op_ns = {}
         for i, ns in enumerate(state.node_ns):
             op_ns[self.op_name[i]] = op_ns.get(self.op_name[i], 0) + ns
@@ -384,7 +401,6 @@ class PlacedStep:
                      state.started_at[i] + state.node_ns[i] - started) for i, n in enumerate(self.nodes)]
         self.last_timing = StepTiming(wall, state.busy_ns, state.cpu_ns, sum(state.copies), sum(state.copy_bytes),
                                       op_ns, timeline)
-        return state.values[loss].detach().to("cpu", copy=True)
 
     def _commit(self, state, placeholder_nodes, outputs):
         for node, out in zip(placeholder_nodes, outputs):
@@ -401,6 +417,30 @@ class PlacedStep:
         finally:
             state.cpu_ns[d] = time.thread_time_ns() - cpu_started
 
+    def _execute(self, i, d, state):
+        node, values, device = self.nodes[i], state.values, self.devices[d]
+        versions = self.read_version[i]
+
+        def fetch(p):
+            value = values[p]
+            if self.device_of[p] == d:
+                return value
+            # A copy per consumer device, reused until the storage is written again.
+            key = (p, d, versions.get(p, 0))
+            copy = values.get(key)
+            if copy is None:
+                copy = _copy_to(value, device)
+                values[key] = copy
+                state.copies[d] += 1
+                state.copy_bytes[d] += _bytes(value)
+            return copy
+
+        args = torch.fx.node.map_arg(node.args, fetch)
+        kwargs = torch.fx.node.map_arg(node.kwargs, fetch)
+        if self.device_kwarg[i]:
+            kwargs = dict(kwargs, device=device)
+        values[node] = self.targets[i](*args, **kwargs)
+
     def _work(self, d, state):
         if self.cpu_workers:
             torch.set_num_threads(1)  # one intra-op thread per CPU worker
@@ -408,61 +448,55 @@ class PlacedStep:
             torch.cuda.set_device(self.devices[d])
         torch.set_grad_enabled(False)  # the graph holds the backward ops; nothing to record
         ready, cond, lock = state.ready[d], state.conds[d], state.lock
-        device = self.devices[d]
-        values = state.values
         clock = time.perf_counter_ns
+        sleep_ns, owed = state.sleep_ns, 0
         while True:
             with lock:
                 while not ready and state.remaining and state.error is None:
                     cond.wait()
                 if not state.remaining or state.error is not None:
                     return
-                i = heapq.heappop(ready)[3]
-            began = clock()
-            try:
-                node = self.nodes[i]
-                versions = self.read_version[i]
-
-                def fetch(p):
-                    value = values[p]
-                    if self.device_of[p] == d:
-                        return value
-                    # A copy per consumer device, reused until the storage is written again.
-                    key = (p, d, versions.get(p, 0))
-                    copy = values.get(key)
-                    if copy is None:
-                        copy = _copy_to(value, device)
-                        values[key] = copy
-                        state.copies[d] += 1
-                        state.copy_bytes[d] += _bytes(value)
-                    return copy
-
-                args = torch.fx.node.map_arg(node.args, fetch)
-                kwargs = torch.fx.node.map_arg(node.kwargs, fetch)
-                if self.device_kwarg[i]:
-                    kwargs = dict(kwargs, device=device)
-                values[node] = self.targets[i](*args, **kwargs)
-            except BaseException as error:  # noqa: BLE001 - handed to the caller of run()
+                chain = [heapq.heappop(ready)[3]]
+            # A node's views (and getitem, detach) run right after it, on its worker: the simulator
+            # sends an op's output the moment the op ends, so its readers elsewhere must not wait
+            # behind another op for a view of it.
+            while chain:
+                i = chain.pop()
+                began = clock()
+                try:
+                    if sleep_ns is None:
+                        self._execute(i, d, state)
+                    else:
+                        # time.sleep overshoots short waits by tens of us: the next sleeps pay it back.
+                        want = sleep_ns[i] - owed
+                        if want > 0:
+                            time.sleep(want / 1e9)
+                        owed = max(0, owed + (clock() - began) - sleep_ns[i])
+                except BaseException as error:  # noqa: BLE001 - handed to the caller of run()
+                    with lock:
+                        state.error = error
+                        for c in state.conds:
+                            c.notify_all()
+                    return
                 with lock:
-                    state.error = error
-                    for c in state.conds:
-                        c.notify_all()
-                return
-            with lock:
-                state.remaining -= 1
-                for s in self.succ[i]:
-                    state.pending[s] -= 1
-                    if state.pending[s] == 0:
-                        heapq.heappush(state.ready[self.dev[s]], self.priority[s])
-                        state.ready_at[s] = clock()
-                        state.conds[self.dev[s]].notify()
-                if not state.remaining:
-                    for c in state.conds:
-                        c.notify_all()
-            spent = clock() - began
-            state.node_ns[i] = spent
-            state.started_at[i] = began
-            state.busy_ns[d] += spent
+                    state.remaining -= 1
+                    now = clock()
+                    for s in self.succ[i]:
+                        state.pending[s] -= 1
+                        if state.pending[s] == 0:
+                            state.ready_at[s] = now
+                            if self.inline[s] and self.dev[s] == d:
+                                chain.append(s)
+                            else:
+                                heapq.heappush(state.ready[self.dev[s]], self.priority[s])
+                                state.conds[self.dev[s]].notify()
+                    if not state.remaining:
+                        for c in state.conds:
+                            c.notify_all()
+                spent = clock() - began
+                state.node_ns[i] = spent
+                state.started_at[i] = began
+                state.busy_ns[d] += spent
 
     # -- results -------------------------------------------------------------------------------------
 
@@ -632,6 +666,18 @@ def time_steps(step, inputs, targets=(), steps=5, warmup=1):
     return int(statistics.median(walls)), losses
 
 
+def late_starts_ns(timing, devices):
+    """Per device, the time its worker sat idle while one of its nodes was ready (wake-up and
+    scheduling latency: what the simulator, starting an op the moment it is ready, does not have)."""
+    late = [0] * devices
+    by_device = sorted((d, start, ready, end) for _, d, ready, start, end in timing.timeline)
+    previous_end = {}
+    for d, start, ready, end in by_device:
+        late[d] += max(0, start - max(ready, previous_end.get(d, 0)))
+        previous_end[d] = end
+    return late
+
+
 def reality_check(traced, inputs, targets, place, devices=(1, 2), profile_runs=5, steps=5, warmup=1,
                   evaluate=None):
     """Profiles the ops (one CPU worker), places the profiled request on K devices for each K in
@@ -639,8 +685,9 @@ def reality_check(traced, inputs, targets, place, devices=(1, 2), profile_runs=5
     settings taking turns step by step so that a change in the machine's load hits all of them alike.
     Returns one dict per K: simulated and median measured step time (ns), busy time per worker, copies;
     with `evaluate(request, placement) -> Placement dict` also `replayed_ns`, the simulated time of the
-    same placement with the op times the run really took (per op, the median over the steps). Every
-    figure is a median over the `steps` measured steps."""
+    same placement with the op times the run really took (per op, the median over the steps), and
+    `rehearsed_ns`, the placed schedule run with every op sleeping for its profiled cost (see
+    PlacedStep.rehearse). Every figure is a median over the `steps` measured steps."""
     base = traced.request(devices=1, device_kind="cpu")
     costs = profile_costs(traced, base, inputs, targets, runs=profile_runs, warmup=warmup)
     link = measure_link()
@@ -656,16 +703,20 @@ def reality_check(traced, inputs, targets, place, devices=(1, 2), profile_runs=5
                 timings.append(step.last_timing)
     rows = []
     for k, request, placement, step, timings in runs:
-        def median(get):
-            return int(statistics.median(get(t) for t in timings))
+        def median(get, of=timings):
+            return int(statistics.median(get(t) for t in of))
+
+        rehearsed = median(lambda t: t.wall_ns, [step.rehearse(costs) for _ in range(steps)])
 
         op_ns = {name: median(lambda t: t.op_ns[name]) for name in timings[0].op_ns}
         replayed = makespan_ns(evaluate(with_costs(request, op_ns), placement)) if evaluate else 0
         rows.append({"devices": k, "used": len(set(placement["device"])), "simulated_ns": makespan_ns(placement),
                      "measured_ns": median(lambda t: t.wall_ns), "replayed_ns": replayed,
+                     "rehearsed_ns": rehearsed,
                      "busy_ns": [median(lambda t: t.busy_ns[d]) for d in range(k)],
                      "cpu_ns": [median(lambda t: t.cpu_ns[d]) for d in range(k)],
-                     "copies": step.last_timing.copies, "copy_bytes": step.last_timing.copy_bytes,
+                     "late_ns": [median(lambda t: late_starts_ns(t, k)[d]) for d in range(k)],
+                     "copies": timings[-1].copies, "copy_bytes": timings[-1].copy_bytes,
                      "algorithm": placement.get("provenance", {}).get("algorithm", ""),
                      "total_cost_ns": sum(int(op.get("compute_ns", 0)) for op in request["graph"]["ops"]),
                      "link": link})
@@ -729,19 +780,20 @@ def main(argv=None):
 
 
 def format_table(rows, model):
-    """Markdown rows: K, simulated, measured, their ratio, simulated and measured speed-up over K=1, and
-    the replay (simulated with the op times measured in the run; 0 when not evaluated)."""
+    """Markdown rows: K, simulated, measured, their ratio, simulated and measured speed-up over K=1, the
+    replay (simulated with the op times measured in the run; 0 when not evaluated) and the rehearsal
+    (the schedule run with sleeping ops)."""
     base = next((r for r in rows if r["devices"] == 1), rows[0])
     lines = ["| model | K | devices used | simulated ms | measured ms | measured / simulated | "
-             "simulated speed-up | measured speed-up | copies | replayed ms |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "simulated speed-up | measured speed-up | copies | replayed ms | rehearsed ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(
             f"| {model} | {r['devices']} | {r['used']} | {r['simulated_ns'] / 1e6:.1f} | {r['measured_ns'] / 1e6:.1f} "
             f"| {r['measured_ns'] / max(r['simulated_ns'], 1):.2f} "
             f"| {base['simulated_ns'] / max(r['simulated_ns'], 1):.2f}x "
             f"| {base['measured_ns'] / max(r['measured_ns'], 1):.2f}x | {r['copies']} "
-            f"| {r.get('replayed_ns', 0) / 1e6:.1f} |")
+            f"| {r.get('replayed_ns', 0) / 1e6:.1f} | {r.get('rehearsed_ns', 0) / 1e6:.1f} |")
     return "\n".join(lines)
 
 

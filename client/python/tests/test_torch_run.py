@@ -170,6 +170,7 @@ def test_reality_check_and_command_line(offline_binary, capsys):
     for row in rows:
         assert float(row[3]) > 0 and float(row[4]) > 0  # simulated and measured ms
         assert float(row[9]) > 0  # replayed: the run's own op times through the simulator
+        assert float(row[10]) > 0  # rehearsed: the schedule with sleeping ops
     assert rows[0][2] == "1" and rows[0][8] == "0"  # one device, no copies
 
 
