@@ -17,7 +17,8 @@ aten ops and makes every non-view node an op of the request. PlacedStep interpre
 node. Each node runs on the device of its op (views, `getitem` and `detach` on the device of the op whose
 memory they alias); the placement's devices map to `cuda:i` where CUDA has enough devices, otherwise to
 CPU workers. Every device has one worker thread (a CPU worker with one intra-op thread) that runs its
-ready nodes highest bottom level first, as the simulator does (api.md section 2). A tensor read on another
+ready nodes highest bottom level first, as the simulator does (api.md section 2), and a node's views
+right after it (the simulator sends an op's output when the op ends). A tensor read on another
 device than the one that made it is copied there once per consumer device (`.to(device, copy=True)`: a
 clone on CPU workers) by the consumer's worker; parameters, optimizer state and batch-norm buffers live
 on the device of their colocation group across steps. Aten ops release the GIL, so big ops on different
@@ -31,7 +32,9 @@ with their writers); otherwise PlacedStep refuses the placement.
 
 `profile_costs` measures each op on this machine with this same interpreter (one CPU worker, one thread;
 views are charged to the op they alias) and `measure_link` the copy speed between CPU workers, so that a
-request's simulated step time and the measured one describe the same program.
+request's simulated step time and the measured one describe the same program. `PlacedStep.rehearse`
+runs the placed schedule with every op sleeping for its cost instead of computing: it checks the
+scheduler against the simulator without needing free cores. `reality_check` does all of it for K = 1, 2.
 """
 import argparse
 import heapq
