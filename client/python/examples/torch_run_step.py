@@ -1,7 +1,8 @@
 """Places a small CNN's training step on two devices and runs it there, next to the unplaced step.
 
     PYTHONPATH=client/python:build/client/python/generated /usr/bin/python3 \
-        client/python/examples/torch_run_step.py [--offline=build/service/offline/placement_offline | --server=HOST:PORT]
+        client/python/examples/torch_run_step.py \
+        [--offline=build/service/offline/placement_offline | --server=HOST:PORT] [--algorithm=NAME]
 
 With neither flag the placement is a round-robin one computed here (numerics hold for any placement).
 Devices are CUDA devices when there are two, otherwise two CPU workers.

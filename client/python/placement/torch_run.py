@@ -41,7 +41,6 @@ import heapq
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -228,16 +227,15 @@ class PlacedStep:
             raise ValueError(f"the request does not describe this traced step (unknown ops: {missing[:5]})")
         self.op_of = op_of
         self.device_of = {node: device_of_op[index_of[name]] for node, name in op_of.items()}
-        self._compile(request, index_of, device_of_op)
+        self._compile(request, index_of)
         self._load_state()
         self.last_timing = None
 
     # -- analysis, once ------------------------------------------------------------------------------
 
-    def _compile(self, request, index_of, device_of_op):
+    def _compile(self, request, index_of):
         graph = self.traced.graph_module.graph
         all_nodes = list(graph.nodes)
-        position = {n: i for i, n in enumerate(all_nodes)}
         self.placeholder_nodes = [n for n in all_nodes if n.op == "placeholder"]
         self.output_node = next(n for n in all_nodes if n.op == "output")
         nodes = [n for n in all_nodes if n.op == "call_function"]
@@ -657,16 +655,6 @@ def makespan_ns(placement):
 
 # ---------------------------------------------------------------------------------------------------
 # Measuring
-
-
-def time_steps(step, inputs, targets=(), steps=5, warmup=1):
-    """Median wall ns of `steps` steps after `warmup` (the losses are returned too)."""
-    walls, losses = [], []
-    for run in range(warmup + steps):
-        losses.append(float(step.run(inputs, targets)))
-        if run >= warmup:
-            walls.append(step.last_timing.wall_ns)
-    return int(statistics.median(walls)), losses
 
 
 def late_starts_ns(timing, devices):

@@ -3,7 +3,6 @@
 Placements come from the real placement_offline (m_etf) and from colocation-respecting round-robin
 assignments (the most cross-device traffic a placement can have: numerics must hold for any placement).
 """
-import json
 import os
 import subprocess
 import sys
