@@ -646,7 +646,7 @@ def place_server(address, request, algorithm=""):
     message = json_format.ParseDict(request, placement_pb2.PlaceRequest())
     with PlacementClient(address) as client:
         result = client.place(message, algorithm=algorithm or None)
-    return json_format.MessageToDict(result.proto)
+    return json_format.MessageToDict(result.proto, preserving_proto_field_name=True)
 
 
 def makespan_ns(placement):

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch.fx.experimental.proxy_tensor")
 
-from conftest import SOURCE_DIR  # noqa: E402
+from conftest import SOURCE_DIR, ServerProcess, binary  # noqa: E402
 from placement import torch_export, torch_run  # noqa: E402
 
 STEPS = 3
@@ -104,6 +104,24 @@ def test_transformer_with_adam(devices, offline_binary):
     else:
         placement = round_robin(request, devices)
     assert_same_training(traced, request, placement, (tokens,), (labels,))
+
+
+def test_transformer_placed_by_the_server():
+    """The same path through the real placement_server and the Python client (place_server)."""
+    pytest.importorskip("grpc")
+    server = ServerProcess(binary("PLACEMENT_SERVER_BINARY"), ["--workers=1"])
+    try:
+        torch.manual_seed(0)
+        model = torch_export.TransformerStack(layers=1, d_model=32, heads=2, vocab=50)
+        tokens, labels = torch.randint(0, 50, (2, 8)), torch.randint(0, 50, (2, 8))
+        traced = torch_run.trace(model, (tokens,), torch_export._cross_entropy, "sgd", (labels,))
+        request = traced.request(devices=2, device_kind="cpu")
+        placement = torch_run.place_server(server.address, request, "m_etf")
+    finally:
+        server.stop()
+    assert placement["outcome"] == "FEASIBLE" and set(placement["device"]) == {0, 1}
+    assert torch_run.makespan_ns(placement) > 0
+    assert_same_training(traced, request, placement, (tokens,), (labels,), steps=2)
 
 
 class InPlace(torch.nn.Module):
