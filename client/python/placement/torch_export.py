@@ -248,6 +248,16 @@ def _input_nodes(node):
     return found
 
 
+def _alias_root(node, base, root):
+    """The storage a view-like node aliases. The outputs of a multi-output op that creates tensors
+    (native_batch_norm's output, mean, invstd) are separate storages; those of a view op (split) share
+    its input's."""
+    base_root = root.get(base, base)
+    if node.target is operator.getitem and base_root is base:
+        return (base, node.args[1])
+    return base_root
+
+
 def _inplace_hazards(nodes):
     """What in-place writes add to the data edges: (writer, reader) pairs where the reader comes later
     and reads the written storage through any alias, and the writers whose storage is read again later
@@ -262,7 +272,7 @@ def _inplace_hazards(nodes):
             continue
         inputs = _input_nodes(n)
         if _aliases_an_input(n) and inputs:
-            root[n], parent[n] = root.get(inputs[0], inputs[0]), inputs[0]
+            root[n], parent[n] = _alias_root(n, inputs[0], root), inputs[0]
             continue
         written = _written_arguments(n)
         for p in inputs:

@@ -259,7 +259,7 @@ class PlacedStep:
             written = torch_export._written_arguments(n)
             if torch_export._aliases_an_input(n) and inputs:
                 alias_parent[n] = inputs[0]
-                root[n] = root[inputs[0]]
+                root[n] = torch_export._alias_root(n, inputs[0], root)
                 continue  # a view reads nothing; its readers read its root
             if written and _returns_alias(n):
                 alias_parent[n] = written[0]
@@ -286,7 +286,7 @@ class PlacedStep:
                 write_count[r] = write_count.get(r, 0) + 1
             for w in written:
                 if self.device_of[w] != self.device_of[n]:
-                    if root[w].op == "placeholder":
+                    if isinstance(root[w], torch.fx.Node) and root[w].op == "placeholder":
                         raise ValueError(
                             f"{n.name} writes {self.op_of[root[w]]} in place on device {self.device_of[n]}; "
                             f"it lives on device {self.device_of[root[w]]} (colocate them)")
