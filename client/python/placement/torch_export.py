@@ -424,10 +424,12 @@ def build_request(graph_module, placeholders, flat_args, *, devices=2, device_me
             group_of[index] = f"param:{owner}"
         else:
             # An op writing a buffer in place (batch-norm statistics) runs where the buffer lives.
+            # (The buffer op itself: not any member of its group, such as the batch-norm whose
+            # output relu_ overwrites.)
             for written in _written_arguments(node):
-                group = group_of.get(producer.get(written.name), "")
-                if group.startswith("buffers:"):
-                    group_of[index] = group
+                owner = producer.get(written.name)
+                if owner is not None and ops[owner]["type"] == "buffer":
+                    group_of[index] = group_of[owner]
                     break
         for n in inputs:
             src = producer[n.name]
