@@ -555,8 +555,10 @@ class UnplacedStep:
 
 
 def profile_costs(traced, request, inputs, targets=(), runs=5, warmup=1):
-    """{op name: median ns} of each op run by PlacedStep on one CPU worker with one intra-op thread
-    (views charged to the op they alias), over `runs` steps after `warmup`."""
+    """{op name: mean ns} of each op run by PlacedStep on one CPU worker with one intra-op thread
+    (views charged to the op they alias), over `runs` steps after `warmup`. The mean, not the median:
+    on a shared machine a few ops of every step are preempted, and per-op medians leave that out, so
+    their sum fell 15-20 % short of a typical step."""
     single = PlacedStep(traced, request, [0] * len(request["graph"]["ops"]), devices="cpu")
     samples = {}
     for run in range(warmup + runs):
@@ -564,7 +566,7 @@ def profile_costs(traced, request, inputs, targets=(), runs=5, warmup=1):
         if run >= warmup:
             for name, ns in single.last_timing.op_ns.items():
                 samples.setdefault(name, []).append(ns)
-    return {name: int(statistics.median(values)) for name, values in samples.items()}
+    return {name: int(statistics.fmean(values)) for name, values in samples.items()}
 
 
 def measure_link(sizes=(1 << 12, 1 << 22), repeats=30):
@@ -676,9 +678,12 @@ def reality_check(traced, inputs, targets, place, devices=(1, 2), profile_runs=5
     settings taking turns step by step so that a change in the machine's load hits all of them alike.
     Returns one dict per K: simulated and median measured step time (ns), busy time per worker, copies;
     with `evaluate(request, placement) -> Placement dict` also `replayed_ns`, the simulated time of the
-    same placement with the op times the run really took (per op, the median over the steps), and
+    same placement with the op times the run really took (per op, the mean over the steps), and
     `rehearsed_ns`, the placed schedule run with every op sleeping for its profiled cost (see
-    PlacedStep.rehearse). Every figure is a median over the `steps` measured steps."""
+    PlacedStep.rehearse), and when K = 1 is among `devices`, `resimulated_ns`: the placement simulated
+    with the op times of the K = 1 steps, a profile taken in the same minutes as the measurement (the
+    load of a shared machine changes between a profile and a later run). Every figure is a median over
+    the `steps` measured steps."""
     base = traced.request(devices=1, device_kind="cpu")
     costs = profile_costs(traced, base, inputs, targets, runs=profile_runs, warmup=warmup)
     link = measure_link()
@@ -692,6 +697,9 @@ def reality_check(traced, inputs, targets, place, devices=(1, 2), profile_runs=5
             step.run(inputs, targets)
             if round_ >= warmup:
                 timings.append(step.last_timing)
+    single = next((timings for k, _, _, _, timings in runs if k == 1), None)
+    concurrent = ({name: int(statistics.fmean(t.op_ns[name] for t in single)) for name in single[0].op_ns}
+                  if single and evaluate else None)
     rows = []
     for k, request, placement, step, timings in runs:
         def median(get, of=timings):
@@ -699,11 +707,12 @@ def reality_check(traced, inputs, targets, place, devices=(1, 2), profile_runs=5
 
         rehearsed = median(lambda t: t.wall_ns, [step.rehearse(costs) for _ in range(steps)])
 
-        op_ns = {name: median(lambda t: t.op_ns[name]) for name in timings[0].op_ns}
+        op_ns = {name: int(statistics.fmean(t.op_ns[name] for t in timings)) for name in timings[0].op_ns}
         replayed = makespan_ns(evaluate(with_costs(request, op_ns), placement)) if evaluate else 0
+        resimulated = makespan_ns(evaluate(with_costs(request, concurrent), placement)) if concurrent else 0
         rows.append({"devices": k, "used": len(set(placement["device"])), "simulated_ns": makespan_ns(placement),
                      "measured_ns": median(lambda t: t.wall_ns), "replayed_ns": replayed,
-                     "rehearsed_ns": rehearsed,
+                     "rehearsed_ns": rehearsed, "resimulated_ns": resimulated,
                      "busy_ns": [median(lambda t: t.busy_ns[d]) for d in range(k)],
                      "cpu_ns": [median(lambda t: t.cpu_ns[d]) for d in range(k)],
                      "late_ns": [median(lambda t: late_starts_ns(t, k)[d]) for d in range(k)],
