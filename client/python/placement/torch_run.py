@@ -192,6 +192,8 @@ class _RunState:
         self.ready = [[] for _ in range(k)]
         self.conds = [threading.Condition(self.lock) for _ in range(k)]
         self.pending = list(program.npred)
+        self.readers = list(program.readers)
+        self.copy_keys = [[] for _ in program.nodes]
         self.remaining = len(program.nodes)
         self.error = None
         self.values = {}
@@ -240,7 +242,7 @@ class PlacedStep:
         self.output_node = next(n for n in all_nodes if n.op == "output")
         nodes = [n for n in all_nodes if n.op == "call_function"]
         index = {n: i for i, n in enumerate(nodes)}
-        self.nodes = nodes
+        self.nodes, self.index = nodes, index
         preds = [set() for _ in nodes]
 
         # Storage roots: a view or an in-place op's result shares the storage of what it aliases.
@@ -301,6 +303,12 @@ class PlacedStep:
             for p in ps:
                 self.succ[p].append(i)
         self.npred = [len(ps) for ps in preds]
+        # Data readers of each node (the step's outputs count as one): a value and its copies are
+        # dropped after its last reader, as the simulator frees an output after its last consumer.
+        self.reads = [sorted({index[q] for q in torch_export._input_nodes(n) if q in index}) for n in nodes]
+        kept = set()
+        torch.fx.node.map_arg(self.output_node.args, lambda q: kept.add(q))
+        self.readers = [len(n.users) + (1 << 30 if n in kept else 0) for n in nodes]
         self.dev = [self.device_of[n] for n in nodes]
         self.inline = [n in alias_parent and not torch_export._written_arguments(n) for n in nodes]
         self.targets = [n.target for n in nodes]
@@ -432,6 +440,8 @@ class PlacedStep:
             if copy is None:
                 copy = _copy_to(value, device)
                 values[key] = copy
+                if p in self.index:
+                    state.copy_keys[self.index[p]].append(key)
                 state.copies[d] += 1
                 state.copy_bytes[d] += _bytes(value)
             return copy
@@ -479,9 +489,14 @@ class PlacedStep:
                         for c in state.conds:
                             c.notify_all()
                     return
+                done = []
                 with lock:
                     state.remaining -= 1
                     now = clock()
+                    for q in self.reads[i]:
+                        state.readers[q] -= 1
+                        if not state.readers[q]:
+                            done.append(q)
                     for s in self.succ[i]:
                         state.pending[s] -= 1
                         if state.pending[s] == 0:
@@ -494,6 +509,10 @@ class PlacedStep:
                     if not state.remaining:
                         for c in state.conds:
                             c.notify_all()
+                for q in done:
+                    state.values.pop(self.nodes[q], None)
+                    for key in state.copy_keys[q]:
+                        state.values.pop(key, None)
                 spent = clock() - began
                 state.node_ns[i] = spent
                 state.started_at[i] = began
