@@ -22,7 +22,7 @@ right after it (the simulator sends an op's output when the op ends). A tensor r
 device than the one that made it is copied there once per consumer device (`.to(device, copy=True)`: a
 clone on CPU workers) by the consumer's worker; parameters, optimizer state and batch-norm buffers live
 on the device of their colocation group across steps. Aten ops release the GIL, so big ops on different
-workers overlap; the interpreter itself (about 20-40 us a node) does not.
+workers overlap; the interpreter itself (tens of us a node) does not.
 
 In-place ops (`relu_`, `add_`, batch-norm statistics) are ordered as in the traced program: every write
 waits for the earlier readers and writers of the same storage, every read for the earlier writer, and a
