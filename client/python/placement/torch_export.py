@@ -21,7 +21,11 @@ builds. The traced graph then becomes the request:
   the ops that compute its update (reachable from its gradient, not needed by the loss or any gradient)
   share the colocation group `param:<name>` with it, so weights and optimizer state never travel;
   the buffers of a module (batch-norm statistics) are one op `buffers:<module>` in a group of that name
-  with the ops that write them in place;
+  with the ops that write them in place (native_batch_norm too, whose 1.13 schema does not say so);
+* an in-place write gets a control edge (0 bytes) to each later reader of the storage it writes that
+  has no data edge from it, and when the old value is read again later through a view made before the
+  write, the writer shares a group (`inplace:<op>`) with the op owning what it writes: a copy written
+  on another device would not be seen by that view (placement.torch_run relies on both);
 * the step's inputs are ops `input:<i>` holding the batch;
 * `compute_ns`: a roofline estimate, launch overhead + max(FLOPs / --peak_tflops, bytes moved /
   --bandwidth_gbps) (FLOPs counted for matrix products and convolutions and their backward, one per
@@ -202,12 +206,20 @@ def _aliases_an_input(node):
     return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
 
 
+# Ops that write arguments in place without saying so in their schema (torch 1.13): in training mode
+# native_batch_norm updates running_mean and running_var (positions 3 and 4; position 5 is `training`).
+_UNANNOTATED_WRITES = {"native_batch_norm": ((3, 4), 5)}
+
+
 def _written_arguments(node):
-    """The nodes an op writes in place (its `Tensor(a!)` arguments)."""
+    """The nodes an op writes in place (its `Tensor(a!)` arguments, and the known unannotated ones)."""
     schema = getattr(node.target, "_schema", None)
     if schema is None:
         return []
     written = []
+    positions, flag = _UNANNOTATED_WRITES.get(_op_name(node), ((), None))
+    if flag is not None and len(node.args) > flag and node.args[flag] is True:
+        written.extend(node.args[i] for i in positions if isinstance(node.args[i], torch.fx.Node))
     for position, argument in enumerate(schema.arguments):
         if argument.alias_info is None or not argument.alias_info.is_write:
             continue
@@ -234,6 +246,52 @@ def _input_nodes(node):
     found = []
     torch.fx.node.map_arg((node.args, node.kwargs), lambda n: found.append(n))
     return found
+
+
+def _alias_root(node, base, root):
+    """The storage a view-like node aliases. The outputs of a multi-output op that creates tensors
+    (native_batch_norm's output, mean, invstd) are separate storages; those of a view op (split) share
+    its input's."""
+    base_root = root.get(base, base)
+    if node.target is operator.getitem and base_root is base:
+        return (base, node.args[1])
+    return base_root
+
+
+def _inplace_hazards(nodes):
+    """What in-place writes add to the data edges: (writer, reader) pairs where the reader comes later
+    and reads the written storage through any alias, and the writers whose storage is read again later
+    through an alias made before the write, each with the argument it writes (such a write must happen
+    where that argument lives: a copy written elsewhere would not be seen)."""
+    root, parent, last_writer = {}, {}, {}
+    reads_after, stay = [], set()
+    for n in nodes:
+        if n.op == "placeholder":
+            root[n] = n
+        if n.op != "call_function":
+            continue
+        inputs = _input_nodes(n)
+        if _aliases_an_input(n) and inputs:
+            root[n], parent[n] = _alias_root(n, inputs[0], root), inputs[0]
+            continue
+        written = _written_arguments(n)
+        for p in inputs:
+            writer = last_writer.get(root.get(p, p))
+            if writer is not None and writer is not n:
+                reads_after.append((writer, n))
+                alias = p
+                while alias is not None and alias is not writer:
+                    alias = parent.get(alias)
+                if alias is None:
+                    stay.add(writer)
+        schema = getattr(n.target, "_schema", None)
+        if written and schema is not None and any(r.alias_info is not None for r in schema.returns):
+            root[n], parent[n] = root.get(written[0], written[0]), written[0]
+        else:
+            root[n] = n
+        for w in written:
+            last_writer[root.get(w, w)] = n
+    return reads_after, {w: _written_arguments(w)[0] for w in stay}
 
 
 class _Recorder(torch.fx.Interpreter):
@@ -366,15 +424,31 @@ def build_request(graph_module, placeholders, flat_args, *, devices=2, device_me
             group_of[index] = f"param:{owner}"
         else:
             # An op writing a buffer in place (batch-norm statistics) runs where the buffer lives.
+            # (The buffer op itself: not any member of its group, such as the batch-norm whose
+            # output relu_ overwrites.)
             for written in _written_arguments(node):
-                group = group_of.get(producer.get(written.name), "")
-                if group.startswith("buffers:"):
-                    group_of[index] = group
+                owner = producer.get(written.name)
+                if owner is not None and ops[owner]["type"] == "buffer":
+                    group_of[index] = group_of[owner]
                     break
         for n in inputs:
             src = producer[n.name]
             if src != index:
                 edges[(src, index)] = max(edges.get((src, index), 0), read_bytes[n.name])
+
+    # In-place writes: later readers of the written storage wait for the write (a control edge where
+    # no data edge says so), and a write whose old value is read again later runs with the storage.
+    reads_after, stay = _inplace_hazards(nodes)
+    for writer, reader in reads_after:
+        src, dst = producer[writer.name], producer[reader.name]
+        if src != dst:
+            edges.setdefault((src, dst), 0)
+    for writer, written in stay.items():
+        index, owner = producer[writer.name], producer[written.name]
+        groups = {group_of[i] for i in (index, owner) if i in group_of}
+        if len(groups) <= 1:  # (two different groups cannot merge: left to the runner to refuse)
+            group = groups.pop() if groups else f"inplace:{ops[owner]['name']}"
+            group_of[owner] = group_of[index] = group
 
     for index, group in group_of.items():
         ops[index]["colocation_group"] = group
