@@ -107,7 +107,7 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
   // Re-timing: map again with the best mapping's simulated schedule as the time axis (its queueing and
   // transfers are then where the spans can see them); kept when it simulates better.
   const int32_t retiming_rounds =
-      n + model.num_edges() <= options_.retiming_max_size ? options_.retiming_rounds : 0;
+      n <= options_.refinement_max_ops ? options_.retiming_rounds : 0;
   for (int32_t round = 0; round < retiming_rounds && !context.ShouldStop(); ++round) {
     const SimResult& base = sim.Run(candidates[0]);
     const std::vector<int64_t> start_ns = base.start_ns, finish_ns = base.finish_ns;
@@ -199,7 +199,8 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
 
   // ---- Stage 3: refinement, critical-path local search on the best ----
   pardnn::RefinementOptions refinement;
-  refinement.max_simulations = PardnnRefinementBudget(options_, n, model.num_edges());
+  refinement.max_simulations =
+      n <= options_.refinement_max_ops ? PardnnRefinementBudget(options_, n, model.num_edges()) : 0;
   refinement.progress_from = 0.4;
   refinement.progress_to = 1.0;
   if (refinement.max_simulations > 0 && devices > 1 && !context.ShouldStop()) {

@@ -41,18 +41,17 @@ struct PardnnOptions {
   // Re-mappings with the best mapping's simulated schedule as the spans' time axis (each costs one
   // mapping and one simulation; stops at the first that does not improve).
   int32_t retiming_rounds = 2;
-  // ... only on graphs of at most this many ops + edges (each round costs about what the first mapping
-  // and its simulation cost; large graphs keep to the speed budget instead).
-  int64_t retiming_max_size = 60'000;
   RepairOptions repair;
   // Refinement budget in simulations: floor(refinement_scale * (1e4 / (V + E))^refinement_exponent),
-  // clamped to [0, refinement_max_simulations]. It shrinks much faster than the graph grows: ~500
-  // simulations at 6K ops (16K ops + edges), ~4 at 30K ops, none from ~50K ops on, so on large graphs
-  // pardnn costs a few simulations' time (the published code's whole run is ~50x that).
+  // clamped to [0, refinement_max_simulations]. It shrinks faster than the graph grows: ~700
+  // simulations at 6K ops (16K ops + edges), ~20 at 30K ops.
   // refinement_max_simulations = 0 turns refinement off.
   double refinement_scale = 2000.0;
-  double refinement_exponent = 3.0;
+  double refinement_exponent = 2.2;
   int64_t refinement_max_simulations = 4000;
+  // Re-timing and refinement only on graphs of at most this many ops: on larger ones pardnn keeps to a
+  // few simulations' time (slicing, mapping, memory stage), ~1/50 of the published code's whole run.
+  int64_t refinement_max_ops = 40'000;
 };
 
 std::unique_ptr<Partitioner> MakePardnnPartitioner();
