@@ -74,6 +74,9 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
   // peaks: a device that overflows gets a proportionally smaller budget in the next mapping.
   pardnn::MappingOptions mapping_options = options_.mapping;
   mapping_options.capacity_scale.assign(devices, 1.0);
+  // Large graphs get one mapping per calibration round, with the plain cost model (see below).
+  const bool large = n > options_.refinement_max_ops;
+  if (large) mapping_options.slack_aware = false;
   std::vector<Assignment> candidates;
   std::vector<Score> scores;
   int32_t best_mapping = -1;
@@ -104,10 +107,26 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
     }
     if (!changed || context.ShouldStop()) break;
   }
+  // The other transfer/queueing cost model (MappingOptions::slack_aware): slack-aware costs suit graphs
+  // whose critical path dominates, plain costs graphs where many near-critical chains share the
+  // devices (an unrolled RNN); the simulator decides which mapping goes on.
+  if (options_.try_both_cost_models && !large && !context.ShouldStop()) {
+    pardnn::MappingOptions other = mapping_options;
+    other.slack_aware = !other.slack_aware;
+    absl::StatusOr<pardnn::ClusterMapping> mapping =
+        pardnn::MapClustersToDevices(model, costs, clusters, other, context);
+    if (mapping.ok()) {
+      const Score s = ScoreOf(model, sim.Run(mapping->assignment));
+      if (s.Better(scores[0])) {
+        candidates[0] = std::move(mapping->assignment);
+        scores[0] = s;
+        mapping_options = other;
+      }
+    }
+  }
   // Re-timing: map again with the best mapping's simulated schedule as the time axis (its queueing and
   // transfers are then where the spans can see them); kept when it simulates better.
-  const int32_t retiming_rounds =
-      n <= options_.refinement_max_ops ? options_.retiming_rounds : 0;
+  const int32_t retiming_rounds = large ? 0 : options_.retiming_rounds;
   for (int32_t round = 0; round < retiming_rounds && !context.ShouldStop(); ++round) {
     const SimResult& base = sim.Run(candidates[0]);
     const std::vector<int64_t> start_ns = base.start_ns, finish_ns = base.finish_ns;
@@ -199,8 +218,7 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
 
   // ---- Stage 3: refinement, critical-path local search on the best ----
   pardnn::RefinementOptions refinement;
-  refinement.max_simulations =
-      n <= options_.refinement_max_ops ? PardnnRefinementBudget(options_, n, model.num_edges()) : 0;
+  refinement.max_simulations = large ? 0 : PardnnRefinementBudget(options_, n, model.num_edges());
   refinement.progress_from = 0.4;
   refinement.progress_to = 1.0;
   if (refinement.max_simulations > 0 && devices > 1 && !context.ShouldStop()) {

@@ -38,6 +38,9 @@ struct PardnnOptions {
   // (budget x= margin x capacity / peak on each overflowing device); the best mapping is kept.
   int32_t memory_calibration_rounds = 3;
   double calibration_margin = 0.97;
+  // Also map with the other cost model (MappingOptions::slack_aware flipped) and keep the mapping that
+  // simulates better (one more mapping and simulation).
+  bool try_both_cost_models = true;
   // Re-mappings with the best mapping's simulated schedule as the spans' time axis (each costs one
   // mapping and one simulation; stops at the first that does not improve).
   int32_t retiming_rounds = 2;
@@ -49,8 +52,9 @@ struct PardnnOptions {
   double refinement_scale = 2000.0;
   double refinement_exponent = 2.2;
   int64_t refinement_max_simulations = 4000;
-  // Re-timing and refinement only on graphs of at most this many ops: on larger ones pardnn keeps to a
-  // few simulations' time (slicing, mapping, memory stage), ~1/50 of the published code's whole run.
+  // Both cost models, re-timing and refinement only on graphs of at most this many ops: larger ones get
+  // the plain cost model, the calibration and the memory stage, a few simulations' time in all (~1/50
+  // of the published code's whole run).
   int64_t refinement_max_ops = 40'000;
 };
 
