@@ -29,6 +29,7 @@ LATENCY_US = 25          # the reference's own model (settings.json, Python v5 c
 RATE_GB_S = 130          # decimal GB/s: the reference charges bytes / (rate * 1000) us
 MEMORY_BYTES = 1 << 50   # "no memory pressure"
 REFERENCE_MEM_CAPACITY = 1 << 50
+JSON_MAX_OPS = 200000    # larger requests are written as .pb
 
 
 def log(message):
@@ -109,6 +110,22 @@ def settings_json(inputs, k):
     return {"folder": inputs, "K": k, "COMM_LATENCY": LATENCY_US, "COMM_TRANSFER_RATE": RATE_GB_S,
             "BALANCE_MEMORY": False, "REPLICATION_FACTOR": 1,
             "DEVICE_MEM_CAPACITY": REFERENCE_MEM_CAPACITY}
+
+
+def dot_op_order(path):
+    """Op names in first-appearance order of the exported DOT file, src/snk left out (the order
+    `convert --from=pardnn` gives the ops)."""
+    seen, names = set(), []
+    with open(path) as f:
+        for line in f:
+            parts = line.strip().split("->")
+            if len(parts) != 2:
+                continue
+            for name in parts:
+                if name not in ("src", "snk") and name not in seen:
+                    seen.add(name)
+                    names.append(name)
+    return names
 
 
 def read_placement_place(path, index_of, k):
@@ -283,14 +300,23 @@ def main():
             open(os.path.join(k_dir, "src", "preprocessing", "prepare_it.py"), "w").close()
             with open(os.path.join(k_dir, "settings.json"), "w") as f:
                 json.dump(settings_json(inputs, k), f, indent=1)
-            request = os.path.join(k_dir, "request.json")
+            # Protobuf JSON is slow beyond ~100K ops (bench/corpus/README.md): binary there, and the
+            # op order comes from the DOT file (the importer's order: first appearance).
+            big = ops > JSON_MAX_OPS
+            request = os.path.join(k_dir, "request.pb" if big else "request.json")
             rc, _, err, _, _ = run([offline, "convert", "--from=pardnn", "--in=" + inputs,
                                     "--cluster=" + clusters[k], "--out=" + request])
             if rc != 0:
                 row["note"].append("convert failed: " + err.strip()[-200:])
                 continue
-            with open(request) as f:
-                names = [op.get("name", "") for op in json.load(f)["graph"]["ops"]]
+            if big:
+                names = dot_op_order(os.path.join(inputs, "crn_src_sink_low.dot"))
+            else:
+                with open(request) as f:
+                    names = [op.get("name", "") for op in json.load(f)["graph"]["ops"]]
+            if len(names) != ops:
+                row["note"].append("op order: %d names for %d ops" % (len(names), ops))
+                continue
             index_of = {n: i for i, n in enumerate(names)}
 
             log("%s K=%d (%d ops): reference..." % (name, k, ops))
