@@ -397,6 +397,7 @@ def render(rows, args, work):
              "the same round-tripped request. Times: the published binary's wall and CPU time (whole "
              "run: parsing included), our `provenance.solve_ns`." % (
                  datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"),
+                 "rows of earlier runs" if args.from_rows else
                  "K=" + args.ks + (", ops %d..%s" % (args.min_ops, args.max_ops or "any")),
                  RATE_GB_S, LATENCY_US),
              "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
@@ -406,25 +407,32 @@ def render(rows, args, work):
     lines += [format_row(row) for row in rows]
     overflow = sum(1 for r in rows if r.get("overflow"))
     rows = [r for r in rows if not r.get("overflow")]
+    lines += ["", "**Summary**, leaving out the %d cases whose work overflows the reference's int sums:"
+              % overflow, ""]
+    lines.append(summary("all cases", rows))
+    lines.append(summary("graphs >= 5,000 ops", [r for r in rows if r["ops"] >= 5000]))
+    lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def summary(label, rows):
     both = [r for r in rows if ratio(r, "pardnn")]
     room = [r for r in both if r.get("lower_bound") and r["ref"] > 1.05 * r["lower_bound"]]
-    g_all, g_room = geomean([ratio(r, "pardnn") for r in both]), geomean([ratio(r, "pardnn") for r in room])
-    g_auto = geomean([ratio(r, "auto") for r in rows if ratio(r, "auto")])
+    fmt = lambda v: "%.3f" % v if v else "-"
+    g_all = geomean([ratio(r, "pardnn") for r in both])
+    g_room = geomean([ratio(r, "pardnn") for r in room])
+    g_auto = geomean([ratio(r, "auto") for r in both if ratio(r, "auto")])
     better = sum(1 for r in both if ratio(r, "pardnn") <= 0.97)
     worse = sum(1 for r in both if ratio(r, "pardnn") > 1.0)
-    failed = sum(1 for r in rows if not r.get("ref"))
+    failed = len(rows) - len(both)
     speeds = geomean([r["ref_wall"] / r["pardnn_solve"] for r in both if r.get("pardnn_solve")])
-    fmt = lambda v: "%.3f" % v if v else "-"
-    lines += ["",
-              "**Summary** (leaving out %d overflow cases): " % overflow +
-              "%d cases, reference scored in %d (%d failed/timed out). pardnn/reference "
-              "geomean **%s** (auto/reference %s); pardnn <= 0.97x the reference in **%d of %d**, "
-              "worse than the reference in %d; geomean pardnn/reference over the %d cases where the "
-              "reference is > 5 %% above the lower bound: **%s**; geomean speed (reference wall / "
-              "pardnn solve): %s x." % (len(rows), len(both), failed, fmt(g_all), fmt(g_auto), better,
-                                       len(both), worse, len(room), fmt(g_room),
-                                       "%.1f" % speeds if speeds else "-"), ""]
-    return "\n".join(lines) + "\n"
+    return ("- %s: %d cases, the reference answered %d (%d crashed, timed out or failed). "
+            "pardnn/reference geomean **%s** (auto/reference %s); pardnn <= 0.97x the reference in "
+            "**%d of %d**, worse than it in %d; geomean pardnn/reference over the %d cases where the "
+            "reference is > 5 %% above the lower bound: **%s**; geomean speed (reference wall / "
+            "pardnn solve): %s x." % (label, len(rows), len(both), failed, fmt(g_all), fmt(g_auto),
+                                     better, len(both), worse, len(room), fmt(g_room),
+                                     "%.1f" % speeds if speeds else "-"))
 
 
 if __name__ == "__main__":
