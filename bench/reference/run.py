@@ -48,6 +48,8 @@ def run(cmd, cwd=None, timeout=None, stdout=subprocess.PIPE):
     except subprocess.TimeoutExpired as expired:
         rc, out = "timeout", ""
         err = (expired.stderr or b"").decode(errors="replace")
+    except OSError as error:  # not executable, missing
+        rc, out, err = "exec failed", "", str(error)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -227,6 +229,11 @@ def main():
     parser.add_argument("--time_limit_s", type=float, default=60, help="our solver's limit per case")
     parser.add_argument("--work", default="", help="run folders (kept; default a new temp folder)")
     parser.add_argument("--out", default="", help="also write the markdown table here")
+    parser.add_argument("--reuse_reference", action="store_true",
+                        help="take the reference's answer and time from --work's earlier run where "
+                             "there is one (reruns only ours: e.g. with another --offline)")
+    parser.add_argument("--rows", default="", help="append rows as JSON lines here (default "
+                                                    "WORK/rows.jsonl)")
     parser.add_argument("--from_rows", default="",
                         help="comma-separated rows.jsonl files of earlier runs: only render the table")
     args = parser.parse_args()
@@ -239,7 +246,7 @@ def main():
         return emit(render(rows, args, ""), args.out)
 
     if not args.pardnn_src or not os.path.isdir(os.path.join(args.pardnn_src, "src")):
-        if not args.reference_binary:
+        if not args.reference_binary and not args.reuse_reference:
             print("SKIPPED: no published ParDNN sources (give --pardnn_src=DIR or PARDNN_SRC=DIR; "
                   "they are not in this repository and CI has no network)")
             return 0
@@ -257,8 +264,14 @@ def main():
     work = os.path.abspath(args.work or tempfile.mkdtemp(prefix="pardnn-reference-"))
     os.makedirs(work, exist_ok=True)
     log("run folders: " + work)
-    binary = os.path.abspath(args.reference_binary) if args.reference_binary else \
-        build_reference(args.pardnn_src, work)
+    if args.reference_binary:
+        binary = os.path.abspath(args.reference_binary)
+    elif args.pardnn_src and os.path.isdir(os.path.join(args.pardnn_src, "src")):
+        binary = build_reference(args.pardnn_src, work)
+    else:
+        binary = "/nonexistent-reference-binary"  # --reuse_reference only: a case without an earlier
+        #                                           answer is reported as failed
+
 
     clusters = {}
     for k in ks:
@@ -273,6 +286,7 @@ def main():
             continue
         case_dir = os.path.join(work, "cases", name.replace("/", "__"))
         inputs = os.path.join(case_dir, "inputs")
+        existed = os.path.isdir(case_dir)  # an earlier run's folder is never removed
         os.makedirs(case_dir, exist_ok=True)
         rc, _, err, _, _ = run([offline, "export", "--request=" + path, "--to=pardnn", "--out=" + inputs])
         if rc != 0:
@@ -285,7 +299,8 @@ def main():
         # beyond 2^31 - 1 us of total work its load arithmetic overflows (long workflows do).
         overflow = sum(durations) > 2**31 - 1
         if ops < args.min_ops or (args.max_ops and ops > args.max_ops):
-            shutil.rmtree(case_dir)
+            if not existed:
+                shutil.rmtree(case_dir)
             continue
         for k in ks:
             row = {"graph": name, "ops": ops, "K": k, "note": []}
@@ -319,15 +334,26 @@ def main():
                 continue
             index_of = {n: i for i, n in enumerate(names)}
 
-            log("%s K=%d (%d ops): reference..." % (name, k, ops))
             placement_place = os.path.join(k_dir, "placement.place")
-            if os.path.exists(placement_place):
-                os.remove(placement_place)
-            with open(os.path.join(k_dir, "reference.log"), "w") as ref_log:
-                rc, _, err, wall, cpu = run([binary], cwd=k_dir, timeout=args.timeout, stdout=ref_log)
+            ref_meta = os.path.join(k_dir, "reference.json")
+            if args.reuse_reference and os.path.exists(ref_meta):
+                # The published code is deterministic: its earlier answer (and time) stands.
+                with open(ref_meta) as f:
+                    meta = json.load(f)
+                log("%s K=%d (%d ops): reference reused" % (name, k, ops))
+            else:
+                log("%s K=%d (%d ops): reference..." % (name, k, ops))
+                if os.path.exists(placement_place):
+                    os.remove(placement_place)
+                with open(os.path.join(k_dir, "reference.log"), "w") as ref_log:
+                    rc, _, _, wall, cpu = run([binary], cwd=k_dir, timeout=args.timeout, stdout=ref_log)
+                meta = {"rc": rc, "wall": wall, "cpu": cpu, "timeout": args.timeout}
+                with open(ref_meta, "w") as f:
+                    json.dump(meta, f)
+            rc, wall, cpu = meta["rc"], meta["wall"], meta["cpu"]
             row["ref_wall"], row["ref_cpu"] = wall, cpu
             if rc == "timeout":
-                row["note"].append("reference timed out after %.0f s" % args.timeout)
+                row["note"].append("reference timed out after %.0f s" % meta["timeout"])
             elif rc != 0 or not os.path.exists(placement_place):
                 row["note"].append("reference failed (rc=%s%s)" % (
                     rc, ", signal %d" % -rc if isinstance(rc, int) and rc < 0 else ""))
@@ -357,7 +383,7 @@ def main():
                 if result["outcome"] != "FEASIBLE":
                     row["note"].append("%s %s" % (algorithm, result["outcome"]))
             log("  " + format_row(row))
-            with open(os.path.join(work, "rows.jsonl"), "a") as f:
+            with open(args.rows or os.path.join(work, "rows.jsonl"), "a") as f:
                 f.write(json.dumps(row) + "\n")
 
     return emit(render(rows, args, work), args.out)

@@ -7,7 +7,8 @@ The stand-in behaves like the published binary where the harness depends on it: 
 settings.json in its working directory, runs `python3 src/preprocessing/prepare_it.py <folder>`, reads
 the exported DOT file and writes `placement.place` ("name part"). Per K it answers (K=2, leaving one op
 out, which the harness must put on device 0 and report), crashes with SIGSEGV (K=3) or hangs past the
-time-out (K=4). Checks the skip without sources, and each of those rows.
+time-out (K=4). Checks the skip without sources, each of those rows, and a rerun of ours only
+(--reuse_reference).
 """
 
 import os
@@ -80,6 +81,15 @@ def main():
                     failures.append("K=%s row wrong: %s" % (k, rows.get(k)))
             if "three_ops" not in done.stdout or "**Summary**" not in done.stdout:
                 failures.append("table not on stdout")
+        # Rerun with only ours: the stand-in's answers come back from the run folders.
+        again = subprocess.run([sys.executable, run_py, "--offline=" + offline, "--reuse_reference",
+                                "--corpus=" + fixture, "--ks=2,3", "--time_limit_s=5",
+                                "--work=" + os.path.join(tmp, "w"), "--rows=" + os.path.join(tmp, "r")],
+                               env=env, capture_output=True, text=True)
+        reused = [line for line in again.stdout.splitlines() if line.startswith("| three_ops | 3 | 2 |")]
+        if again.returncode != 0 or not reused or reused[0].split("|")[5].strip() == "-" or \
+                "reference reused" not in again.stderr:
+            failures.append("--reuse_reference: %d %s %s" % (again.returncode, reused, again.stderr[-1000:]))
     for failure in failures:
         print("FAIL: " + failure)
     print("selftest: %s" % ("FAILED" if failures else "ok"))
