@@ -269,9 +269,13 @@ def main():
     elif args.pardnn_src and os.path.isdir(os.path.join(args.pardnn_src, "src")):
         binary = build_reference(args.pardnn_src, work)
     else:
-        binary = "/nonexistent-reference-binary"  # --reuse_reference only: a case without an earlier
-        #                                           answer is reported as failed
+        # --reuse_reference alone: a case without an earlier answer is reported as failed.
+        binary = "/nonexistent-reference-binary"
+    rows_path = args.rows or os.path.join(work, "rows.jsonl")
 
+    def save(row):
+        with open(rows_path, "a") as f:
+            f.write(json.dumps(row) + "\n")
 
     clusters = {}
     for k in ks:
@@ -323,6 +327,7 @@ def main():
                                     "--cluster=" + clusters[k], "--out=" + request])
             if rc != 0:
                 row["note"].append("convert failed: " + err.strip()[-200:])
+                save(row)
                 continue
             if big:
                 names = dot_op_order(os.path.join(inputs, "crn_src_sink_low.dot"))
@@ -331,6 +336,7 @@ def main():
                     names = [op.get("name", "") for op in json.load(f)["graph"]["ops"]]
             if len(names) != ops:
                 row["note"].append("op order: %d names for %d ops" % (len(names), ops))
+                save(row)
                 continue
             index_of = {n: i for i, n in enumerate(names)}
 
@@ -383,8 +389,7 @@ def main():
                 if result["outcome"] != "FEASIBLE":
                     row["note"].append("%s %s" % (algorithm, result["outcome"]))
             log("  " + format_row(row))
-            with open(args.rows or os.path.join(work, "rows.jsonl"), "a") as f:
-                f.write(json.dumps(row) + "\n")
+            save(row)
 
     return emit(render(rows, args, work), args.out)
 
