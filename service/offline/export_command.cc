@@ -1,11 +1,16 @@
 // `placement_offline export`: a placement in formats other tools read.
 //
 //   placement_offline export --request=FILE --placement=FILE --to=dot|csv|pardnn [--out=FILE]
+//   placement_offline export --request=FILE --to=pardnn --out=DIR
 //
 // --placement takes a Placement, a PlaceResponse or an EvaluateResponse (JSON or binary), e.g. the
 // output of `placement_offline place`. The text goes to --out (gzip-compressed when it ends in .gz) or
-// to standard output.
+// to standard output. Without --placement, --to=pardnn writes the request's graph as the ParDNN
+// reference's input folder into DIR (created if missing; see ExportParDnnInputs in exporters.h), which
+// bench/reference/ feeds to the published code.
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -24,7 +29,8 @@ namespace {
 int Usage(const std::string& message) {
   std::fprintf(stderr,
                "export: %s\nusage: placement_offline export --request=FILE --placement=FILE "
-               "--to=%s [--out=FILE]\n",
+               "--to=%s [--out=FILE]\n       placement_offline export --request=FILE --to=pardnn "
+               "--out=DIR   (the graph as ParDNN's input folder)\n",
                message.c_str(), absl::StrJoin(engine::importers::ExportFormats(), "|").c_str());
   return 2;
 }
@@ -41,6 +47,21 @@ absl::StatusOr<v1::Placement> ReadAnyPlacement(const std::string& path) {
   return placement.status();
 }
 
+// Writes the reference's input files for the request's graph into `dir`.
+int ExportParDnnFolder(const v1::PlaceRequest& request, const std::string& dir) {
+  absl::StatusOr<std::vector<engine::importers::ExportedFile>> files =
+      engine::importers::ExportParDnnInputs(request);
+  if (!files.ok()) return Fail(files.status());
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return Fail(absl::UnavailableError(dir + ": " + error.message()));
+  for (const engine::importers::ExportedFile& file : *files) {
+    absl::Status written = engine::WriteFileBytes(dir + "/" + file.name, file.text);
+    if (!written.ok()) return Fail(written);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int RunExport(const std::vector<std::string>& args) {
@@ -49,13 +70,18 @@ int RunExport(const std::vector<std::string>& args) {
   const std::string placement_path = absl::GetFlag(FLAGS_placement);
   const std::string to = absl::GetFlag(FLAGS_to);
   if (request_path.empty()) return Usage("--request is required");
-  if (placement_path.empty()) return Usage("--placement is required");
   bool known = false;
   for (const std::string& format : engine::importers::ExportFormats()) known |= format == to;
   if (!known) return Usage(to.empty() ? "--to is required" : "unknown format '" + to + "'");
+  const bool input_folder = to == "pardnn" && placement_path.empty();
+  if (input_folder && (absl::GetFlag(FLAGS_out).empty() || absl::GetFlag(FLAGS_out) == "-")) {
+    return Usage("--to=pardnn without --placement writes an input folder: --out=DIR is required");
+  }
+  if (placement_path.empty() && !input_folder) return Usage("--placement is required");
 
   absl::StatusOr<v1::PlaceRequest> request = engine::ReadMessageFile<v1::PlaceRequest>(request_path);
   if (!request.ok()) return Fail(request.status());
+  if (input_folder) return ExportParDnnFolder(*request, absl::GetFlag(FLAGS_out));
   absl::StatusOr<v1::Placement> placement = ReadAnyPlacement(placement_path);
   if (!placement.ok()) return Fail(placement.status());
   absl::StatusOr<std::string> text = engine::importers::ExportPlacement(to, *request, *placement);

@@ -5,6 +5,7 @@
 //   placement_offline compare  --request=FILE [--algorithms=a,b,...] [--format=text|json|csv|markdown]
 //   placement_offline convert  --from=FORMAT --in=PATH [--cluster=FILE] --out=FILE
 //   placement_offline export   --request=FILE --placement=FILE --to=dot|csv|pardnn
+//   placement_offline export   --request=FILE --to=pardnn --out=DIR     (ParDNN's input folder)
 //   placement_offline report   --request=FILE [--placement=FILE | --algorithm=a[,b...]] --out=FILE
 #include <cstdio>
 #include <string>
@@ -25,6 +26,7 @@ constexpr char kUsage[] =
     "  compare  --request=FILE [--algorithms=a,b,...]  table of every algorithm on one request\n"
     "  convert  --from=FORMAT --in=PATH [--cluster=FILE] --out=FILE   import a graph\n"
     "  export   --request=FILE --placement=FILE --to=dot|csv|pardnn  export a placement\n"
+    "  export   --request=FILE --to=pardnn --out=DIR  the graph as ParDNN's input folder\n"
     "  report   --request=FILE [--placement=FILE | --algorithm=a[,b...]] --out=FILE.html\n"
     "           self-contained HTML: Gantt chart, memory over time, summary, comparison\n"
     "\n"

@@ -190,6 +190,39 @@ TEST(OfflineCliTest, SummaryOnATerminalOrWhenAsked) {
   EXPECT_THAT(bad.err, HasSubstr("auto, json or summary"));
 }
 
+TEST(OfflineCliTest, ExportParDnnInputFolderRoundTripsThroughConvert) {
+  const std::string dir = TempPath("pardnn_inputs");
+  std::filesystem::remove_all(dir);
+  const RunResult usage = RunOffline("export --to=pardnn --request=" + Fixture());
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_THAT(usage.err, HasSubstr("--out=DIR"));
+  const RunResult exported = RunOffline("export --to=pardnn --request=" + Fixture() + " --out=" + dir);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(ReadAll(dir + "/crn_src_sink_low.dot"), "digraph{\na->b\na->c\nsrc->a\nb->snk\nc->snk\n}\n");
+  EXPECT_EQ(ReadAll(dir + "/nodes_average_durations_fixed.txt"), "a::1\nb::2\nc::2\n");
+  EXPECT_EQ(ReadAll(dir + "/tensors_sz_32_low.txt"), "a::4096\n");
+  // Read back with the fixture's own cluster: the same graph (c's 1.5 us rounds to 2 us).
+  const std::string cluster = TempPath("cluster.json");
+  { std::ofstream(cluster) << R"({"devices": [{"name": "gpu0", "kind": "gpu", "node": "h0",
+      "memory_bytes": 17179869184}, {"name": "gpu1", "kind": "gpu", "node": "h0",
+      "memory_bytes": 17179869184}], "intra_node": {"bandwidth_bytes_per_second": 100000000000,
+      "latency_ns": 2000}})"; }
+  const std::string back = TempPath("back.json");
+  const RunResult converted = RunOffline("convert --from=pardnn --in=" + dir + " --cluster=" +
+                                         cluster + " --out=" + back);
+  ASSERT_EQ(converted.exit_code, 0) << converted.err;
+  absl::StatusOr<v1::PlaceRequest> request = engine::ReadMessageFile<v1::PlaceRequest>(back);
+  std::filesystem::remove_all(dir);
+  std::remove(cluster.c_str());
+  std::remove(back.c_str());
+  ASSERT_TRUE(request.ok()) << request.status();
+  ASSERT_EQ(request->graph().ops_size(), 3);
+  EXPECT_EQ(request->graph().ops(2).compute_ns(), 2000);
+  ASSERT_EQ(request->graph().edges_size(), 2);
+  EXPECT_EQ(request->graph().edges(1).bytes(), 4096);
+  EXPECT_EQ(request->cluster().devices_size(), 2);
+}
+
 TEST(OfflineCliTest, ReportWritesOneHtmlFilePerRequest) {
   const std::string html_path = TempPath("report.html");
   const RunResult several = RunOffline("report --algorithm=pardnn,round_robin --request=" + Fixture() +
