@@ -522,5 +522,40 @@ TEST(ShutdownTest, CallsStillWaitingAtTheEndOfTheGraceGetUnavailableWithARetryHi
   EXPECT_THAT((*server)->Log(), HasSubstr("status=UNAVAILABLE"));
 }
 
+TEST(ShutdownTest, PlacementctlWaitSaysTheServerIsShuttingDown) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
+      {"--testing_algorithms", "--shutdown_grace=300ms", "--shutdown_drain_delay=1s"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::string name;
+  {
+    PlacementClient client(Options(**server));
+    absl::StatusOr<v1::Operation> op = client.Submit(SlowRequest(FreshSeed(), absl::Minutes(2)));
+    ASSERT_TRUE(op.ok()) << op.status();
+    name = op->name();
+  }
+  CommandResult waited;
+  std::thread waiter([&] {
+    waited = RunCommand({PlacementctlBinary(), "--server=" + (*server)->address(),
+                         "--progress=never", "--retries=0", "wait", name});
+  });
+  // placementctl is connected and watching well before the drain (1 s after SIGTERM) ends it.
+  absl::SleepFor(absl::Milliseconds(300));
+  (*server)->Signal(SIGTERM);
+  waiter.join();
+  EXPECT_EQ(waited.exit_status, 1) << waited.err;
+  EXPECT_THAT(waited.err, HasSubstr("UNAVAILABLE: the server is shutting down"));
+  EXPECT_THAT(waited.err, Not(HasSubstr("CANCELLED: CANCELLED")));
+  EXPECT_THAT(waited.err, Not(HasSubstr("elsewhere")));
+  EXPECT_EQ((*server)->WaitForExit(absl::Seconds(30)).value_or(-1), 0);
+}
+
+TEST(PlacementctlTest, NothingListeningIsSaidSo) {
+  const int port = testutil::PickFreePort();
+  CommandResult result = RunCommand({PlacementctlBinary(), absl::StrCat("--server=127.0.0.1:", port),
+                                     "--connect_timeout=300ms", "algorithms"});
+  EXPECT_EQ(result.exit_status, 2);
+  EXPECT_THAT(result.err, HasSubstr("nothing accepts connections"));
+}
+
 }  // namespace
 }  // namespace placement::e2e
