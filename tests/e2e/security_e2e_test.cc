@@ -281,8 +281,9 @@ TEST_F(TlsE2ETest, AnExpiredCertificateIsAFailedStartNamingItsDates) {
                 .exit_status,
             0);
   CommandResult result =
-      RunCommand({ServerBinary(), "--tls_cert=" + expired, "--tls_key=" + pki_->server_key,
-                  "--port=0", "--metrics_port=-1"});
+      RunCommand({"/usr/bin/timeout", "10", ServerBinary(), "--tls_cert=" + expired,
+                  "--tls_key=" + pki_->server_key, "--host=127.0.0.1", "--port=0",
+                  "--metrics_port=-1"});
   EXPECT_EQ(result.exit_status, 1);
   EXPECT_THAT(result.err, HasSubstr("has expired (valid from "));
   EXPECT_THAT(result.err, Not(HasSubstr("listening on")));

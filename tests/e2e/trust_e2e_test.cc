@@ -245,11 +245,13 @@ TEST(PortTest, ASecondServerOnATakenPortFailsToStart) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> first = ServerProcess::Start({});
   ASSERT_TRUE(first.ok()) << first.status();
   const std::string port = absl::StrCat((*first)->port());
-  CommandResult second = RunCommand({ServerBinary(), "--insecure", "--host=127.0.0.1",
-                                     "--port=" + port, "--metrics_port=-1"});
-  EXPECT_EQ(second.exit_status, 1);
-  EXPECT_THAT(second.err, HasSubstr("cannot listen on 127.0.0.1:" + port));
-  EXPECT_THAT(second.err, HasSubstr("taken"));
+  // (The last --port wins over ServerProcess's --port=0.) Started = the bug: both would share the port.
+  absl::StatusOr<std::unique_ptr<ServerProcess>> second =
+      ServerProcess::Start({"--port=" + port}, absl::Seconds(20));
+  ASSERT_FALSE(second.ok()) << "a second server started on the taken port " << port;
+  EXPECT_THAT(std::string(second.status().message()),
+              HasSubstr("cannot listen on 127.0.0.1:" + port));
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("taken"));
   StopServer(**first);
 }
 
@@ -273,15 +275,18 @@ TEST(FlagsTest, EveryOutOfRangeFlagIsAFailedStartNamingIt) {
       "--tenant_rate_qps=nan",  "--max_message_bytes=10",
   };
   for (const std::string& flag : bad) {
-    CommandResult result =
-        RunCommand({ServerBinary(), "--insecure", "--host=127.0.0.1", "--metrics_port=-1", flag});
+    // (Bounded: a server that accepts the flag would otherwise run until killed.)
+    CommandResult result = RunCommand({"/usr/bin/timeout", "10", ServerBinary(), "--insecure",
+                                       "--host=127.0.0.1", "--port=0", "--metrics_port=-1", flag});
     EXPECT_EQ(result.exit_status, 1) << flag << ": " << result.err;
     const std::string name = flag.substr(0, flag.find('='));
     EXPECT_THAT(result.err, HasSubstr(name)) << flag;
     EXPECT_THAT(result.err, Not(HasSubstr("listening on"))) << flag;
   }
-  CommandResult contradictory = RunCommand({ServerBinary(), "--insecure", "--metrics_port=-1",
-                                            "--default_time_limit=5m", "--max_time_limit=1m"});
+  CommandResult contradictory =
+      RunCommand({"/usr/bin/timeout", "10", ServerBinary(), "--insecure", "--host=127.0.0.1",
+                  "--port=0", "--metrics_port=-1", "--default_time_limit=5m",
+                  "--max_time_limit=1m"});
   EXPECT_EQ(contradictory.exit_status, 1);
   EXPECT_THAT(contradictory.err, HasSubstr("--default_time_limit=5m"));
 }
