@@ -181,10 +181,10 @@ jobs::JobWork PlacementCore::MakeSolveWork(std::shared_ptr<const PreparedRequest
     };
     // The budget this run really has: the time limit, or less when a caller's deadline is nearer.
     // (The job's deadline is min(start + time limit, the callers' deadlines), taken just before this
-    // runs: within a few ms of the time limit, it is the time limit.)
+    // runs: within a few tens of ms of the time limit, it is the time limit.)
     absl::Duration budget = prepared->time_limit;
     const absl::Duration left = context.deadline() - clock->Now();
-    if (left < budget - absl::Milliseconds(10)) budget = left;
+    if (left < budget - absl::Milliseconds(50)) budget = left;
     absl::StatusOr<v1::Placement> placement =
         prepared->algorithm->Solve(*prepared->model, prepared->options, solve);
     if (!placement.ok()) return placement.status();
