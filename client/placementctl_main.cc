@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -291,6 +292,15 @@ std::optional<bool> TcpReachable(std::string target, absl::Duration timeout) {
   return reachable;
 }
 
+// Exits at once after a failed connection. gRPC's threads may still be in the middle of a (failed) TLS
+// handshake; running static destructors under them crashed placementctl now and then (SIGSEGV after
+// the message was printed), so the process ends without them.
+[[noreturn]] void ExitAfterConnectFailure(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(code);
+}
+
 // "cannot connect" with what can be told from here: nothing listens, or something does but the
 // gRPC handshake fails — then almost always TLS: plaintext against a TLS server (or the reverse),
 // or a server certificate the client does not trust.
@@ -323,7 +333,7 @@ int RunHealth(PlacementClient& client, const placement::client::ClientOptions& o
   if (absl::Status connected = client.WaitForConnected(absl::GetFlag(FLAGS_connect_timeout));
       !connected.ok()) {
     std::fprintf(stderr, "%s\n", ConnectFailure(options, connected).c_str());
-    return 2;
+    ExitAfterConnectFailure(2);
   }
   absl::StatusOr<placement::client::ServingStatus> status =
       client.CheckHealth(absl::GetFlag(FLAGS_service), absl::GetFlag(FLAGS_connect_timeout));
@@ -373,7 +383,7 @@ int main(int argc, char** argv) {
   if (absl::Status connected = client.WaitForConnected(absl::GetFlag(FLAGS_connect_timeout));
       !connected.ok()) {
     std::fprintf(stderr, "%s\n", ConnectFailure(options, connected).c_str());
-    return kExitConnect;
+    ExitAfterConnectFailure(kExitConnect);
   }
 
   if (verb == "place") return RunPlace(client);
