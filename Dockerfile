@@ -2,6 +2,7 @@
 # Build stage: Debian 12 with the -dev packages; runtime stage: bookworm-slim with the matching runtime
 # libraries only, running as a fixed non-root user.
 #   docker build -t placement-server .        (deploy/README.md: compose stack and Kubernetes)
+#   podman build --format docker -t placement-server .   (OCI format drops HEALTHCHECK)
 FROM debian:bookworm AS build
 COPY deploy/debian-packages.txt /tmp/debian-packages.txt
 # Build packages only: the list up to its "test-only" marker.
@@ -35,10 +36,19 @@ LABEL org.opencontainers.image.title="placement-server" \
 USER 10001:10001
 EXPOSE 50051 9464
 STOPSIGNAL SIGTERM
+# placementctl waits --connect_timeout (5 s by default) for a connection before the health call's own
+# --timeout starts: both must fit in the HEALTHCHECK's --timeout, or a hung server is killed by the
+# runtime's timeout instead of reported by the probe (tests/deploy/runtime_packages_test.py checks it).
+# Podman keeps HEALTHCHECK only in Docker-format images: `podman build --format docker`.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s \
-  CMD ["/usr/local/bin/placementctl", "--server=127.0.0.1:50051", "--timeout=2s", "health"]
+  CMD ["/usr/local/bin/placementctl", "--server=127.0.0.1:50051", "--connect_timeout=1s", \
+       "--timeout=1s", "health"]
 ENTRYPOINT ["/usr/local/bin/placement_server"]
 # Plaintext unless overridden: the server refuses to start without TLS files or an explicit
 # --insecure. In production replace these arguments with --tls_cert/--tls_key (+ --tls_client_ca,
 # --auth_tokens) from mounted secrets.
-CMD ["--port=50051", "--metrics_port=9464", "--insecure"]
+# --shutdown_grace=8s: `docker stop` / `podman stop` send SIGKILL after 10 s; the grace (plus 0.5 s in
+# which the server answers the calls still waiting UNAVAILABLE) must end before that, or a stop with a
+# call in flight ends in SIGKILL (exit 137). With a longer grace, stop with `--time`/`--stop-timeout`
+# (compose: stop_grace_period; Kubernetes: terminationGracePeriodSeconds) above grace + drain delay.
+CMD ["--port=50051", "--metrics_port=9464", "--insecure", "--shutdown_grace=8s"]

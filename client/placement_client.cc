@@ -11,6 +11,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -352,6 +353,11 @@ absl::StatusOr<v1::Operation> PlacementClient::WaitUntilDone(
       watched.status().code() != absl::StatusCode::kUnknown) {
     return watched;  // NOT_FOUND, DEADLINE_EXCEEDED, ...
   }
+  // The server ended the stream because it is shutting down: its operations end with it, so
+  // polling it would only spin until it is gone. Its message says what to do.
+  if (!watched.ok() && absl::StrContains(watched.status().message(), "shutting down")) {
+    return watched;
+  }
   // The stream broke (e.g. the connection was reset): fall back to long polls.
   while (true) {
     const absl::Duration left = deadline - absl::Now();
@@ -360,6 +366,13 @@ absl::StatusOr<v1::Operation> PlacementClient::WaitUntilDone(
           absl::StrCat("operation ", name, " was not done before the deadline"));
     }
     absl::StatusOr<v1::Operation> op = WaitOperation(name, std::min(left, absl::Seconds(30)));
+    if (!op.ok() && op.status().code() == absl::StatusCode::kCancelled) {
+      // This client never cancels the wait: the server (or the connection) ended it.
+      return absl::UnavailableError(absl::StrCat(
+          "the server ended the wait for ", name,
+          " (it is shutting down or the connection broke); operations do not survive a server "
+          "restart: submit the request again (the same request_id) once a server is back"));
+    }
     if (!op.ok()) return op;
     if (on_update) on_update(*op);
     if (op->done()) return op;

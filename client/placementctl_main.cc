@@ -12,11 +12,16 @@
 // wait and evaluate print a short summary instead when stdout is a terminal (or with
 // --format=summary; --format=json forces JSON). Errors go to stderr as "CODE: message" (plus one line
 // per field violation). See kUsage for the exit codes.
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +29,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -301,12 +307,79 @@ int RunEvaluate(PlacementClient& client) {
   return EmitAnswer(*response, response->placement(), &request, &response->violations());
 }
 
-int RunHealth(PlacementClient& client) {
+// True when a TCP connection to `target` ("host:port", "dns:///host:port", "[v6]:port") opens within
+// `timeout`; nullopt for targets that are not a host and port (unix sockets, other schemes).
+std::optional<bool> TcpReachable(std::string target, absl::Duration timeout) {
+  if (absl::StartsWith(target, "dns:///")) target = target.substr(7);
+  if (absl::StrContains(target, ":/") || absl::StartsWith(target, "unix:")) return std::nullopt;
+  const size_t colon = target.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  std::string host = target.substr(0, colon);
+  const std::string port = target.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0) return false;
+  bool reachable = false;
+  for (addrinfo* a = found; a != nullptr && !reachable; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    timeval tv{.tv_sec = static_cast<time_t>(absl::ToInt64Seconds(timeout)),
+               .tv_usec = static_cast<suseconds_t>(
+                   absl::ToInt64Microseconds(timeout) % 1'000'000)};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));  // bounds connect() on Linux
+    reachable = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return reachable;
+}
+
+// Exits at once after a failed connection. gRPC's threads may still be in the middle of a (failed) TLS
+// handshake; running static destructors under them crashed placementctl now and then (SIGSEGV after
+// the message was printed), so the process ends without them.
+[[noreturn]] void ExitAfterConnectFailure(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(code);
+}
+
+// "cannot connect" with what can be told from here: nothing listens, or something does but the
+// gRPC handshake fails — then almost always TLS: plaintext against a TLS server (or the reverse),
+// or a server certificate the client does not trust.
+std::string ConnectFailure(const placement::client::ClientOptions& options,
+                           const absl::Status& status) {
+  std::string line = StatusLine(status);
+  const std::optional<bool> reachable = TcpReachable(options.target, absl::Seconds(1));
+  if (!reachable.has_value()) return line;
+  if (!*reachable) {
+    return absl::StrCat(line, "\n  nothing accepts connections at ", options.target,
+                        " (refused or unreachable): is the server running, and is this its "
+                        "address and --port?");
+  }
+  if (options.tls.enabled) {
+    return absl::StrCat(
+        line, "\n  ", options.target,
+        " accepts connections but the TLS handshake failed: a TLS or certificate problem. "
+        "Either the server's certificate is not trusted (signed by another CA than --tls_ca, "
+        "issued for another name: --tls_server_name, expired), the server requires a client "
+        "certificate (--tls_cert/--tls_key), or the server speaks plaintext (drop --tls/--tls_ca)");
+  }
+  return absl::StrCat(
+      line, "\n  ", options.target,
+      " accepts connections but does not answer plaintext gRPC: a TLS problem — the server "
+      "probably requires TLS (add --tls_ca=CA.pem, or --tls for a publicly trusted certificate)");
+}
+
+int RunHealth(PlacementClient& client, const placement::client::ClientOptions& options) {
   // Exit codes of grpc_health_probe.
-  if (!client.WaitForConnected(absl::GetFlag(FLAGS_connect_timeout)).ok()) {
-    std::fprintf(stderr, "UNAVAILABLE: cannot connect to %s\n",
-                 absl::GetFlag(FLAGS_server).c_str());
-    return 2;
+  if (absl::Status connected = client.WaitForConnected(absl::GetFlag(FLAGS_connect_timeout));
+      !connected.ok()) {
+    std::fprintf(stderr, "%s\n", ConnectFailure(options, connected).c_str());
+    ExitAfterConnectFailure(2);
   }
   absl::StatusOr<placement::client::ServingStatus> status =
       client.CheckHealth(absl::GetFlag(FLAGS_service), absl::GetFlag(FLAGS_connect_timeout));
@@ -349,7 +422,7 @@ int main(int argc, char** argv) {
   }
   PlacementClient client(options);
 
-  if (verb == "health") return RunHealth(client);
+  if (verb == "health") return RunHealth(client, options);
   static const char* const kVerbs[] = {"place", "submit",   "wait",      "get",
                                        "cancel", "evaluate", "algorithms"};
   if (std::find(std::begin(kVerbs), std::end(kVerbs), verb) == std::end(kVerbs)) {
@@ -360,8 +433,8 @@ int main(int argc, char** argv) {
   }
   if (absl::Status connected = client.WaitForConnected(absl::GetFlag(FLAGS_connect_timeout));
       !connected.ok()) {
-    std::fprintf(stderr, "%s\n", StatusLine(connected).c_str());
-    return kExitConnect;
+    std::fprintf(stderr, "%s\n", ConnectFailure(options, connected).c_str());
+    ExitAfterConnectFailure(kExitConnect);
   }
 
   if (verb == "place") return RunPlace(client);

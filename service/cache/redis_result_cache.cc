@@ -1,5 +1,7 @@
 #include "service/cache/redis_result_cache.h"
 
+#include <cstdio>
+
 #include <sys/time.h>
 
 #include <algorithm>
@@ -202,13 +204,23 @@ CachedPlacement RedisResultCache::Lookup(absl::string_view request_digest) {
   }
   absl::StatusOr<CachedPlacement> decoded =
       DecodeValue(absl::string_view(reply->str, reply->len));
-  absl::MutexLock lock(&mu_);
   if (!decoded.ok()) {
     // Written by an incompatible build or corrupted: a miss; the fresh result will overwrite it.
+    // Logged once per process (a poisoned Redis must not flood the log); counted in decode_errors.
+    if (!decode_error_logged_.exchange(true)) {
+      const std::string line = absl::StrCat(
+          absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()),
+          " redis: ignoring an undecodable value (", decoded.status().message(),
+          "); treated as a miss and overwritten (logged once; counted in "
+          "placement_redis_errors_total{op=\"decode\"})\n");
+      std::fwrite(line.data(), 1, line.size(), stderr);
+    }
+    absl::MutexLock lock(&mu_);
     ++stats_.decode_errors;
     ++stats_.lookup_errors;
     return nullptr;
   }
+  absl::MutexLock lock(&mu_);
   ++stats_.hits;
   return *std::move(decoded);
 }

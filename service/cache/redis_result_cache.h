@@ -25,6 +25,7 @@
 #ifndef PLACEMENT_SERVICE_CACHE_REDIS_RESULT_CACHE_H_
 #define PLACEMENT_SERVICE_CACHE_REDIS_RESULT_CACHE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -141,6 +142,7 @@ class RedisResultCache : public ResultCache {
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   RedisCacheStats stats_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> decode_error_logged_{false};
   std::thread writer_;
 };
 

@@ -26,6 +26,10 @@ CachedPlacement TieredResultCache::Lookup(absl::string_view request_digest) {
 void TieredResultCache::Insert(absl::string_view request_digest, CachedPlacement placement) {
   if (placement == nullptr) return;
   local_->Insert(request_digest, placement);
+  // A result the time limit cut short is not final: other replicas' callers (any tenant, any time
+  // limit) must not get it as if it were. It stays in this process's tier, where the core serves it
+  // only to callers with no larger time limit.
+  if (placement->provenance().time_limited()) return;
   shared_->Insert(request_digest, std::move(placement));
 }
 

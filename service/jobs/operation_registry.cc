@@ -208,12 +208,12 @@ OperationRegistry::OperationRegistry(OperationRegistryOptions options, JobManage
 
 OperationRegistry::~OperationRegistry() = default;
 
-void OperationRegistry::ExpireLocked(absl::Time now) {
-  while (!index_->expiry.empty() && index_->expiry.front().first <= now) {
+bool OperationRegistry::DropOldestFinishedLocked() {
+  while (!index_->expiry.empty()) {
     const std::string name = std::move(index_->expiry.front().second);
     index_->expiry.pop_front();
     auto it = index_->by_name.find(name);
-    if (it == index_->by_name.end()) continue;
+    if (it == index_->by_name.end()) continue;  // dropped already
     const std::shared_ptr<Operation>& op = it->second;
     if (!op->request_id().empty()) {
       auto by_id = index_->by_request_id.find(RequestIdKey(op->tenant(), op->request_id()));
@@ -222,6 +222,15 @@ void OperationRegistry::ExpireLocked(absl::Time now) {
       }
     }
     index_->by_name.erase(it);
+    return true;
+  }
+  return false;
+}
+
+void OperationRegistry::ExpireLocked(absl::Time now) {
+  // `expiry` is in the order operations finished, and every one gets the same TTL.
+  while (!index_->expiry.empty() && index_->expiry.front().first <= now) {
+    DropOldestFinishedLocked();
   }
 }
 
@@ -249,10 +258,17 @@ absl::StatusOr<std::shared_ptr<Operation>> OperationRegistry::Insert(std::shared
       }
     }
   }
+  // Full: finished operations make room (oldest first) before anyone is refused, so that the table
+  // never fills with results nobody can get any more. Only when every kept operation is still
+  // running is a new one refused; the retry hint is then true as soon as one of them finishes.
+  while (index_->by_name.size() >= options_.max_operations && DropOldestFinishedLocked()) {
+    ++evicted_early_;
+  }
   if (index_->by_name.size() >= options_.max_operations) {
     return WithRetryDelay(
-        absl::UnavailableError(absl::StrCat("too many operations are kept (",
-                                            index_->by_name.size(), "); retry later")),
+        absl::UnavailableError(absl::StrCat(
+            "too many operations are running (", index_->by_name.size(),
+            ", the limit of --max_operations); retry once one has finished")),
         options_.retry_delay);
   }
   if (!op->request_id().empty()) {
@@ -293,8 +309,11 @@ absl::StatusOr<std::shared_ptr<Operation>> OperationRegistry::Find(const std::st
   ExpireLocked(clock_->Now());
   auto it = index_->by_name.find(name);
   if (it == index_->by_name.end() || it->second->tenant() != tenant) {
-    return absl::NotFoundError(absl::StrCat("name: no operation \"", name,
-                                            "\" (unknown, or expired after finishing)"));
+    // The name comes from the caller: echo at most a prefix of it.
+    constexpr size_t kEcho = 64;
+    return absl::NotFoundError(absl::StrCat(
+        "name: no operation \"", absl::CHexEscape(absl::string_view(name).substr(0, kEcho)),
+        name.size() > kEcho ? "...\"" : "\"", " (unknown, or expired after finishing)"));
   }
   return it->second;
 }
@@ -316,6 +335,11 @@ absl::StatusOr<std::shared_ptr<Operation>> OperationRegistry::Cancel(const std::
   if (!op.ok()) return op;
   (*op)->Cancel(absl::CancelledError("the operation was cancelled"));
   return op;
+}
+
+int64_t OperationRegistry::evicted_early() {
+  absl::MutexLock lock(&index_->mu);
+  return evicted_early_;
 }
 
 size_t OperationRegistry::size() {

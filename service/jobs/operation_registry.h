@@ -128,7 +128,8 @@ class Operation : public std::enable_shared_from_this<Operation> {
 struct OperationRegistryOptions {
   // How long a finished operation stays visible.
   absl::Duration ttl_after_done = absl::Minutes(15);
-  // Operations kept at once (pending + finished but not expired). One more → UNAVAILABLE.
+  // Operations kept at once (pending + finished but not expired). When full, finished operations are
+  // dropped early (oldest first); only when all are pending is one more refused with UNAVAILABLE.
   size_t max_operations = 100'000;
   // Null = Clock::Real().
   const Clock* clock = nullptr;
@@ -179,6 +180,8 @@ class OperationRegistry {
 
   // Operations kept (after dropping expired ones).
   size_t size() ABSL_LOCKS_EXCLUDED(index_->mu);
+  // Finished operations dropped before their TTL to make room for new ones.
+  int64_t evicted_early() ABSL_LOCKS_EXCLUDED(index_->mu);
 
  private:
   // Makes `op` visible, or returns the live operation with the same request_id (then *inserted is false).
@@ -186,11 +189,14 @@ class OperationRegistry {
       ABSL_LOCKS_EXCLUDED(index_->mu);
   std::shared_ptr<Operation> NewOperation(OperationSpec spec);
   void ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(index_->mu);
+  // Forgets the finished operation that finished first; false when none is kept.
+  bool DropOldestFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(index_->mu);
 
   const OperationRegistryOptions options_;
   const Clock* const clock_;
   JobManager* const jobs_;
   const std::shared_ptr<OperationIndex> index_;
+  int64_t evicted_early_ = 0;  // guarded by index_->mu
 };
 
 // "operations/" + 32 lower-case hex digits from the OS's cryptographic random source.

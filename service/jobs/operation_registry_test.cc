@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -14,6 +15,7 @@ namespace placement::jobs {
 namespace {
 
 using ::testing::MatchesRegex;
+using ::testing::HasSubstr;
 
 PlacementPtr MakePlacement(int32_t device) {
   auto placement = std::make_shared<v1::Placement>();
@@ -237,16 +239,52 @@ TEST_F(OperationRegistryTest, RequestIdMakesSubmissionIdempotent) {
   AwaitJob(job);
 }
 
-TEST_F(OperationRegistryTest, TooManyOperationsIsUnavailable) {
+// Issue 14: a full table used to refuse with "retry in 1 s" while it held finished operations for
+// their whole TTL, so the retry could not succeed. Finished operations now make room, oldest first.
+TEST_F(OperationRegistryTest, AFullTableDropsTheOldestFinishedOperation) {
+  std::vector<std::string> names;
   for (int i = 0; i < 8; ++i) {
-    ASSERT_TRUE(registry_.AddDone(OpSpec("d"), MakePlacement(1), v1::HIT).ok());
+    absl::StatusOr<std::shared_ptr<Operation>> op =
+        registry_.AddDone(OpSpec("d"), MakePlacement(1), v1::HIT);
+    ASSERT_TRUE(op.ok());
+    names.push_back((*op)->name());
+    clock_.Advance(absl::Seconds(1));
+  }
+  absl::StatusOr<std::shared_ptr<Operation>> ninth =
+      registry_.AddDone(OpSpec("d"), MakePlacement(1), v1::HIT);
+  ASSERT_TRUE(ninth.ok()) << ninth.status();
+  EXPECT_EQ(registry_.Find(names[0], "").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(registry_.Find(names[1], "").ok());
+  EXPECT_EQ(registry_.size(), 8u);
+  EXPECT_EQ(registry_.evicted_early(), 1);
+}
+
+TEST_F(OperationRegistryTest, AFullTableOfRunningOperationsIsUnavailableUntilOneFinishes) {
+  absl::Notification release;
+  auto work = [&release](const JobContext& context) -> absl::StatusOr<PlacementPtr> {
+    while (!release.WaitForNotificationWithTimeout(absl::Milliseconds(1))) {
+      if (context.cancelled()) return absl::CancelledError("saw the flag");
+    }
+    return MakePlacement(1);
+  };
+  std::vector<std::shared_ptr<Operation>> pending;
+  for (int i = 0; i < 8; ++i) {
+    absl::StatusOr<Admission> admitted = jobs_.Acquire(Spec(absl::StrCat("d", i), work));
+    ASSERT_TRUE(admitted.ok());
+    absl::StatusOr<std::shared_ptr<Operation>> op =
+        registry_.AddPending(OpSpec(absl::StrCat("d", i)), *std::move(admitted));
+    ASSERT_TRUE(op.ok());
+    pending.push_back(*op);
   }
   absl::StatusOr<std::shared_ptr<Operation>> rejected =
       registry_.AddDone(OpSpec("d"), MakePlacement(1), v1::HIT);
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(rejected.status().message()), HasSubstr("retry once one has finished"));
   EXPECT_TRUE(RetryDelayOf(rejected.status()).has_value());
-  clock_.Advance(absl::Minutes(16));  // all expired
+  release.Notify();
+  AwaitDone(pending[0]);
   EXPECT_TRUE(registry_.AddDone(OpSpec("d"), MakePlacement(1), v1::HIT).ok());
+  for (const auto& op : pending) AwaitDone(op);
 }
 
 TEST_F(OperationRegistryTest, ListenersHearProgressAndCompletion) {

@@ -192,6 +192,20 @@ absl::Status TokenAuthenticator::LoadLocked(bool force) {
   // Remembered even when parsing fails, so a broken file is reported once, not on every poll.
   loaded_identity_ = identity;
   absl::StatusOr<TokenTable> table = ParseTokenFile(text);
+  if (table.ok() && loaded_once_) {
+    // A reload that would lock everyone out, or a file caught while it is being written (its last
+    // line may be cut: "TOKEN te" would load the tenant "te"), is not applied; once the writer is
+    // done the file changes again and is reloaded.
+    if (table->tenant_by_token_sha256.empty()) {
+      table = absl::InvalidArgumentError(
+          "the file holds no tokens (emptied, or being written?); an empty file would refuse every "
+          "caller");
+    } else if (!text.empty() && text.back() != '\n') {
+      table = absl::InvalidArgumentError(
+          "the file does not end with a newline: it is probably being written (write it to a "
+          "temporary file and rename it into place)");
+    }
+  }
   if (!table.ok()) {
     LogLine(absl::StrCat("auth tokens: ", options_.path, " not loaded, ",
                          loaded_once_ ? "keeping the previous tokens: " : "",

@@ -8,6 +8,7 @@
 #include "service/cache/canonical_order.h"
 #include "service/engine/solve/solve.h"
 #include "service/jobs/status_payloads.h"
+#include "service/server/request_log.h"
 #include "service/server/status_proto.h"
 
 namespace placement::server {
@@ -28,6 +29,22 @@ absl::Status InvalidRequest(const std::vector<std::pair<std::string, std::string
                                    violations);
 }
 
+// Why the cached `placement` cannot answer a request (digest, ops, devices, time limit), or null.
+// Nothing here trusts the value: it may come from the shared tier, written by anyone.
+const char* Mismatch(const v1::Placement& placement, absl::string_view request_digest,
+                     size_t num_ops, int num_devices, absl::Duration time_limit) {
+  if (placement.provenance().request_digest() != request_digest) return "digest";
+  if (static_cast<size_t>(placement.device_size()) != num_ops) return "ops";
+  for (int32_t device : placement.device()) {
+    if (device < 0 || device >= num_devices) return "device";
+  }
+  if (placement.provenance().time_limited() &&
+      placement.provenance().time_limit_ns() < absl::ToInt64Nanoseconds(time_limit)) {
+    return "time_limited";
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 int64_t EstimateJobMemoryBytes(int64_t num_ops, int64_t num_edges, int64_t num_devices) {
@@ -46,6 +63,37 @@ PlacementCore::PlacementCore(PlacementCoreOptions options, const AlgorithmCatalo
       metrics_(metrics),
       fingerprints_({.max_bytes = options_.fingerprint_bytes}) {}
 
+absl::Duration PlacementCore::TimeLimitOf(const v1::PlacementOptions& options) const {
+  absl::Duration limit = options_.default_time_limit;
+  if (options.has_time_limit()) {
+    const absl::Duration asked = FromProto(options.time_limit());
+    if (asked > absl::ZeroDuration()) limit = asked;
+  }
+  return std::min(limit, options_.max_time_limit);
+}
+
+cache::CachedPlacement PlacementCore::LookupFor(const std::string& request_digest, size_t num_ops,
+                                                int num_devices, absl::Duration time_limit) {
+  cache::CachedPlacement hit = cache_->Lookup(request_digest);
+  if (hit == nullptr) return nullptr;
+  const char* reason = Mismatch(*hit, request_digest, num_ops, num_devices, time_limit);
+  if (reason == nullptr) return hit;
+  if (metrics_ != nullptr) metrics_->RecordCacheRejected(reason);
+  // Once per reason and process: a poisoned shared tier must not flood the log.
+  static constexpr const char* kReasons[] = {"digest", "ops", "device", "time_limited"};
+  for (uint32_t i = 0; i < 4; ++i) {
+    if (absl::string_view(kReasons[i]) != reason) continue;
+    if ((logged_rejections_.fetch_or(1u << i) & (1u << i)) == 0 && reason != kReasons[3]) {
+      LogLine(absl::StrCat("cache: ignoring a stored result for digest=",
+                           absl::string_view(request_digest).substr(0, 12),
+                           " that does not match its request (", reason,
+                           "); recomputing and overwriting it (logged once per reason; counted "
+                           "in placement_cache_rejected_total)"));
+    }
+  }
+  return nullptr;
+}
+
 bool PlacementCore::TryRepeatHit(const v1::PlaceRequest& request, std::string* fingerprint,
                                  std::string* request_digest, v1::PlaceResponse* out) {
   fingerprint->clear();
@@ -53,8 +101,11 @@ bool PlacementCore::TryRepeatHit(const v1::PlaceRequest& request, std::string* f
   *fingerprint = RequestFingerprints::Of(request);
   std::optional<RequestFingerprints::Known> known = fingerprints_.Find(*fingerprint);
   if (!known.has_value()) return false;
-  cache::CachedPlacement hit = cache_->Lookup(known->request_digest);
-  if (hit == nullptr) return false;  // evicted: take the full path (which re-fills the cache)
+  cache::CachedPlacement hit =
+      LookupFor(known->request_digest, known->request_index->size(),
+                request.cluster().devices_size(), TimeLimitOf(request.options()));
+  // Evicted or unfit: take the full path (which re-fills the cache).
+  if (hit == nullptr) return false;
   CountLookup(v1::HIT);
   *request_digest = known->request_digest;
   v1::Placement* placement = out->mutable_placement();
@@ -109,12 +160,7 @@ absl::StatusOr<std::shared_ptr<const PreparedRequest>> PlacementCore::Prepare(
   prepared->estimated_memory_bytes = EstimateJobMemoryBytes(
       shared_model->num_ops(), shared_model->num_edges(), shared_model->num_devices());
   prepared->model = std::move(shared_model);
-  absl::Duration limit = options_.default_time_limit;
-  if (request.options().has_time_limit()) {
-    const absl::Duration asked = FromProto(request.options().time_limit());
-    if (asked > absl::ZeroDuration()) limit = asked;
-  }
-  prepared->time_limit = std::min(limit, options_.max_time_limit);
+  prepared->time_limit = TimeLimitOf(request.options());
   return prepared;
 }
 
@@ -133,9 +179,17 @@ jobs::JobWork PlacementCore::MakeSolveWork(std::shared_ptr<const PreparedRequest
       context.ReportProgress(absl::string_view(progress.stage.data(), progress.stage.size()),
                              progress.fraction, progress.best_makespan_ns);
     };
+    // The budget this run really has: the time limit, or less when a caller's deadline is nearer.
+    // (The job's deadline is min(start + time limit, the callers' deadlines), taken just before this
+    // runs: within a few tens of ms of the time limit, it is the time limit.)
+    absl::Duration budget = prepared->time_limit;
+    const absl::Duration left = context.deadline() - clock->Now();
+    if (left < budget - absl::Milliseconds(50)) budget = left;
     absl::StatusOr<v1::Placement> placement =
         prepared->algorithm->Solve(*prepared->model, prepared->options, solve);
     if (!placement.ok()) return placement.status();
+    placement->mutable_provenance()->set_time_limit_ns(
+        absl::ToInt64Nanoseconds(std::max(budget, absl::ZeroDuration())));
     jobs::PlacementPtr canonical =
         cache::ToCanonicalOrder(*placement, prepared->request_index());
     const bool cut_short = canonical->provenance().time_limited();
@@ -149,7 +203,10 @@ jobs::JobWork PlacementCore::MakeSolveWork(std::shared_ptr<const PreparedRequest
 jobs::JobSpec PlacementCore::MakeJobSpec(std::shared_ptr<const PreparedRequest> prepared,
                                          absl::Time deadline, const std::string& tenant) {
   jobs::JobSpec spec;
-  spec.request_digest = prepared->request_digest;
+  // The single-flight key covers the time limit: a caller with a larger budget must not be handed a
+  // result cut short by someone else's smaller one.
+  spec.request_digest = absl::StrCat(prepared->request_digest, "@",
+                                     absl::ToInt64Nanoseconds(prepared->time_limit));
   spec.tenant = tenant;
   if (options_.tenant_limits) spec.tenant_limits = options_.tenant_limits(tenant);
   spec.algorithm = prepared->algorithm->name();
@@ -166,7 +223,8 @@ absl::StatusOr<PlaceStart> PlacementCore::StartPlace(
     const std::string& tenant) {
   PlaceStart start;
   if (!prepared->options.skip_cache()) {
-    start.hit = cache_->Lookup(prepared->request_digest);
+    start.hit = LookupFor(prepared->request_digest, prepared->request_index().size(),
+                          prepared->model->num_devices(), prepared->time_limit);
     if (start.hit != nullptr) {
       CountLookup(v1::HIT);
       return start;
@@ -218,7 +276,8 @@ absl::StatusOr<std::shared_ptr<jobs::Operation>> PlacementCore::Submit(
   spec.algorithm = p.algorithm->name();
 
   if (!p.options.skip_cache()) {
-    if (cache::CachedPlacement hit = cache_->Lookup(p.request_digest)) {
+    if (cache::CachedPlacement hit = LookupFor(p.request_digest, p.request_index().size(),
+                                               p.model->num_devices(), p.time_limit)) {
       CountLookup(v1::HIT);
       *cache = v1::HIT;
       return operations_->AddDone(std::move(spec), std::move(hit), v1::HIT);

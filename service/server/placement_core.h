@@ -19,6 +19,7 @@
 #ifndef PLACEMENT_SERVICE_SERVER_PLACEMENT_CORE_H_
 #define PLACEMENT_SERVICE_SERVER_PLACEMENT_CORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -47,8 +48,9 @@ struct PlacementCoreOptions {
   absl::Duration max_time_limit = absl::Minutes(10);
   // Kept from a unary caller's deadline for encoding and sending the reply.
   absl::Duration reply_margin = absl::Milliseconds(20);
-  // Store results that the time limit cut short (request_digest does not cover the time limit, so a
-  // later caller with a larger budget gets the same answer).
+  // Store results that the time limit cut short. request_digest does not cover the time limit, so such
+  // a result only answers later callers whose own time limit is no larger (provenance.time_limit_ns),
+  // and the shared tier never stores it (tiered_result_cache.h).
   bool cache_time_limited_results = true;
   // Bound of the index of byte-identical repeat requests (request_fingerprints.h); 0 disables it.
   int64_t fingerprint_bytes = int64_t{64} << 20;
@@ -152,6 +154,15 @@ class PlacementCore {
 
  private:
   jobs::JobWork MakeSolveWork(std::shared_ptr<const PreparedRequest> prepared);
+  // The cached placement for `request_digest` if it can answer a request of `num_ops` ops on
+  // `num_devices` devices with `time_limit`; else null. Cached values may come from outside the process
+  // (the shared tier): one that does not match (op count, device range, digest, a time limit shorter
+  // than the caller's) is a miss, counted in placement_cache_rejected_total and logged once per
+  // reason; the fresh result then overwrites it.
+  cache::CachedPlacement LookupFor(const std::string& request_digest, size_t num_ops,
+                                   int num_devices, absl::Duration time_limit);
+  // The time limit a request runs with (its own or the default, capped).
+  absl::Duration TimeLimitOf(const v1::PlacementOptions& options) const;
   jobs::JobSpec MakeJobSpec(std::shared_ptr<const PreparedRequest> prepared, absl::Time deadline,
                             const std::string& tenant);
   void CountLookup(v1::CacheResult result) const;
@@ -163,6 +174,8 @@ class PlacementCore {
   jobs::OperationRegistry* const operations_;
   ServiceMetrics* const metrics_;
   RequestFingerprints fingerprints_;
+  // Reasons of rejected cache values already logged (each is logged once).
+  std::atomic<uint32_t> logged_rejections_{0};
 };
 
 }  // namespace placement::server

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <exception>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -21,6 +23,9 @@ namespace placement::server {
 namespace {
 
 constexpr char kServiceName[] = "placement.v1.PlacementService";
+// After the shutdown grace, the time the service's own UNAVAILABLE answers get to reach their callers
+// before gRPC cancels whatever is left.
+constexpr absl::Duration kAbortMargin = absl::Milliseconds(500);
 
 std::string HostPort(const std::string& host, int port) {
   if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
@@ -86,7 +91,8 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
       PlacementServiceOptions{.max_wait_timeout = options_.max_wait_timeout,
                               .access = access_.get(),
                               .offload_threads = redis_ != nullptr ? options_.offload_threads : 0,
-                              .retry_delay = options_.retry_delay});
+                              .retry_delay = options_.retry_delay,
+                              .max_decoding_bytes = options_.max_decoding_bytes});
   ServiceMetrics::Sources sources{.jobs = [this] { return jobs_->Stats(); },
                                   .cache = [this] { return cache_->Stats(); },
                                   .operations = [this] { return operations_->size(); },
@@ -127,7 +133,16 @@ absl::Status PlacementServer::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second server on the same port would then start fine and
+  // the kernel would split connections between the two processes (operations of one invisible to
+  // callers routed to the other). A taken port must be a failed start.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(HostPort(options_.host, options_.port), *credentials, &port_);
+  if (options_.grpc_memory_bytes > 0) {
+    grpc::ResourceQuota quota("placement_server");
+    quota.Resize(static_cast<size_t>(options_.grpc_memory_bytes));
+    builder.SetResourceQuota(quota);
+  }
   builder.RegisterService(service_.get());
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
@@ -145,8 +160,9 @@ absl::Status PlacementServer::Start() {
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     jobs_->Shutdown();
-    return absl::UnavailableError(absl::StrCat("cannot listen on ",
-                                               HostPort(options_.host, options_.port)));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", HostPort(options_.host, options_.port),
+        ": the port is taken (another process listens on it) or the address is not local"));
   }
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   health->SetServingStatus("", true);
@@ -213,7 +229,20 @@ void PlacementServer::Shutdown() {
   service_->Drain();
   LogLine(absl::StrCat("shutting down: waiting up to ",
                        absl::FormatDuration(options_.shutdown_grace), " for in-flight calls"));
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
+  // At the end of the grace, calls still waiting for a job are answered UNAVAILABLE ("shutting
+  // down", RetryInfo) by the service itself; gRPC's own cancellation, a moment later, would only
+  // tell them CANCELLED.
+  absl::Notification calls_done;
+  std::thread aborter([this, &calls_done] {
+    if (!calls_done.WaitForNotificationWithTimeout(options_.shutdown_grace)) {
+      LogLine("shutting down: the grace period is over; answering the calls still waiting "
+              "UNAVAILABLE");
+      service_->AbortWaits();
+    }
+  });
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace + kAbortMargin));
+  calls_done.Notify();
+  aborter.join();
   jobs_->Shutdown();
   LogLine(absl::StrCat("shut down in ", absl::FormatDuration(absl::Now() - begin)));
   shutdown_done_.Notify();

@@ -87,6 +87,11 @@ struct PlacementServerOptions {
   absl::Duration max_wait_timeout = absl::Minutes(5);
   // Largest request or response message, in bytes (both directions).
   int max_message_bytes = 256 << 20;
+  // Estimated memory (20x the wire size) of requests being decoded and validated at once; a call that
+  // would exceed it gets UNAVAILABLE + RetryInfo (a call alone always fits). 0 = unbounded.
+  int64_t max_decoding_bytes = int64_t{2} << 30;
+  // gRPC resource quota over its transports' buffers (0 = gRPC's default).
+  int64_t grpc_memory_bytes = int64_t{1} << 30;
   // Connections are closed (gracefully) after this age so clients re-resolve; zero = never.
   absl::Duration max_connection_age = absl::ZeroDuration();
   // Shutdown: time serving with health NOT_SERVING before refusing work, then grace for in-flight calls.

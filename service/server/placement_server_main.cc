@@ -11,14 +11,19 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "service/server/placement_server.h"
 #include "service/server/request_log.h"
@@ -52,6 +57,13 @@ ABSL_FLAG(absl::Duration, max_wait_timeout, absl::Minutes(5), "Longest WaitOpera
 ABSL_FLAG(int, max_message_bytes, 256 << 20,
           "Largest request or response message in bytes (gRPC's default is 4 MiB; large graphs "
           "are tens of MB).");
+ABSL_FLAG(int64_t, max_decoding_bytes, int64_t{2} << 30,
+          "Bound of the memory that requests being decoded and validated may take at once, "
+          "estimated as 20x their wire size; a call that would exceed it gets UNAVAILABLE with a "
+          "retry hint (a call alone is always admitted; 0 = unbounded).");
+ABSL_FLAG(int64_t, grpc_memory_bytes, int64_t{1} << 30,
+          "gRPC resource quota: bound of the memory gRPC's transports (read buffers of every "
+          "connection) may take (0 = gRPC's default, unbounded).");
 ABSL_FLAG(absl::Duration, max_connection_age, absl::ZeroDuration(),
           "Close connections after this age so clients re-resolve DNS (0 = never).");
 ABSL_FLAG(absl::Duration, shutdown_drain_delay, absl::ZeroDuration(),
@@ -125,21 +137,101 @@ constexpr char kUsage[] =
     "Logs `listening on HOST:PORT` when ready; SIGTERM/SIGINT shut it down gracefully (exit\n"
     "status 0); SIGHUP reloads the --auth_tokens file. Flags may come from --flagfile=FILE.\n";
 
-// Flags that no component checks itself; INVALID_ARGUMENT naming the flag.
-absl::Status CheckLimitFlags() {
-  if (absl::GetFlag(FLAGS_tenant_max_running) < 0 || absl::GetFlag(FLAGS_tenant_max_queued) < 0 ||
-      !(absl::GetFlag(FLAGS_tenant_rate_qps) >= 0) || !(absl::GetFlag(FLAGS_tenant_burst) >= 0)) {
-    return absl::InvalidArgumentError(
-        "--tenant_max_running, --tenant_max_queued, --tenant_rate_qps and --tenant_burst must be "
-        "≥ 0 (0 = unlimited)");
+// Every flag's range, checked before anything starts: a value outside it is a failed start naming
+// the flag (INVALID_ARGUMENT, exit status 1), never a server that fails every call or silently
+// listens somewhere else (a port of 70000 would wrap around to 4464).
+class FlagChecker {
+ public:
+  void IntIn(absl::string_view name, int64_t value, int64_t lo, int64_t hi,
+             absl::string_view meaning = "") {
+    if (value >= lo && value <= hi) return;
+    Fail(name, absl::StrCat(value), absl::StrCat("must be in [", lo, ", ", hi, "]", meaning));
   }
-  if (absl::GetFlag(FLAGS_max_ops) < 1 || absl::GetFlag(FLAGS_max_edges) < 0 ||
-      absl::GetFlag(FLAGS_max_devices) < 1 || absl::GetFlag(FLAGS_max_name_bytes) < 1) {
-    return absl::InvalidArgumentError(
-        "--max_ops, --max_devices and --max_name_bytes must be ≥ 1, --max_edges ≥ 0");
+  void DoubleIn(absl::string_view name, double value, double lo, double hi) {
+    if (value >= lo && value <= hi) return;  // also false for NaN
+    Fail(name, absl::StrCat(value), absl::StrCat("must be in [", lo, ", ", hi, "]"));
   }
-  if (absl::GetFlag(FLAGS_max_message_bytes) < 1024) {
-    return absl::InvalidArgumentError("--max_message_bytes must be at least 1024");
+  // A finite duration of at least `lo` (`allow_infinite`: +inf too).
+  void DurationAtLeast(absl::string_view name, absl::Duration value, absl::Duration lo,
+                       bool allow_infinite = false) {
+    if (value == absl::InfiniteDuration() && allow_infinite) return;
+    if (value >= lo && value != absl::InfiniteDuration()) return;
+    Fail(name, absl::FormatDuration(value),
+         absl::StrCat("must be a finite duration of at least ", absl::FormatDuration(lo)));
+  }
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  void Fail(absl::string_view name, absl::string_view value, absl::string_view why) {
+    errors_.push_back(absl::StrCat("--", name, "=", value, ": ", why));
+  }
+  std::vector<std::string> errors_;
+};
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+absl::Status CheckFlags() {
+  FlagChecker check;
+  check.IntIn("port", absl::GetFlag(FLAGS_port), 0, 65535, " (0 = any free port)");
+  check.IntIn("metrics_port", absl::GetFlag(FLAGS_metrics_port), -1, 65535,
+              " (0 = any free port, -1 = none)");
+  check.IntIn("workers", absl::GetFlag(FLAGS_workers), 0, 4096, " (0 = the CPU quota)");
+  check.IntIn("cache_bytes", absl::GetFlag(FLAGS_cache_bytes), 0, kInt64Max, " (0 = no cache)");
+  check.IntIn("max_queued_jobs", absl::GetFlag(FLAGS_max_queued_jobs), 1, kInt32Max);
+  check.IntIn("job_memory_budget_bytes", absl::GetFlag(FLAGS_job_memory_budget_bytes), 1,
+              kInt64Max);
+  check.DurationAtLeast("default_time_limit", absl::GetFlag(FLAGS_default_time_limit),
+                        absl::Milliseconds(1));
+  check.DurationAtLeast("max_time_limit", absl::GetFlag(FLAGS_max_time_limit),
+                        absl::Milliseconds(1));
+  check.DurationAtLeast("min_time_budget", absl::GetFlag(FLAGS_min_time_budget),
+                        absl::ZeroDuration());
+  check.DurationAtLeast("retry_delay", absl::GetFlag(FLAGS_retry_delay), absl::Milliseconds(1));
+  check.DurationAtLeast("operation_ttl", absl::GetFlag(FLAGS_operation_ttl), absl::Seconds(1));
+  check.IntIn("max_operations", absl::GetFlag(FLAGS_max_operations), 1, kInt32Max);
+  check.DurationAtLeast("max_wait_timeout", absl::GetFlag(FLAGS_max_wait_timeout),
+                        absl::Milliseconds(1));
+  check.IntIn("max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes), 1024, kInt32Max);
+  check.IntIn("max_decoding_bytes", absl::GetFlag(FLAGS_max_decoding_bytes), 0, kInt64Max,
+              " (0 = unbounded)");
+  check.IntIn("grpc_memory_bytes", absl::GetFlag(FLAGS_grpc_memory_bytes), 0, kInt64Max,
+              " (0 = gRPC's default)");
+  check.DurationAtLeast("max_connection_age", absl::GetFlag(FLAGS_max_connection_age),
+                        absl::ZeroDuration());
+  check.DurationAtLeast("shutdown_drain_delay", absl::GetFlag(FLAGS_shutdown_drain_delay),
+                        absl::ZeroDuration());
+  check.DurationAtLeast("shutdown_grace", absl::GetFlag(FLAGS_shutdown_grace),
+                        absl::ZeroDuration());
+  check.IntIn("repeat_index_bytes", absl::GetFlag(FLAGS_repeat_index_bytes), 0, kInt64Max,
+              " (0 = no repeat index)");
+  check.DurationAtLeast("auth_tokens_poll", absl::GetFlag(FLAGS_auth_tokens_poll),
+                        absl::ZeroDuration());
+  check.IntIn("tenant_max_running", absl::GetFlag(FLAGS_tenant_max_running), 0, kInt32Max,
+              " (0 = unlimited)");
+  check.IntIn("tenant_max_queued", absl::GetFlag(FLAGS_tenant_max_queued), 0, kInt32Max,
+              " (0 = unlimited)");
+  check.DoubleIn("tenant_rate_qps", absl::GetFlag(FLAGS_tenant_rate_qps), 0, 1e9);
+  check.DoubleIn("tenant_burst", absl::GetFlag(FLAGS_tenant_burst), 0, 1e9);
+  check.IntIn("max_ops", absl::GetFlag(FLAGS_max_ops), 1, kInt32Max);
+  check.IntIn("max_edges", absl::GetFlag(FLAGS_max_edges), 0, kInt32Max);
+  check.IntIn("max_devices", absl::GetFlag(FLAGS_max_devices), 1, kInt32Max);
+  check.IntIn("max_name_bytes", absl::GetFlag(FLAGS_max_name_bytes), 1, kInt32Max);
+  check.DurationAtLeast("redis_ttl", absl::GetFlag(FLAGS_redis_ttl), absl::ZeroDuration(),
+                        /*allow_infinite=*/true);
+  check.IntIn("redis_max_value_bytes", absl::GetFlag(FLAGS_redis_max_value_bytes), 1, kInt64Max);
+  check.DurationAtLeast("redis_timeout", absl::GetFlag(FLAGS_redis_timeout),
+                        absl::Milliseconds(1));
+  check.IntIn("redis_connections", absl::GetFlag(FLAGS_redis_connections), 1, 1024);
+  check.IntIn("offload_threads", absl::GetFlag(FLAGS_offload_threads), 0, 1024);
+  if (!check.errors().empty()) {
+    return absl::InvalidArgumentError(absl::StrJoin(check.errors(), "; "));
+  }
+  if (absl::GetFlag(FLAGS_default_time_limit) > absl::GetFlag(FLAGS_max_time_limit)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--default_time_limit=", absl::FormatDuration(absl::GetFlag(FLAGS_default_time_limit)),
+        ": must not exceed --max_time_limit=",
+        absl::FormatDuration(absl::GetFlag(FLAGS_max_time_limit))));
   }
   return absl::OkStatus();
 }
@@ -149,7 +241,7 @@ absl::Status CheckLimitFlags() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   absl::ParseCommandLine(argc, argv);
-  if (absl::Status checked = CheckLimitFlags(); !checked.ok()) {
+  if (absl::Status checked = CheckFlags(); !checked.ok()) {
     std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(checked.code()).c_str(),
                  std::string(checked.message()).c_str());
     return 1;
@@ -187,8 +279,10 @@ int main(int argc, char** argv) {
   options.redis.ttl = absl::GetFlag(FLAGS_redis_ttl);
   options.redis.max_value_bytes = absl::GetFlag(FLAGS_redis_max_value_bytes);
   options.redis.timeout = absl::GetFlag(FLAGS_redis_timeout);
-  options.redis.connections = std::max(1, absl::GetFlag(FLAGS_redis_connections));
-  options.offload_threads = std::max(0, absl::GetFlag(FLAGS_offload_threads));
+  options.redis.connections = absl::GetFlag(FLAGS_redis_connections);
+  options.offload_threads = absl::GetFlag(FLAGS_offload_threads);
+  options.max_decoding_bytes = absl::GetFlag(FLAGS_max_decoding_bytes);
+  options.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_bytes);
   options.redis.key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
   options.core.default_time_limit = absl::GetFlag(FLAGS_default_time_limit);
   options.core.max_time_limit = absl::GetFlag(FLAGS_max_time_limit);

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 
 #include <grpcpp/alarm.h>
+#include <grpcpp/support/byte_buffer.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -22,17 +24,27 @@ class CallRecord {
     entry_.method = method;
   }
   RpcLogEntry& entry() { return entry_; }
-  void Done(const absl::Status& status) {
+  // Runs in Done(), before the call is finished: encodes the response (raw API), may replace an OK
+  // status by the encoding's failure.
+  void set_before_finish(std::function<absl::Status(const absl::Status&)> before_finish) {
+    before_finish_ = std::move(before_finish);
+  }
+  // Records the call and returns the status to finish it with.
+  absl::Status Done(absl::Status status) {
+    if (before_finish_) status = before_finish_(status);
+    before_finish_ = nullptr;  // drops the request and response it owned
     entry_.code = status.code();
     if (!status.ok()) entry_.message = std::string(status.message());
     entry_.total_time = absl::Now() - start_;
     service_->Record(entry_);
+    return status;
   }
 
  private:
   PlacementServiceImpl* service_;
   absl::Time start_;
   RpcLogEntry entry_;
+  std::function<absl::Status(const absl::Status&)> before_finish_;
 };
 
 namespace {
@@ -45,9 +57,83 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext* context) {
 
 grpc::ServerUnaryReactor* FinishWith(grpc::ServerUnaryReactor* reactor, CallRecord& record,
                                      const absl::Status& status) {
-  record.Done(status);
-  reactor->Finish(ToGrpcStatus(status));
+  reactor->Finish(ToGrpcStatus(record.Done(status)));
   return reactor;
+}
+
+// ---- The raw API: authenticate, bound, decode, encode ----
+
+// A decoded request and its response, owned by the call (through its CallRecord).
+template <typename Request, typename Response>
+struct Exchange {
+  Request request;
+  Response response;
+  DecodingBudget* budget = nullptr;
+  int64_t reserved = 0;
+  ~Exchange() { DropRequest(); }
+  // Frees the decoded request (and its share of the decoding budget) once the call no longer needs it,
+  // e.g. while it waits for its job: the job holds the model, not the message.
+  void DropRequest() {
+    Request().Swap(&request);
+    if (budget != nullptr) budget->Release(reserved);
+    budget = nullptr;
+  }
+};
+
+template <typename Message>
+absl::Status Decode(const grpc::ByteBuffer& in, Message* out) {
+  grpc::ByteBuffer copy(in);  // shares the slices; Deserialize consumes its argument
+  if (!grpc::SerializationTraits<Message>::Deserialize(&copy, out).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request body (", in.Length(), " bytes) does not parse as a ",
+        Message::descriptor()->full_name(), " message"));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Message>
+absl::Status Encode(const Message& message, grpc::ByteBuffer* out) {
+  bool own_buffer = false;
+  out->Clear();  // gRPC's serializer requires an empty buffer (a stream reuses one)
+  if (!grpc::SerializationTraits<Message>::Serialize(message, out, &own_buffer).ok()) {
+    return absl::InternalError("cannot encode the response");
+  }
+  return absl::OkStatus();
+}
+
+// What every raw handler does first: the caller is authenticated (and its rate charged) from its
+// metadata alone; only then is the body decoded, within the decoding budget. On success the exchange
+// is owned by `record`, which encodes the response into `out` when the call finishes; on failure the
+// status to finish the call with.
+template <typename Request, typename Response>
+absl::StatusOr<std::shared_ptr<Exchange<Request, Response>>> Open(
+    PlacementServiceImpl* service, grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+    grpc::ByteBuffer* out, CallRecord& record) {
+  absl::StatusOr<std::string> tenant = service->Admit(context);
+  if (!tenant.ok()) return tenant.status();
+  record.entry().tenant = *tenant;
+  auto exchange = std::make_shared<Exchange<Request, Response>>();
+  const int64_t estimate = static_cast<int64_t>(in->Length()) * kDecodedBytesPerWireByte;
+  if (!service->decoding().TryReserve(estimate)) {
+    if (service->metrics() != nullptr) service->metrics()->RecordDecodingRejected();
+    return jobs::WithRetryDelay(
+        absl::UnavailableError(absl::StrCat(
+            "the server is decoding other large requests (--max_decoding_bytes=",
+            service->options().max_decoding_bytes, " would be exceeded); retry later")),
+        service->options().retry_delay);
+  }
+  exchange->budget = &service->decoding();
+  exchange->reserved = estimate;
+  if (absl::Status decoded = Decode(*in, &exchange->request); !decoded.ok()) return decoded;
+  if (out != nullptr) {
+    record.set_before_finish([exchange, out](const absl::Status& status) -> absl::Status {
+      if (!status.ok()) return status;
+      return Encode(exchange->response, out);
+    });
+  } else {
+    record.set_before_finish([exchange](const absl::Status& status) { return status; });
+  }
+  return exchange;
 }
 
 grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, CallRecord& record,
@@ -75,6 +161,16 @@ class JobWaitReactor : public grpc::ServerUnaryReactor {
         deadline_(DeadlineOf(context)),
         shared_(std::make_shared<Shared>()) {
     shared_->reactor = this;
+  }
+
+  CallRecord& record() { return record_; }
+  // Called once Start() no longer needs the request (before waiting for the job).
+  void set_drop_request(std::function<void()> drop_request) {
+    drop_request_ = std::move(drop_request);
+  }
+  // Answers at once (authentication or decoding failed) instead of Start().
+  void FinishEarly(const absl::Status& status) {
+    if (Claim()) Complete(status);
   }
 
   // Validates, looks up the cache and admits or answers; on gRPC's thread or the pool's.
@@ -131,9 +227,18 @@ class JobWaitReactor : public grpc::ServerUnaryReactor {
   virtual ~JobWaitReactor() = default;
 
   absl::Status CancelStatus() const {
+    if (service_->drain().aborted()) return ShuttingDown();
     return absl::Now() >= deadline_
                ? absl::DeadlineExceededError("the deadline passed before the answer was ready")
                : absl::CancelledError("the caller cancelled the call");
+  }
+
+  absl::Status ShuttingDown() const {
+    return jobs::WithRetryDelay(
+        absl::UnavailableError("the server is shutting down and the answer was not ready within "
+                               "its grace period; retry (another replica, or this one once it "
+                               "is back)"),
+        service_->options().retry_delay);
   }
 
   // Deletes the reactor once gRPC is done with it (OnDone) and so is a pool task running Start().
@@ -148,12 +253,16 @@ class JobWaitReactor : public grpc::ServerUnaryReactor {
 
   // Only after a successful Claim().
   void Complete(const absl::Status& status) {
-    record_.Done(status);
-    Finish(ToGrpcStatus(status));
+    service_->drain().Unsubscribe(abort_subscription_.exchange(0));
+    Finish(ToGrpcStatus(record_.Done(status)));
   }
 
   // Waits for `job` (this call is one of its waiters, see JobManager::Acquire).
   void WaitFor(std::shared_ptr<jobs::Job> job) {
+    if (drop_request_) {
+      drop_request_();
+      drop_request_ = nullptr;
+    }
     {
       absl::MutexLock lock(&mu_);
       job_ = job;
@@ -170,6 +279,22 @@ class JobWaitReactor : public grpc::ServerUnaryReactor {
     if (id == 0) {
       if (Claim()) OnJobDone(*job);
       return;
+    }
+    // At the end of the shutdown grace, calls still waiting are answered UNAVAILABLE by us (gRPC
+    // would cancel them, and the caller would see only CANCELLED).
+    const uint64_t abort_id = service_->drain().SubscribeAbort([shared] {
+      if (shared->claimed.exchange(true)) return;
+      shared->reactor->ReleaseJob();
+      shared->reactor->Complete(shared->reactor->ShuttingDown());
+    });
+    if (abort_id == 0) {
+      if (Claim()) {
+        ReleaseJob();
+        Complete(ShuttingDown());
+      }
+    } else {
+      abort_subscription_.store(abort_id);
+      if (shared_->claimed.load()) service_->drain().Unsubscribe(abort_subscription_.exchange(0));
     }
     bool stale = false;
     {
@@ -222,6 +347,8 @@ class JobWaitReactor : public grpc::ServerUnaryReactor {
   std::shared_ptr<jobs::Job> job_ ABSL_GUARDED_BY(mu_);
   uint64_t listener_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int> holds_{1};  // gRPC's (until OnDone), plus one while a pool task runs Start()
+  std::atomic<uint64_t> abort_subscription_{0};
+  std::function<void()> drop_request_;
   absl::Mutex start_mu_;
   bool starting_ ABSL_GUARDED_BY(start_mu_) = false;
   bool cancel_noted_ ABSL_GUARDED_BY(start_mu_) = false;
@@ -229,17 +356,16 @@ class JobWaitReactor : public grpc::ServerUnaryReactor {
 
 class PlaceReactor final : public JobWaitReactor {
  public:
-  PlaceReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context,
-               const v1::PlaceRequest* request, v1::PlaceResponse* response)
-      : JobWaitReactor(service, context, Method::kPlace), request_(request), response_(response) {}
+  PlaceReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context)
+      : JobWaitReactor(service, context, Method::kPlace) {}
+
+  void Bind(const v1::PlaceRequest* request, v1::PlaceResponse* response) {
+    request_ = request;
+    response_ = response;
+  }
 
   void Start() override {
-    absl::StatusOr<std::string> tenant = service_->Admit(context_);
-    if (!tenant.ok()) {
-      if (Claim()) Complete(tenant.status());
-      return;
-    }
-    record_.entry().tenant = *tenant;
+    const std::string* tenant = &record_.entry().tenant;  // authenticated before decoding
     PlacementCore& core = service_->core();
     std::string fingerprint;
     if (core.TryRepeatHit(*request_, &fingerprint, &record_.entry().digest, response_)) {
@@ -279,27 +405,24 @@ class PlaceReactor final : public JobWaitReactor {
     return absl::OkStatus();
   }
 
-  const v1::PlaceRequest* request_;
-  v1::PlaceResponse* response_;
+  const v1::PlaceRequest* request_ = nullptr;
+  v1::PlaceResponse* response_ = nullptr;
   std::shared_ptr<const PreparedRequest> prepared_;
   v1::CacheResult cache_ = v1::MISS;
 };
 
 class EvaluateReactor final : public JobWaitReactor {
  public:
-  EvaluateReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context,
-                  const v1::EvaluateRequest* request, v1::EvaluateResponse* response)
-      : JobWaitReactor(service, context, Method::kEvaluate),
-        request_(request),
-        response_(response) {}
+  EvaluateReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context)
+      : JobWaitReactor(service, context, Method::kEvaluate) {}
+
+  void Bind(const v1::EvaluateRequest* request, v1::EvaluateResponse* response) {
+    request_ = request;
+    response_ = response;
+  }
 
   void Start() override {
-    absl::StatusOr<std::string> tenant = service_->Admit(context_);
-    if (!tenant.ok()) {
-      if (Claim()) Complete(tenant.status());
-      return;
-    }
-    record_.entry().tenant = *tenant;
+    const std::string* tenant = &record_.entry().tenant;  // authenticated before decoding
     absl::StatusOr<EvaluateStart> start =
         service_->core().StartEvaluate(*request_, deadline_, *tenant);
     if (!start.ok()) {
@@ -317,8 +440,8 @@ class EvaluateReactor final : public JobWaitReactor {
     return absl::OkStatus();
   }
 
-  const v1::EvaluateRequest* request_;
-  v1::EvaluateResponse* response_;
+  const v1::EvaluateRequest* request_ = nullptr;
+  v1::EvaluateResponse* response_ = nullptr;
   std::shared_ptr<EvaluateOutput> output_;
 };
 
@@ -326,27 +449,35 @@ class EvaluateReactor final : public JobWaitReactor {
 
 class WaitReactor final : public grpc::ServerUnaryReactor {
  public:
-  WaitReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context,
-              const v1::WaitOperationRequest* request, v1::WaitOperationResponse* response)
+  WaitReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context)
       : service_(service),
         context_(context),
-        request_(request),
-        response_(response),
         record_(service, Method::kWaitOperation),
         shared_(std::make_shared<Shared>()) {
     shared_->reactor = this;
   }
 
-  void Start() {
+  CallRecord& record() { return record_; }
+  void FinishEarly(const absl::Status& status) {
+    if (Claim()) Complete(status);
+  }
+
+  void Start(const v1::WaitOperationRequest* request, v1::WaitOperationResponse* response) {
+    request_ = request;
+    response_ = response;
     record_.entry().operation = request_->name();
-    absl::StatusOr<std::string> tenant = service_->Admit(context_);
-    if (!tenant.ok()) {
-      if (Claim()) Complete(tenant.status());
-      return;
+    if (request_->has_timeout()) {
+      const google::protobuf::Duration& timeout = request_->timeout();
+      if (timeout.seconds() < 0 || timeout.nanos() < 0 || timeout.nanos() > 999'999'999) {
+        FinishEarly(jobs::WithFieldViolations(
+            absl::InvalidArgumentError(
+                "timeout: must be a non-negative duration (seconds ≥ 0, nanos in [0, 999999999])"),
+            {{"timeout", "must be a non-negative duration (seconds ≥ 0, nanos in [0, 999999999])"}}));
+        return;
+      }
     }
-    record_.entry().tenant = *tenant;
     absl::StatusOr<std::shared_ptr<jobs::Operation>> op =
-        service_->core().FindOperation(request_->name(), *tenant);
+        service_->core().FindOperation(request_->name(), record_.entry().tenant);
     if (!op.ok()) {
       if (Claim()) Complete(op.status());
       return;
@@ -410,15 +541,12 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
     service_->core().FillOperation(*operation_, response_->mutable_operation());
     Complete(absl::OkStatus());
   }
-  void Complete(const absl::Status& status) {
-    record_.Done(status);
-    Finish(ToGrpcStatus(status));
-  }
+  void Complete(const absl::Status& status) { Finish(ToGrpcStatus(record_.Done(status))); }
 
   PlacementServiceImpl* service_;
   grpc::CallbackServerContext* context_;
-  const v1::WaitOperationRequest* request_;
-  v1::WaitOperationResponse* response_;
+  const v1::WaitOperationRequest* request_ = nullptr;
+  v1::WaitOperationResponse* response_ = nullptr;
   CallRecord record_;
   std::shared_ptr<Shared> shared_;
   std::shared_ptr<jobs::Operation> operation_;
@@ -432,28 +560,23 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
 // All state lives in Shared, under its mutex; gRPC methods are called outside the lock, and only by
 // the thread that decided to (a write is in flight → every other change waits for OnWriteDone), so the
 // reactor is alive whenever it is called: OnDone comes only after Finish and the last write.
-class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchOperationResponse> {
+class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  WatchReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context,
-               const v1::WatchOperationRequest* request)
-      : service_(service),
-        context_(context),
-        request_(request),
-        shared_(std::make_shared<Shared>()) {
+  WatchReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context)
+      : service_(service), context_(context), shared_(std::make_shared<Shared>()) {
     shared_->reactor = this;
     shared_->record.emplace(service, Method::kWatchOperation);
   }
 
-  void Start() {
+  CallRecord& record() { return *shared_->record; }
+  void FinishEarly(const absl::Status& status) { EndWith(status); }
+
+  void Start(const v1::WatchOperationRequest* request) {
+    request_ = request;
+    const std::string tenant = shared_->record->entry().tenant;
     shared_->record->entry().operation = request_->name();
-    absl::StatusOr<std::string> tenant = service_->Admit(context_);
-    if (!tenant.ok()) {
-      EndWith(tenant.status());
-      return;
-    }
-    shared_->record->entry().tenant = *tenant;
     absl::StatusOr<std::shared_ptr<jobs::Operation>> op =
-        service_->core().FindOperation(request_->name(), *tenant);
+        service_->core().FindOperation(request_->name(), tenant);
     if (!op.ok()) {
       EndWith(op.status());
       return;
@@ -467,13 +590,12 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchOperationRes
     operation_ = *std::move(op);
     operation_listener_ =
         operation_->AddListener([shared](const jobs::Operation&) { Step(shared); });
-    drain_subscription_ = service_->drain().Subscribe([shared] {
-      EndWith(shared, absl::UnavailableError(
-                          "the server is shutting down; watch the operation again elsewhere or "
-                          "later"));
+    const absl::Duration retry_delay = service_->options().retry_delay;
+    drain_subscription_ = service_->drain().Subscribe([shared, retry_delay] {
+      EndWith(shared, WatchShutdownStatus(retry_delay));
     });
     if (drain_subscription_ == 0) {
-      EndWith(absl::UnavailableError("the server is shutting down"));
+      EndWith(WatchShutdownStatus(retry_delay));
       return;
     }
     Step(shared_);
@@ -510,7 +632,17 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchOperationRes
     bool sent_any ABSL_GUARDED_BY(mu) = false;
     std::string last_sent ABSL_GUARDED_BY(mu);  // serialized progress of the last message
     v1::WatchOperationResponse out ABSL_GUARDED_BY(mu);
+    grpc::ByteBuffer out_buffer;  // `out` encoded; written only by the thread that starts a write
   };
+
+  // Operations live in this process only: they end with it, and no other replica knows them.
+  static absl::Status WatchShutdownStatus(absl::Duration retry_delay) {
+    return jobs::WithRetryDelay(
+        absl::UnavailableError(
+            "the server is shutting down; its operations end with it: submit the request again "
+            "(the same request_id) once a server is back"),
+        retry_delay);
+  }
 
   void EndWith(absl::Status status) { EndWith(shared_, std::move(status)); }
 
@@ -555,26 +687,33 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchOperationRes
         }
       }
     }
+    if (action == Action::kWrite || action == Action::kWriteAndFinish) {
+      // `out` is not touched by others while `writing` is set.
+      absl::Status encoded = Encode(shared->out, &shared->out_buffer);
+      if (!encoded.ok()) {
+        action = Action::kFinish;
+        status = encoded;
+      }
+    }
     switch (action) {
       case Action::kNothing:
         return;
       case Action::kWrite:
-        reactor->StartWrite(&shared->out);
+        reactor->StartWrite(&shared->out_buffer);
         return;
       case Action::kWriteAndFinish:
-        shared->record->Done(absl::OkStatus());
-        reactor->StartWriteAndFinish(&shared->out, grpc::WriteOptions(), grpc::Status::OK);
+        (void)shared->record->Done(absl::OkStatus());  // the last message is encoded already
+        reactor->StartWriteAndFinish(&shared->out_buffer, grpc::WriteOptions(), grpc::Status::OK);
         return;
       case Action::kFinish:
-        shared->record->Done(status);
-        reactor->Finish(ToGrpcStatus(status));
+        reactor->Finish(ToGrpcStatus(shared->record->Done(status)));
         return;
     }
   }
 
   PlacementServiceImpl* service_;
   grpc::CallbackServerContext* context_;
-  const v1::WatchOperationRequest* request_;
+  const v1::WatchOperationRequest* request_ = nullptr;
   std::shared_ptr<Shared> shared_;
   std::shared_ptr<jobs::Operation> operation_;
   uint64_t operation_listener_ = 0;
@@ -585,24 +724,34 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchOperationRes
 
 // ---- DrainSignal ----
 
-uint64_t DrainSignal::Subscribe(std::function<void()> on_drain) {
+uint64_t DrainSignal::Add(bool abort, std::function<void()> callback) {
   absl::MutexLock lock(&mu_);
-  if (fired_) return 0;
+  if (abort ? aborted_ : fired_) return 0;
   const uint64_t id = next_id_++;
-  subscribers_.emplace_back(id, std::move(on_drain));
+  (abort ? abort_subscribers_ : subscribers_).emplace_back(id, std::move(callback));
   return id;
+}
+
+uint64_t DrainSignal::Subscribe(std::function<void()> on_drain) {
+  return Add(/*abort=*/false, std::move(on_drain));
+}
+
+uint64_t DrainSignal::SubscribeAbort(std::function<void()> on_abort) {
+  return Add(/*abort=*/true, std::move(on_abort));
 }
 
 void DrainSignal::Unsubscribe(uint64_t id) {
   if (id == 0) return;
   absl::MutexLock lock(&mu_);
-  subscribers_.erase(std::remove_if(subscribers_.begin(), subscribers_.end(),
-                                    [id](const auto& entry) { return entry.first == id; }),
-                     subscribers_.end());
+  for (Subscribers* list : {&subscribers_, &abort_subscribers_}) {
+    list->erase(std::remove_if(list->begin(), list->end(),
+                               [id](const auto& entry) { return entry.first == id; }),
+                list->end());
+  }
 }
 
 void DrainSignal::Fire() {
-  std::vector<std::pair<uint64_t, std::function<void()>>> to_call;
+  Subscribers to_call;
   {
     absl::MutexLock lock(&mu_);
     if (fired_) return;
@@ -612,16 +761,49 @@ void DrainSignal::Fire() {
   for (auto& [id, on_drain] : to_call) on_drain();
 }
 
+void DrainSignal::Abort() {
+  Subscribers to_call;
+  {
+    absl::MutexLock lock(&mu_);
+    if (aborted_) return;
+    aborted_ = true;
+    to_call.swap(abort_subscribers_);
+  }
+  for (auto& [id, on_abort] : to_call) on_abort();
+}
+
 bool DrainSignal::fired() const {
   absl::MutexLock lock(&mu_);
   return fired_;
 }
 
+bool DrainSignal::aborted() const {
+  absl::MutexLock lock(&mu_);
+  return aborted_;
+}
+
+// ---- DecodingBudget ----
+
+bool DecodingBudget::TryReserve(int64_t bytes) {
+  int64_t current = in_use_.load();
+  while (true) {
+    // A request alone always fits (else the largest allowed message could never be served).
+    if (max_bytes_ > 0 && current > 0 && current + bytes > max_bytes_) return false;
+    if (in_use_.compare_exchange_weak(current, current + bytes)) return true;
+  }
+}
+
+void DecodingBudget::Release(int64_t bytes) { in_use_.fetch_sub(bytes); }
+
 // ---- PlacementServiceImpl ----
 
 PlacementServiceImpl::PlacementServiceImpl(PlacementCore* core, ServiceMetrics* metrics,
                                            const RequestLog* log, PlacementServiceOptions options)
-    : core_(core), metrics_(metrics), log_(log), options_(options) {
+    : core_(core),
+      metrics_(metrics),
+      log_(log),
+      options_(options),
+      decoding_(options.max_decoding_bytes) {
   if (options_.offload_threads > 0) {
     offload_ = std::make_unique<OffloadPool>(options_.offload_threads, options_.offload_max_queued);
   }
@@ -635,6 +817,8 @@ absl::Status PlacementServiceImpl::OffloadQueueFull() const {
 }
 
 void PlacementServiceImpl::Drain() { drain_.Fire(); }
+
+void PlacementServiceImpl::AbortWaits() { drain_.Abort(); }
 
 absl::StatusOr<std::string> PlacementServiceImpl::Admit(
     const grpc::CallbackServerContext* context) {
@@ -653,9 +837,19 @@ void PlacementServiceImpl::Record(const RpcLogEntry& entry) {
 }
 
 grpc::ServerUnaryReactor* PlacementServiceImpl::Place(grpc::CallbackServerContext* context,
-                                                      const v1::PlaceRequest* request,
-                                                      v1::PlaceResponse* response) {
-  auto* reactor = new PlaceReactor(this, context, request, response);
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
+  auto* reactor = new PlaceReactor(this, context);
+  auto exchange = Open<v1::PlaceRequest, v1::PlaceResponse>(this, context, request, response,
+                                                            reactor->record());
+  if (!exchange.ok()) {
+    reactor->FinishEarly(exchange.status());
+    return reactor;
+  }
+  reactor->Bind(&(*exchange)->request, &(*exchange)->response);
+  reactor->set_drop_request([exchange = std::weak_ptr(*exchange)] {
+    if (auto alive = exchange.lock()) alive->DropRequest();
+  });
   if (offload_ != nullptr) {
     reactor->StartOn(offload_.get());
   } else {
@@ -665,108 +859,124 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::Place(grpc::CallbackServerContex
 }
 
 grpc::ServerUnaryReactor* PlacementServiceImpl::SubmitPlacement(
-    grpc::CallbackServerContext* context, const v1::SubmitPlacementRequest* request,
-    v1::SubmitPlacementResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  CallRecord record(this, Method::kSubmitPlacement);  // times the wait for an offload thread too
+  // Times the wait for an offload thread too; shared with the task that may finish the call.
+  auto record = std::make_shared<CallRecord>(this, Method::kSubmitPlacement);
+  auto exchange = Open<v1::SubmitPlacementRequest, v1::SubmitPlacementResponse>(
+      this, context, request, response, *record);
+  if (!exchange.ok()) return FinishWith(reactor, *record, exchange.status());
+  auto submit = [this, reactor, record, exchange = *exchange] {
+    const std::string& tenant = record->entry().tenant;
+    v1::CacheResult cache = v1::CACHE_RESULT_UNSPECIFIED;
+    absl::StatusOr<std::shared_ptr<jobs::Operation>> operation =
+        core_->Submit(exchange->request.request(), tenant, &cache, &record->entry().digest);
+    record->entry().cache = cache;
+    if (!operation.ok()) {
+      FinishWith(reactor, *record, operation.status());
+      return;
+    }
+    record->entry().operation = (*operation)->name();
+    core_->FillOperation(**operation, exchange->response.mutable_operation());
+    FinishWith(reactor, *record, absl::OkStatus());
+  };
   if (offload_ == nullptr) {
-    Submit(context, request, response, reactor, record);
+    submit();
     return reactor;
   }
-  // The default reactor may be finished from any thread; gRPC keeps the context, request and
-  // response until it is.
-  if (!offload_->TryPost([=]() mutable { Submit(context, request, response, reactor, record); })) {
-    FinishWith(reactor, record, OffloadQueueFull());
-  }
+  // The default reactor may be finished from any thread; gRPC keeps the context until it is.
+  if (!offload_->TryPost(submit)) FinishWith(reactor, *record, OffloadQueueFull());
   return reactor;
 }
 
-void PlacementServiceImpl::Submit(grpc::CallbackServerContext* context,
-                                  const v1::SubmitPlacementRequest* request,
-                                  v1::SubmitPlacementResponse* response,
-                                  grpc::ServerUnaryReactor* reactor, CallRecord& record) {
-  absl::StatusOr<std::string> tenant = Admit(context);
-  if (!tenant.ok()) {
-    FinishWith(reactor, record, tenant.status());
-    return;
-  }
-  record.entry().tenant = *tenant;
-  v1::CacheResult cache = v1::CACHE_RESULT_UNSPECIFIED;
-  absl::StatusOr<std::shared_ptr<jobs::Operation>> operation =
-      core_->Submit(request->request(), *tenant, &cache, &record.entry().digest);
-  record.entry().cache = cache;
-  if (!operation.ok()) {
-    FinishWith(reactor, record, operation.status());
-    return;
-  }
-  record.entry().operation = (*operation)->name();
-  core_->FillOperation(**operation, response->mutable_operation());
-  FinishWith(reactor, record, absl::OkStatus());
-}
-
-grpc::ServerUnaryReactor* PlacementServiceImpl::GetOperation(
-    grpc::CallbackServerContext* context, const v1::GetOperationRequest* request,
-    v1::GetOperationResponse* response) {
+grpc::ServerUnaryReactor* PlacementServiceImpl::GetOperation(grpc::CallbackServerContext* context,
+                                                             const grpc::ByteBuffer* request,
+                                                             grpc::ByteBuffer* response) {
   CallRecord record(this, Method::kGetOperation);
-  record.entry().operation = request->name();
-  absl::StatusOr<std::string> tenant = Admit(context);
-  if (!tenant.ok()) return FinishNow(context, record, tenant.status());
-  record.entry().tenant = *tenant;
+  auto exchange = Open<v1::GetOperationRequest, v1::GetOperationResponse>(this, context, request,
+                                                                          response, record);
+  if (!exchange.ok()) return FinishNow(context, record, exchange.status());
+  const std::string& name = (*exchange)->request.name();
+  record.entry().operation = name;  // logged quoted and cut, once authenticated
   absl::StatusOr<std::shared_ptr<jobs::Operation>> operation =
-      core_->FindOperation(request->name(), *tenant);
+      core_->FindOperation(name, record.entry().tenant);
   if (!operation.ok()) return FinishNow(context, record, operation.status());
   record.entry().digest = (*operation)->request_digest();
-  core_->FillOperation(**operation, response->mutable_operation());
+  core_->FillOperation(**operation, (*exchange)->response.mutable_operation());
   return FinishNow(context, record, absl::OkStatus());
 }
 
-grpc::ServerUnaryReactor* PlacementServiceImpl::WaitOperation(
-    grpc::CallbackServerContext* context, const v1::WaitOperationRequest* request,
-    v1::WaitOperationResponse* response) {
-  auto* reactor = new WaitReactor(this, context, request, response);
-  reactor->Start();
+grpc::ServerUnaryReactor* PlacementServiceImpl::WaitOperation(grpc::CallbackServerContext* context,
+                                                              const grpc::ByteBuffer* request,
+                                                              grpc::ByteBuffer* response) {
+  auto* reactor = new WaitReactor(this, context);
+  auto exchange = Open<v1::WaitOperationRequest, v1::WaitOperationResponse>(
+      this, context, request, response, reactor->record());
+  if (!exchange.ok()) {
+    reactor->FinishEarly(exchange.status());
+    return reactor;
+  }
+  reactor->Start(&(*exchange)->request, &(*exchange)->response);
   return reactor;
 }
 
 grpc::ServerUnaryReactor* PlacementServiceImpl::CancelOperation(
-    grpc::CallbackServerContext* context, const v1::CancelOperationRequest* request,
-    v1::CancelOperationResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
   CallRecord record(this, Method::kCancelOperation);
-  record.entry().operation = request->name();
-  absl::StatusOr<std::string> tenant = Admit(context);
-  if (!tenant.ok()) return FinishNow(context, record, tenant.status());
-  record.entry().tenant = *tenant;
+  auto exchange = Open<v1::CancelOperationRequest, v1::CancelOperationResponse>(
+      this, context, request, response, record);
+  if (!exchange.ok()) return FinishNow(context, record, exchange.status());
+  const std::string& name = (*exchange)->request.name();
+  record.entry().operation = name;
   absl::StatusOr<std::shared_ptr<jobs::Operation>> operation =
-      core_->CancelOperation(request->name(), *tenant);
+      core_->CancelOperation(name, record.entry().tenant);
   if (!operation.ok()) return FinishNow(context, record, operation.status());
   record.entry().digest = (*operation)->request_digest();
-  core_->FillOperation(**operation, response->mutable_operation());
+  core_->FillOperation(**operation, (*exchange)->response.mutable_operation());
   return FinishNow(context, record, absl::OkStatus());
 }
 
-grpc::ServerWriteReactor<v1::WatchOperationResponse>* PlacementServiceImpl::WatchOperation(
-    grpc::CallbackServerContext* context, const v1::WatchOperationRequest* request) {
-  auto* reactor = new WatchReactor(this, context, request);
-  reactor->Start();
+grpc::ServerWriteReactor<grpc::ByteBuffer>* PlacementServiceImpl::WatchOperation(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  auto* reactor = new WatchReactor(this, context);
+  auto exchange = Open<v1::WatchOperationRequest, v1::WatchOperationResponse>(
+      this, context, request, /*out=*/nullptr, reactor->record());
+  if (!exchange.ok()) {
+    reactor->FinishEarly(exchange.status());
+    return reactor;
+  }
+  reactor->Start(&(*exchange)->request);
   return reactor;
 }
 
 grpc::ServerUnaryReactor* PlacementServiceImpl::Evaluate(grpc::CallbackServerContext* context,
-                                                         const v1::EvaluateRequest* request,
-                                                         v1::EvaluateResponse* response) {
-  auto* reactor = new EvaluateReactor(this, context, request, response);
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
+  auto* reactor = new EvaluateReactor(this, context);
+  auto exchange = Open<v1::EvaluateRequest, v1::EvaluateResponse>(this, context, request,
+                                                                  response, reactor->record());
+  if (!exchange.ok()) {
+    reactor->FinishEarly(exchange.status());
+    return reactor;
+  }
+  reactor->Bind(&(*exchange)->request, &(*exchange)->response);
+  reactor->set_drop_request([exchange = std::weak_ptr(*exchange)] {
+    if (auto alive = exchange.lock()) alive->DropRequest();
+  });
   reactor->Start();
   return reactor;
 }
 
 grpc::ServerUnaryReactor* PlacementServiceImpl::ListAlgorithms(
-    grpc::CallbackServerContext* context, const v1::ListAlgorithmsRequest* /*request*/,
-    v1::ListAlgorithmsResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
   CallRecord record(this, Method::kListAlgorithms);
-  absl::StatusOr<std::string> tenant = Admit(context);
-  if (!tenant.ok()) return FinishNow(context, record, tenant.status());
-  record.entry().tenant = *tenant;
-  *response = core_->ListAlgorithms();
+  auto exchange = Open<v1::ListAlgorithmsRequest, v1::ListAlgorithmsResponse>(
+      this, context, request, response, record);
+  if (!exchange.ok()) return FinishNow(context, record, exchange.status());
+  (*exchange)->response = core_->ListAlgorithms();
   return FinishNow(context, record, absl::OkStatus());
 }
 

@@ -9,7 +9,7 @@
 //                      and max_wait_timeout) passes, or the server drains — always with the current state.
 //   WatchOperation     streams the operation: the current state at once, then every change (at most one
 //                      write in flight; changes during a write are merged), the last message done = true.
-// Every call first passes AccessControl (UNAUTHENTICATED without a valid `authorization: Bearer` token
+// Every call first passes AccessControl, from its metadata and before its message is decoded (UNAUTHENTICATED without a valid `authorization: Bearer` token
 // when tokens are configured; RESOURCE_EXHAUSTED over the tenant's request rate); the tenant it yields
 // scopes operations (another tenant's are NOT_FOUND) and the fair queue. Every call ends with one log
 // line and the request metrics (method, code, latency).
@@ -22,6 +22,7 @@
 #ifndef PLACEMENT_SERVICE_SERVER_PLACEMENT_SERVICE_H_
 #define PLACEMENT_SERVICE_SERVER_PLACEMENT_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -56,25 +57,72 @@ struct PlacementServiceOptions {
   // Calls waiting for an offload thread; one more is answered UNAVAILABLE with RetryInfo.
   size_t offload_max_queued = 1024;
   absl::Duration retry_delay = absl::Seconds(1);
+  // Estimated memory (kDecodedBytesPerWireByte x wire size) of the requests being decoded and
+  // validated at once; a call that would exceed it gets UNAVAILABLE + RetryInfo (a call alone always
+  // fits). 0 = unbounded.
+  int64_t max_decoding_bytes = 0;
 };
 
-// Tells long waits (WaitOperation, WatchOperation) that the server is draining. Thread-safe.
+// A decoded request takes roughly this many times its wire size (one protobuf message per op and edge,
+// plus the model built from it).
+inline constexpr int64_t kDecodedBytesPerWireByte = 20;
+
+// Tells long waits (WaitOperation, WatchOperation) that the server is draining, and calls still waiting
+// for a job at the end of the shutdown grace that they are to be answered UNAVAILABLE. Thread-safe.
 class DrainSignal {
  public:
   // Returns 0 without subscribing when already fired (the caller reacts at once).
   uint64_t Subscribe(std::function<void()> on_drain) ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t SubscribeAbort(std::function<void()> on_abort) ABSL_LOCKS_EXCLUDED(mu_);
+  // Either kind of subscription.
   void Unsubscribe(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   void Fire() ABSL_LOCKS_EXCLUDED(mu_);
+  void Abort() ABSL_LOCKS_EXCLUDED(mu_);
   bool fired() const ABSL_LOCKS_EXCLUDED(mu_);
+  bool aborted() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  using Subscribers = std::vector<std::pair<uint64_t, std::function<void()>>>;
+  uint64_t Add(bool abort, std::function<void()> callback) ABSL_LOCKS_EXCLUDED(mu_);
+
   mutable absl::Mutex mu_;
   bool fired_ ABSL_GUARDED_BY(mu_) = false;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::vector<std::pair<uint64_t, std::function<void()>>> subscribers_ ABSL_GUARDED_BY(mu_);
+  Subscribers subscribers_ ABSL_GUARDED_BY(mu_);
+  Subscribers abort_subscribers_ ABSL_GUARDED_BY(mu_);
 };
 
-class PlacementServiceImpl final : public v1::PlacementService::CallbackService {
+// Bounds the memory of requests being decoded and validated at once (see
+// PlacementServiceOptions::max_decoding_bytes). Thread-safe.
+class DecodingBudget {
+ public:
+  explicit DecodingBudget(int64_t max_bytes) : max_bytes_(max_bytes) {}
+  // Reserves `bytes`; false when that would exceed the bound (a reservation alone always fits).
+  bool TryReserve(int64_t bytes);
+  void Release(int64_t bytes);
+  int64_t in_use() const { return in_use_.load(); }
+
+ private:
+  const int64_t max_bytes_;
+  std::atomic<int64_t> in_use_{0};
+};
+
+// Every method is registered on gRPC's raw (ByteBuffer) callback API: the caller is authenticated from
+// its metadata before its message is decoded (an unauthenticated 20 MB body never becomes a 400 MB
+// message), the decoding memory is bounded by a DecodingBudget, and a body that does not parse is
+// INVALID_ARGUMENT with a message (gRPC's own decoding answers UNIMPLEMENTED with none).
+using RawPlacementService = v1::PlacementService::WithRawCallbackMethod_Place<
+    v1::PlacementService::WithRawCallbackMethod_SubmitPlacement<
+        v1::PlacementService::WithRawCallbackMethod_GetOperation<
+            v1::PlacementService::WithRawCallbackMethod_WaitOperation<
+                v1::PlacementService::WithRawCallbackMethod_CancelOperation<
+                    v1::PlacementService::WithRawCallbackMethod_WatchOperation<
+                        v1::PlacementService::WithRawCallbackMethod_Evaluate<
+                            v1::PlacementService::WithRawCallbackMethod_ListAlgorithms<
+                                v1::PlacementService::Service>>>>>>>>;
+
+class PlacementServiceImpl final : public RawPlacementService {
  public:
   // Everything passed must outlive the service; `metrics` may be null.
   PlacementServiceImpl(PlacementCore* core, ServiceMetrics* metrics, const RequestLog* log,
@@ -83,34 +131,39 @@ class PlacementServiceImpl final : public v1::PlacementService::CallbackService 
   // From now on WaitOperation returns the current state at once and WatchOperation streams end with
   // UNAVAILABLE (the server is going away; long waits should not hold up its shutdown).
   void Drain();
+  // At the end of the shutdown grace: Place and Evaluate calls still waiting for a job are answered
+  // UNAVAILABLE ("the server is shutting down", RetryInfo) and release their jobs.
+  void AbortWaits();
 
   grpc::ServerUnaryReactor* Place(grpc::CallbackServerContext* context,
-                                  const v1::PlaceRequest* request,
-                                  v1::PlaceResponse* response) override;
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* SubmitPlacement(grpc::CallbackServerContext* context,
-                                            const v1::SubmitPlacementRequest* request,
-                                            v1::SubmitPlacementResponse* response) override;
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetOperation(grpc::CallbackServerContext* context,
-                                         const v1::GetOperationRequest* request,
-                                         v1::GetOperationResponse* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* WaitOperation(grpc::CallbackServerContext* context,
-                                          const v1::WaitOperationRequest* request,
-                                          v1::WaitOperationResponse* response) override;
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* CancelOperation(grpc::CallbackServerContext* context,
-                                            const v1::CancelOperationRequest* request,
-                                            v1::CancelOperationResponse* response) override;
-  grpc::ServerWriteReactor<v1::WatchOperationResponse>* WatchOperation(
-      grpc::CallbackServerContext* context, const v1::WatchOperationRequest* request) override;
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchOperation(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Evaluate(grpc::CallbackServerContext* context,
-                                     const v1::EvaluateRequest* request,
-                                     v1::EvaluateResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListAlgorithms(grpc::CallbackServerContext* context,
-                                           const v1::ListAlgorithmsRequest* request,
-                                           v1::ListAlgorithmsResponse* response) override;
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
 
   // Internals shared with the reactors (placement_service.cc).
   PlacementCore& core() { return *core_; }
   DrainSignal& drain() { return drain_; }
+  DecodingBudget& decoding() { return decoding_; }
+  ServiceMetrics* metrics() { return metrics_; }
   const PlacementServiceOptions& options() const { return options_; }
   void Record(const RpcLogEntry& entry);
   // The caller's tenant (AccessControl::Admit on its `authorization` metadata).
@@ -121,16 +174,12 @@ class PlacementServiceImpl final : public v1::PlacementService::CallbackService 
   absl::Status OffloadQueueFull() const;
 
  private:
-  // The body of SubmitPlacement; finishes `reactor` (the call's default reactor).
-  void Submit(grpc::CallbackServerContext* context, const v1::SubmitPlacementRequest* request,
-              v1::SubmitPlacementResponse* response, grpc::ServerUnaryReactor* reactor,
-              CallRecord& record);
-
   PlacementCore* const core_;
   ServiceMetrics* const metrics_;
   const RequestLog* const log_;
   const PlacementServiceOptions options_;
   DrainSignal drain_;
+  DecodingBudget decoding_;
   // Last member: destroyed (and joined) first, while everything its tasks use still exists.
   std::unique_ptr<OffloadPool> offload_;
 };

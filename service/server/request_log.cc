@@ -12,21 +12,27 @@ namespace {
 constexpr size_t kDigestPrefix = 12;
 constexpr size_t kMaxMessage = 300;
 
-std::string Quote(absl::string_view text) {
+// Caller-supplied text as one logfmt value: quoted, every byte that could end the line or fake
+// another field escaped (\n, \r, \", \\, other control bytes as \xNN), cut to `max_bytes` of input.
+// A line of the log therefore always is one entry, whatever a caller sends.
+std::string Quote(absl::string_view text, size_t max_bytes) {
   std::string out = "\"";
-  for (char c : text.substr(0, kMaxMessage)) {
+  for (char c : text.substr(0, max_bytes)) {
+    const unsigned char u = static_cast<unsigned char>(c);
     if (c == '"' || c == '\\') {
       out.push_back('\\');
       out.push_back(c);
     } else if (c == '\n') {
       out += "\\n";
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out.push_back(' ');
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (u < 0x20 || u == 0x7f) {
+      absl::StrAppend(&out, absl::StrFormat("\\x%02x", u));
     } else {
       out.push_back(c);
     }
   }
-  if (text.size() > kMaxMessage) out += "...";
+  if (text.size() > max_bytes) absl::StrAppend(&out, "...(", text.size(), " bytes)");
   out.push_back('"');
   return out;
 }
@@ -62,7 +68,10 @@ std::string FormatRpcLogEntry(const RpcLogEntry& entry) {
   if (!entry.digest.empty()) {
     absl::StrAppend(&line, " digest=", absl::string_view(entry.digest).substr(0, kDigestPrefix));
   }
-  if (!entry.operation.empty()) absl::StrAppend(&line, " operation=", entry.operation);
+  // Operation names come from the caller (and are only recorded once it is authenticated).
+  if (!entry.operation.empty()) {
+    absl::StrAppend(&line, " operation=", Quote(entry.operation, kMaxCallerText));
+  }
   if (entry.cache != v1::CACHE_RESULT_UNSPECIFIED) {
     absl::StrAppend(&line, " cache=", CacheName(entry.cache));
   }
@@ -70,7 +79,7 @@ std::string FormatRpcLogEntry(const RpcLogEntry& entry) {
                                          Ms(entry.queue_time), Ms(entry.solve_time),
                                          Ms(entry.total_time)));
   absl::StrAppend(&line, " status=", absl::StatusCodeToString(entry.code));
-  if (!entry.message.empty()) absl::StrAppend(&line, " error=", Quote(entry.message));
+  if (!entry.message.empty()) absl::StrAppend(&line, " error=", Quote(entry.message, kMaxMessage));
   return line;
 }
 

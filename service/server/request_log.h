@@ -5,7 +5,9 @@
 //   2025-01-02T03:04:05.678Z rpc method=Place digest=1a2b3c4d cache=HIT queue_ms=0.000
 //       solve_ms=12.345 total_ms=0.612 status=OK
 //   2025-01-02T03:04:05.678Z listening on 127.0.0.1:50051
-// Error messages are quoted and truncated (never whole graphs).
+// Error messages and every caller-supplied string (operation names) are quoted, escaped (no caller can
+// end a line or forge a field) and truncated (kMaxCallerText), and the tenant is only set once the
+// caller is authenticated.
 //
 // Example:
 //   RequestLog log({.enabled = true});
@@ -23,6 +25,9 @@
 #include "service/server/service_metrics.h"
 
 namespace placement::server {
+
+// Longest caller-supplied string logged (bytes of input; the rest is cut with its length noted).
+inline constexpr size_t kMaxCallerText = 256;
 
 struct RpcLogEntry {
   Method method = Method::kPlace;

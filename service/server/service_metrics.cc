@@ -288,6 +288,18 @@ ServiceMetrics::ServiceMetrics()
                             .Help("Calls refused with RESOURCE_EXHAUSTED for a tenant's own limit, "
                                   "by tenant and reason: rate or queued.")
                             .Register(*registry_);
+  cache_rejected_ = &BuildCounter()
+                         .Name("placement_cache_rejected_total")
+                         .Help("Cached results that did not match the request they were found for "
+                               "(op count, device range, digest, or a time limit shorter than the "
+                               "caller's), treated as misses and overwritten, by reason.")
+                         .Register(*registry_);
+  decoding_rejected_ = &BuildCounter()
+                            .Name("placement_decoding_rejections_total")
+                            .Help("Calls refused with UNAVAILABLE because the requests being "
+                                  "decoded at once already held --max_decoding_bytes.")
+                            .Register(*registry_)
+                            .Add({});
   queue_wait_ = &BuildHistogram()
                      .Name("placement_queue_wait_seconds")
                      .Help("Time jobs waited for a worker.")
@@ -340,6 +352,12 @@ void ServiceMetrics::OnAdmissionRejected(absl::string_view reason) {
 void ServiceMetrics::RecordAuthFailure(absl::string_view reason) {
   auth_failures_->Add({{"reason", std::string(reason)}}).Increment();
 }
+
+void ServiceMetrics::RecordCacheRejected(absl::string_view reason) {
+  cache_rejected_->Add({{"reason", std::string(reason)}}).Increment();
+}
+
+void ServiceMetrics::RecordDecodingRejected() { decoding_rejected_->Increment(); }
 
 void ServiceMetrics::OnTenantRejected(absl::string_view tenant, absl::string_view reason) {
   // Tenants are authenticated names from the tokens file (or "" without authentication): bounded.

@@ -22,6 +22,10 @@
 //   placement_job_memory_bytes                      gauge     estimated memory of admitted jobs
 //   placement_cache_bytes, placement_cache_max_bytes, placement_cache_entries       gauge
 //   placement_cache_evictions_total                 counter
+//   placement_cache_rejected_total{reason}          counter   cached values that did not match the
+//                                                             request (ops | device | digest |
+//                                                             time_limited): treated as misses
+//   placement_decoding_rejections_total             counter   calls refused: --max_decoding_bytes full
 //   with --redis (the shared tier):
 //   placement_cache_tier_lookups_total{result,tier} counter   hit|miss × local|redis
 //   placement_redis_lookups_total{result}           counter   hit | miss | error | skipped (backing off)
@@ -102,6 +106,11 @@ class ServiceMetrics : public jobs::JobObserver {
 
   // reason: "missing" or "invalid" credentials.
   void RecordAuthFailure(absl::string_view reason);
+  // A cached value that did not fit the request it was found for (a miss); reason is one of a fixed
+  // few ("ops", "device", "digest", "time_limited").
+  void RecordCacheRejected(absl::string_view reason);
+  // A call refused because the requests being decoded already hold --max_decoding_bytes.
+  void RecordDecodingRejected();
 
   // jobs::JobObserver (OnTenantRejected is also called for the rate limit, reason "rate").
   void OnAdmissionRejected(absl::string_view reason) override;
@@ -128,6 +137,8 @@ class ServiceMetrics : public jobs::JobObserver {
   prometheus::Family<prometheus::Counter>* rejections_;
   prometheus::Family<prometheus::Counter>* auth_failures_;
   prometheus::Family<prometheus::Counter>* tenant_rejections_;
+  prometheus::Family<prometheus::Counter>* cache_rejected_;
+  prometheus::Counter* decoding_rejected_;
   prometheus::Histogram* queue_wait_;
   prometheus::Counter* cache_hit_;
   prometheus::Counter* cache_miss_;

@@ -46,6 +46,15 @@ std::unique_ptr<X509, X509Deleter> FirstCertificate(const std::string& pem) {
       PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
 }
 
+// "Dec  1 23:09:10 2026 GMT".
+std::string AsnTimeText(const ASN1_TIME* time) {
+  auto bio = std::unique_ptr<BIO, BioDeleter>(BIO_new(BIO_s_mem()));
+  if (bio == nullptr || ASN1_TIME_print(bio.get(), time) != 1) return "?";
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(bio.get(), &data);
+  return std::string(data, static_cast<size_t>(size));
+}
+
 // Checks what gRPC would otherwise only report as failed handshakes.
 absl::Status CheckCertificateAndKey(const std::string& cert_pem, const std::string& key_pem,
                                     const TransportSecurityOptions& security) {
@@ -65,6 +74,18 @@ absl::Status CheckCertificateAndKey(const std::string& cert_pem, const std::stri
     return absl::InvalidArgumentError(absl::StrCat("--tls_key: ", security.key_file,
                                                    " does not match the certificate in ",
                                                    security.cert_file));
+  }
+  // Every client would refuse an expired or not-yet-valid certificate, as a failed handshake that says
+  // nothing about dates on either side: refuse to start instead, naming them.
+  const ASN1_TIME* not_before = X509_get0_notBefore(cert.get());
+  const ASN1_TIME* not_after = X509_get0_notAfter(cert.get());
+  const bool too_early = X509_cmp_current_time(not_before) > 0;
+  const bool expired = X509_cmp_current_time(not_after) < 0;
+  if (too_early || expired) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--tls_cert: the certificate in ", security.cert_file,
+        too_early ? " is not valid yet" : " has expired", " (valid from ", AsnTimeText(not_before),
+        " to ", AsnTimeText(not_after), ")"));
   }
   return absl::OkStatus();
 }

@@ -108,6 +108,18 @@ class Dependencies:
         return self.closure(required | {"apt"})
 
 
+def seconds_of(match, default=None):
+    """"1.5s" / "500ms" (group 1 of `match`) in seconds; `default` without a match."""
+    if match is None:
+        return default
+    text = match.group(1).strip('",')
+    if text.endswith("ms"):
+        return float(text[:-2]) / 1000
+    if text.endswith("s"):
+        return float(text[:-1])
+    return default
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
@@ -137,6 +149,23 @@ def main():
     healthcheck = [i for i in runtime if i.upper().startswith("HEALTHCHECK ")]
     c.check(bool(healthcheck) and "placementctl" in healthcheck[-1] and "health" in healthcheck[-1],
             "Dockerfile: HEALTHCHECK should run `placementctl ... health`")
+    if healthcheck:
+        # placementctl waits --connect_timeout before --timeout starts: both within HEALTHCHECK --timeout.
+        hc = healthcheck[-1]
+        limit = seconds_of(re.search(r"--timeout=(\S+)", hc.split("CMD", 1)[0]))
+        command = hc.split("CMD", 1)[-1]
+        connect = seconds_of(re.search(r"--connect_timeout=([0-9.]+m?s)", command), default=5.0)
+        call = seconds_of(re.search(r"--timeout=([0-9.]+m?s)", command), default=600.0)
+        c.check(limit is not None and connect + call <= limit,
+                f"Dockerfile: HEALTHCHECK --timeout={limit}s but placementctl may take "
+                f"--connect_timeout {connect}s + --timeout {call}s")
+    cmd = " ".join(i for i in runtime if i.upper().startswith("CMD "))
+    grace = seconds_of(re.search(r"--shutdown_grace=([0-9.]+m?s)", cmd), default=10.0)
+    drain = seconds_of(re.search(r"--shutdown_drain_delay=([0-9.]+m?s)", cmd), default=0.0)
+    # `docker stop` sends SIGKILL after 10 s; the server answers waiting calls 0.5 s after the grace.
+    c.check(grace + drain + 0.5 < 10.0,
+            f"Dockerfile: CMD's --shutdown_grace {grace}s + drain {drain}s does not end before "
+            "docker stop's 10 s SIGKILL")
     copies = " ".join(i for i in runtime if i.upper().startswith("COPY "))
     for binary in binaries:
         c.check(os.path.basename(binary) in copies,

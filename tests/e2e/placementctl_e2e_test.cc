@@ -79,8 +79,9 @@ TEST_F(PlacementctlE2ETest, PlacePrintsTheSamePlacementJsonAsTheOfflineTool) {
   ASSERT_TRUE(engine::JsonToMessage(online.out, from_server).ok()) << online.out;
   ASSERT_TRUE(engine::JsonToMessage(offline.out, from_offline).ok()) << offline.out;
   EXPECT_EQ(from_server.device_size(), 8);
-  // Identical but for what only a server knows (cache, queue and solve times).
+  // Identical but for what only a server knows (cache, queue and solve times, its time budget).
   for (v1::Placement* p : {&from_server, &from_offline}) {
+    p->mutable_provenance()->clear_time_limit_ns();
     p->mutable_provenance()->clear_cache();
     p->mutable_provenance()->clear_queue_ns();
     p->mutable_provenance()->clear_solve_ns();

@@ -244,6 +244,51 @@ TEST_F(TlsE2ETest, ServesTlsClientsAndNoPlaintextOnes) {
   StopServer(**server);
 }
 
+// Issue 14: a plaintext placementctl against a TLS server, or one with the wrong CA, says it is a
+// TLS / certificate problem (not only "cannot connect").
+TEST_F(TlsE2ETest, PlacementctlNamesATlsProblem) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
+      {"--tls_cert=" + pki_->server_cert, "--tls_key=" + pki_->server_key,
+       "--shutdown_grace=1s"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  CommandResult plaintext = RunCommand({PlacementctlBinary(), "--server=" + (*server)->address(),
+                                        "--connect_timeout=1s", "algorithms"});
+  EXPECT_EQ(plaintext.exit_status, 2);
+  EXPECT_THAT(plaintext.err, HasSubstr("TLS problem"));
+  EXPECT_THAT(plaintext.err, HasSubstr("--tls_ca"));
+  CommandResult wrong_ca = RunCommand({PlacementctlBinary(), "--server=" + (*server)->address(),
+                                       "--tls_ca=" + pki_->other_ca_cert,
+                                       "--connect_timeout=1s", "health"});
+  EXPECT_EQ(wrong_ca.exit_status, 2);
+  EXPECT_THAT(wrong_ca.err, HasSubstr("certificate"));
+  StopServer(**server);
+}
+
+// Issue 14: an expired server certificate is a failed start naming its dates (clients would only see
+// failed handshakes).
+TEST_F(TlsE2ETest, AnExpiredCertificateIsAFailedStartNamingItsDates) {
+  TempDir dir;
+  const std::string openssl = FindOpenssl();
+  const std::string fresh = dir.File("fresh.pem");
+  const std::string expired = dir.File("expired.pem");
+  ASSERT_EQ(RunCommand({openssl, "req", "-x509", "-key", pki_->server_key, "-days", "1", "-subj",
+                        "/CN=localhost", "-out", fresh})
+                .exit_status,
+            0);
+  // Re-signed with an end date a day in the past.
+  ASSERT_EQ(RunCommand({openssl, "x509", "-in", fresh, "-signkey", pki_->server_key, "-days", "-1",
+                        "-out", expired})
+                .exit_status,
+            0);
+  CommandResult result =
+      RunCommand({"/usr/bin/timeout", "10", ServerBinary(), "--tls_cert=" + expired,
+                  "--tls_key=" + pki_->server_key, "--host=127.0.0.1", "--port=0",
+                  "--metrics_port=-1"});
+  EXPECT_EQ(result.exit_status, 1);
+  EXPECT_THAT(result.err, HasSubstr("has expired (valid from "));
+  EXPECT_THAT(result.err, Not(HasSubstr("listening on")));
+}
+
 TEST_F(TlsE2ETest, MutualTlsRejectsClientsWithoutACertificate) {
   TempDir dir;
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(

@@ -1,8 +1,8 @@
 // text_inputs_fuzzer — libFuzzer target for the text the service parses besides graphs: request files in
 // the protobuf JSON mapping (what placementctl and placement_offline read, through message_io, gzip
 // included), the flag values of placement_server / placementctl / placement_offline (absl flag
-// parsing of durations, integers, doubles, booleans), and the cgroup `cpu.max` line the server reads
-// to size its worker pool.
+// parsing of durations, integers, doubles, booleans), and the cgroup files the server reads to size its
+// worker pool (cgroup v2 `cpu.max`, and cgroup v1 `cpu.cfs_quota_us` + `cpu.cfs_period_us`).
 //
 // The first input byte picks the parser; the rest is its input. What must hold: no crash, no sanitizer
 // report; a parsed duration re-formats and parses back to itself (to the nanosecond); a worker count is positive.
@@ -49,7 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t selector = data[0];
   const absl::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
   std::string error;
-  switch (selector % 8) {
+  switch (selector % 9) {
     case 0: {  // JSON request text, as placementctl --request=FILE.json reads it
       placement::v1::PlaceRequest request;
       (void)placement::engine::JsonToMessage(input, request);
@@ -94,6 +94,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     case 7: {  // /sys/fs/cgroup/cpu.max
       std::optional<int> limit = placement::jobs::CpuLimitFromCpuMax(input);
+      if (limit.has_value()) Check(*limit > 0, "CPU limit not positive");
+      break;
+    }
+    case 8: {  // cgroup v1: cpu.cfs_quota_us, a newline, cpu.cfs_period_us
+      const size_t newline = input.find('\n');
+      std::optional<int> limit = placement::jobs::CpuLimitFromCfs(
+          input.substr(0, newline),
+          newline == absl::string_view::npos ? absl::string_view() : input.substr(newline + 1));
       if (limit.has_value()) Check(*limit > 0, "CPU limit not positive");
       break;
     }
