@@ -1,8 +1,9 @@
 """Places a small CNN's training step on two devices and runs it there, next to the unplaced step.
 
-    PYTHONPATH=client/python:build/client/python/generated /usr/bin/python3 \
-        client/python/examples/torch_run_step.py \
-        [--offline=build/service/offline/placement_offline | --server=HOST:PORT] [--algorithm=NAME]
+    python3 client/python/examples/torch_run_step.py --offline=build/service/offline/placement_offline
+
+(the package installed, or PYTHONPATH=client/python:build/client/python/generated; also
+[--server=HOST:PORT] [--algorithm=NAME] instead of --offline).
 
 With neither flag the placement is a round-robin one computed here (numerics hold for any placement).
 Devices are CUDA devices when there are two, otherwise two CPU workers.
