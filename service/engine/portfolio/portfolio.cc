@@ -135,6 +135,13 @@ absl::StatusOr<PartitionResult> PortfolioPartitioner::Partition(const Model& mod
     const Partitioner& member = *members_[i];
     SolveContext member_context = context;
     member_context.on_progress = nullptr;
+    if (context.deadline != absl::InfiniteFuture()) {
+      // An equal share of the time left for this member and each one after it, plus one share kept for
+      // the memory stage and the search: a slow member cannot starve the others (unused time flows on).
+      const absl::Time now = context.Now();
+      member_context.deadline =
+          std::min(context.deadline, now + (context.deadline - now) / static_cast<int64_t>(count - i + 1));
+    }
     if (context.on_progress) {
       member_context.on_progress = [&, i](const Progress& progress) {
         context.Report(members_[i]->name(), 0.5 * (i + progress.fraction) / count,

@@ -2,7 +2,9 @@
 //
 // On one thread (the job's worker; nothing that admission does not see), in this order:
 //   1. seeds: every member's own answer, in list order (put pardnn first: it is the method the service is
-//      named for and the answer there is soonest), each scored with the simulator;
+//      named for and the answer there is soonest), each scored with the simulator; under a deadline each
+//      member gets an equal share of the time left among itself, the members after it and the last two
+//      stages, so one slow member cannot starve the rest;
 //   2. memory: every distinct seed that overflows a device goes through ParDNN's memory stage
 //      (repair/memory_repair.h), least overflow first, each with an equal share of the time left;
 //   3. search: the best candidate so far (the "winner") is improved by the simulator-guided
