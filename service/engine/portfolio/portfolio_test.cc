@@ -169,7 +169,9 @@ TEST(PortfolioTest, NeverWorseThanAnyMember) {
     ASSERT_TRUE(best.ok());
     ASSERT_FALSE(best->winner.empty());
     const PortfolioScore chosen = ScoreForPortfolio(*model, best->assignment, 0);
-    if (chosen.feasible) EXPECT_LE(chosen.makespan_ns, best->winner_makespan_ns) << "seed " << seed;
+    if (chosen.feasible) {
+      EXPECT_LE(chosen.makespan_ns, best->winner_makespan_ns) << "seed " << seed;
+    }
     for (const Partitioner* member : members) {
       const PortfolioScore score = ScoreForPortfolio(*model, PlaceWith(*member, *model, seed), 0);
       EXPECT_FALSE(BetterScore(score, chosen))
