@@ -136,11 +136,14 @@ absl::StatusOr<PartitionResult> PortfolioPartitioner::Partition(const Model& mod
     SolveContext member_context = context;
     member_context.on_progress = nullptr;
     if (context.deadline != absl::InfiniteFuture()) {
-      // An equal share of the time left for this member and each one after it, plus one share kept for
-      // the memory stage and the search: a slow member cannot starve the others (unused time flows on).
+      // This member's share of the time left: the first member (pardnn) weighs first_member_weight, every
+      // other member 1, and one more share is kept for the memory stage and the search. A slow member
+      // cannot starve the others, and unused time flows on to the next.
+      const double weight = i == 0 ? options_.first_member_weight : 1.0;
+      const double remaining = weight + static_cast<double>(count - i - 1) + 1.0;
       const absl::Time now = context.Now();
       member_context.deadline =
-          std::min(context.deadline, now + (context.deadline - now) / static_cast<int64_t>(count - i + 1));
+          std::min(context.deadline, now + (context.deadline - now) * (weight / remaining));
     }
     if (context.on_progress) {
       member_context.on_progress = [&, i](const Progress& progress) {

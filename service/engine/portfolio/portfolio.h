@@ -3,8 +3,8 @@
 // On one thread (the job's worker; nothing that admission does not see), in this order:
 //   1. seeds: every member's own answer, in list order (put pardnn first: it is the method the service is
 //      named for and the answer there is soonest), each scored with the simulator; under a deadline each
-//      member gets an equal share of the time left among itself, the members after it and the last two
-//      stages, so one slow member cannot starve the rest;
+//      member gets a share of the time left (the first member a larger one, see PortfolioOptions), so
+//      one slow member cannot starve the rest;
 //   2. memory: every distinct seed that overflows a device goes through ParDNN's memory stage
 //      (repair/memory_repair.h), least overflow first, each with an equal share of the time left;
 //   3. search: the best candidate so far (the "winner") is improved by the simulator-guided
@@ -37,6 +37,10 @@
 namespace placement::engine {
 
 struct PortfolioOptions {
+  // Under a deadline, the first member's share of the time left weighs this much against 1 for every
+  // other member and 1 for the memory stage and the search together (pardnn is the one that uses time;
+  // the baselines answer in milliseconds).
+  double first_member_weight = 6.0;
   // The search's simulation budget: floor(search_scale * (1e4 / (V + E))^search_exponent), clamped to
   // [search_min_simulations, search_max_simulations]; it also stops at convergence or the deadline.
   double search_scale = 4000.0;
