@@ -236,11 +236,8 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
 
 int64_t PardnnRefinementBudget(const PardnnOptions& options, int64_t num_ops, int64_t num_edges) {
   if (options.refinement_max_simulations <= 0) return 0;
-  const double size = static_cast<double>(std::max<int64_t>(1, num_ops + num_edges));
-  const double sims =
-      options.refinement_scale * std::pow(1e4 / size, options.refinement_exponent);
-  return std::clamp<int64_t>(static_cast<int64_t>(std::min(sims, 1e12)), 0,
-                             options.refinement_max_simulations);
+  return pardnn::SimulationBudget(options.refinement_scale, options.refinement_exponent,
+                                  num_ops + num_edges, 0, options.refinement_max_simulations);
 }
 
 std::unique_ptr<Partitioner> MakePardnnPartitioner() {

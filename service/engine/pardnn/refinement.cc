@@ -1,6 +1,7 @@
 #include "service/engine/pardnn/refinement.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -421,6 +422,14 @@ RefinementResult Refiner::Run(Assignment& assignment) {
 }
 
 }  // namespace
+
+int64_t SimulationBudget(double scale, double exponent, int64_t ops_plus_edges, int64_t min_simulations,
+                         int64_t max_simulations) {
+  const double size = static_cast<double>(std::max<int64_t>(1, ops_plus_edges));
+  const double sims = scale * std::pow(1e4 / size, exponent);
+  return std::clamp<int64_t>(static_cast<int64_t>(std::min(sims, 1e12)), min_simulations,
+                             std::max(min_simulations, max_simulations));
+}
 
 RefinementResult RefineAlongCriticalPath(const Model& model, const RefinementOptions& options,
                                          const SolveContext& context, Simulator& sim,

@@ -62,6 +62,11 @@ struct RefinementResult {
   bool time_limited = false;
 };
 
+// A simulation budget that shrinks with the graph: floor(scale * (1e4 / (ops + edges))^exponent), clamped
+// to [min_simulations, max(min_simulations, max_simulations)]. Used by pardnn's refinement and auto's search.
+int64_t SimulationBudget(double scale, double exponent, int64_t ops_plus_edges, int64_t min_simulations,
+                         int64_t max_simulations);
+
 // Improves `assignment` in place. Precondition: constraints hold; they still hold afterwards.
 RefinementResult RefineAlongCriticalPath(const Model& model, const RefinementOptions& options,
                                          const SolveContext& context, Simulator& sim,

@@ -52,10 +52,8 @@ PortfolioScore ScoreForPortfolio(const Model& model, const Assignment& assignmen
 }  // namespace portfolio
 
 int64_t PortfolioSearchBudget(const PortfolioOptions& options, int64_t num_ops, int64_t num_edges) {
-  const double size = static_cast<double>(std::max<int64_t>(1, num_ops + num_edges));
-  const double sims = options.search_scale * std::pow(1e4 / size, options.search_exponent);
-  return std::clamp<int64_t>(static_cast<int64_t>(std::min(sims, 1e12)), options.search_min_simulations,
-                             std::max(options.search_min_simulations, options.search_max_simulations));
+  return pardnn::SimulationBudget(options.search_scale, options.search_exponent, num_ops + num_edges,
+                                  options.search_min_simulations, options.search_max_simulations);
 }
 
 namespace {
