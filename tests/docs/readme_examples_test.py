@@ -9,7 +9,8 @@ An example is run unless
         <!-- example: not run: needs a Docker engine (tests/deploy/compose_test.py checks the file) -->
     (the reason is required and printed in the test's output), or
   * every command in it builds or runs the project's own tests and benchmarks (`cmake`, `ninja`,
-    `ctest`, `build*/...` binaries): ctest and CI run those already.
+    `ctest`, `build*/...` binaries, and the README's two entry points `bash tests/run_tests.sh` (what CI
+    runs) and `bash deploy/run_local.sh` (tests/deploy/run_local_test.py)): ctest and CI run those already.
 
 How it runs (the setup a reader of the README has, made here in a temporary folder):
   * the working directory mirrors the repository root (a symbolic link per top-level entry, and `build`
@@ -45,7 +46,8 @@ RUN_LANGUAGES = {"", "sh", "bash", "shell", "console", "python"}
 MARKER = re.compile(r"<!--\s*example:\s*not run:\s*(.+?)\s*-->")
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^\s`]*)")
 # A command that builds or runs the project's own tests or benchmarks.
-BUILD_OR_TEST = re.compile(r"^(\w+=\S*\s+)*(ninja|cmake|ctest|build[-\w]*/\S+)(\s|$)")
+BUILD_OR_TEST = re.compile(
+    r"^(\w+=\S*\s+)*(ninja|cmake|ctest|build[-\w]*/\S+|bash tests/run_tests\.sh|bash deploy/run_local\.sh)(\s|$)")
 SKIPPED_TREES = {".git", "node_modules"}
 
 sys.path.insert(0, str(SOURCE_DIR / "client" / "python" / "tests"))
