@@ -142,10 +142,6 @@ class Mapper {
   bool slack_row_ = false;
   bool slack_queue_ = false;
   bool critical_bound_ = false;
-  // Work placed on each device so far, and what the step cannot be shorter than on the compute-only
-  // axis: max(critical path, total work / the devices' total speed).
-  std::vector<int64_t> device_total_;
-  double horizon_ns_ = 0.0;
   DeviceId critical_device_ = kNone;
   int64_t critical_ns_ = 0;
   std::vector<double> link_factor_;  // devices x devices: pair's transfer time / mean transfer time
@@ -556,12 +552,10 @@ void Mapper::Place(int32_t c, DeviceId d) {
     }
   }
   own_load_[c] = load;
-  device_total_[d] += load;
 }
 
 void Mapper::Unplace(int32_t c) {
   const DeviceId d = cluster_device_[c];
-  device_total_[d] -= own_load_[c];
   for (int32_t i = member_offset_[c]; i < member_offset_[c + 1]; ++i) {
     const int32_t v = member_ops_[i];
     pos_device_[v] = kNone;
@@ -604,11 +598,6 @@ Mapper::Choice Mapper::Evaluate(int32_t c, bool improve) {
     const double work = static_cast<double>(compute_sum_[c]) / model_.speed[k];
     o.busy = static_cast<double>(load_scratch_[k]) + work;
     o.queue = std::max(0.0, o.busy - window);
-    if (options_.balance_whole_step) {
-      // The step is at least the busiest device's total work: what this cluster adds beyond the horizon.
-      const double before = static_cast<double>(device_total_[k] - (k == current ? own_load_[c] : 0));
-      o.queue += std::max(0.0, before + work - horizon_ns_) - std::max(0.0, before - horizon_ns_);
-    }
     if (slack_queue_ && k != critical_device_) {
       // Off the critical path's device, queueing first uses up the cluster's slack.
       o.queue = std::max(0.0, o.queue - static_cast<double>(critical_ns_) + max_level_[c]);
@@ -744,7 +733,6 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
   cluster_footprint_.assign(num_clusters_, 0);
   for (int32_t i = 0; i < n_; ++i) cluster_footprint_[cl_[i]] += op_footprint_[i];
   device_footprint_.assign(devices_, 0);
-  device_total_.assign(devices_, 0);
 
   // 3. Levels, spans, loads, communication table.
   PrepareSpans();
@@ -762,7 +750,6 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
     int64_t cp = 0;
     for (int32_t i = 0; i < n_; ++i) cp = std::max(cp, tl_[i] + bl_[i]);
     critical_bound_ = static_cast<double>(cp) >= work / std::max(1e-9, speed);
-    horizon_ns_ = std::max(static_cast<double>(cp), work / std::max(1e-9, speed));
   }
   slack_row_ = options_.slack_aware && critical_bound_;
   slack_queue_ = slack_row_;

@@ -77,10 +77,6 @@ struct MappingOptions {
   // graph whose critical path dominates (ResNet-32, 6K ops), hundreds of tiny ops join the critical
   // path's device to save transfers nobody waits for, and delay the step by 4 %.
   bool slack_aware = true;
-  // Also charge a device for the work it would hold beyond max(critical path, total work / total speed):
-  // the step can be no shorter than the busiest device's total, which the span windows do not see. Off
-  // by default: neutral on ResNet, Inception-v3 and GPT-2 steps (within ±1 %), 11 % worse on one CNN.
-  bool balance_whole_step = false;
   // When both are set (by op id, e.g. a simulated schedule's start and finish times), they replace the
   // levels as the spans' time axis: queueing and transfers that the levels cannot see are then in it.
   const std::vector<int64_t>* schedule_start_ns = nullptr;

@@ -179,12 +179,8 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
   std::stable_sort(to_repair.begin(), to_repair.end(),
                    [&](size_t a, size_t b) { return scores[a].overflow < scores[b].overflow; });
   for (size_t k = 0; k < to_repair.size() && !context.ShouldStop(); ++k) {
-    SolveContext slice = context;
-    if (context.deadline != absl::InfiniteFuture()) {
-      const absl::Time now = context.Now();
-      slice.deadline = std::min(
-          context.deadline, now + (context.deadline - now) / static_cast<int64_t>(to_repair.size() - k));
-    }
+    const SolveContext slice =
+        context.WithShareOfTimeLeft(1.0 / static_cast<double>(to_repair.size() - k));
     Assignment a = candidates[to_repair[k]];
     RepairOutcome outcome = RepairMemory(model, slice, repair, a);
     out.time_limited |= outcome.time_limited;

@@ -17,6 +17,7 @@
 #ifndef PLACEMENT_SERVICE_ENGINE_PARTITION_PARTITIONER_H_
 #define PLACEMENT_SERVICE_ENGINE_PARTITION_PARTITIONER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -52,6 +53,16 @@ struct SolveContext {
     return cancelled != nullptr && cancelled->load(std::memory_order_relaxed);
   }
   bool ShouldStop() const { return Cancelled() || Now() >= deadline; }
+  // A copy whose deadline is `fraction` of the time left from now (the same when there is no deadline):
+  // how a stage hands a part of its budget to one of several steps, so one cannot starve the others.
+  SolveContext WithShareOfTimeLeft(double fraction) const {
+    SolveContext share = *this;
+    if (deadline != absl::InfiniteFuture()) {
+      const absl::Time start = Now();
+      share.deadline = std::min(deadline, start + (deadline - start) * fraction);
+    }
+    return share;
+  }
   void Report(std::string_view stage, double fraction, int64_t best_makespan_ns = 0) const {
     if (on_progress) on_progress(Progress{stage, fraction, best_makespan_ns});
   }

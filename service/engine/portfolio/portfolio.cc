@@ -131,18 +131,13 @@ absl::StatusOr<PartitionResult> PortfolioPartitioner::Partition(const Model& mod
       break;
     }
     const Partitioner& member = *members_[i];
-    SolveContext member_context = context;
+    // This member's share of the time left: the first member (pardnn) weighs first_member_weight, every
+    // other member 1, and one more share is kept for the memory stage and the search. A slow member
+    // cannot starve the others, and unused time flows on to the next.
+    const double weight = i == 0 ? options_.first_member_weight : 1.0;
+    SolveContext member_context =
+        context.WithShareOfTimeLeft(weight / (weight + static_cast<double>(count - i - 1) + 1.0));
     member_context.on_progress = nullptr;
-    if (context.deadline != absl::InfiniteFuture()) {
-      // This member's share of the time left: the first member (pardnn) weighs first_member_weight, every
-      // other member 1, and one more share is kept for the memory stage and the search. A slow member
-      // cannot starve the others, and unused time flows on to the next.
-      const double weight = i == 0 ? options_.first_member_weight : 1.0;
-      const double remaining = weight + static_cast<double>(count - i - 1) + 1.0;
-      const absl::Time now = context.Now();
-      member_context.deadline =
-          std::min(context.deadline, now + (context.deadline - now) * (weight / remaining));
-    }
     if (context.on_progress) {
       member_context.on_progress = [&, i](const Progress& progress) {
         context.Report(members_[i]->name(), 0.5 * (i + progress.fraction) / count,
@@ -204,13 +199,8 @@ absl::StatusOr<PartitionResult> PortfolioPartitioner::Partition(const Model& mod
       break;
     }
     const int32_t i = to_repair[k];
-    SolveContext slice = context;
+    SolveContext slice = context.WithShareOfTimeLeft(1.0 / static_cast<double>(to_repair.size() - k));
     slice.on_progress = nullptr;
-    if (context.deadline != absl::InfiniteFuture()) {
-      const absl::Time now = context.Now();
-      slice.deadline = std::min(context.deadline,
-                                now + (context.deadline - now) / static_cast<int64_t>(to_repair.size() - k));
-    }
     Candidate repaired{seeds[i]->assignment, PortfolioScore()};
     const RepairOutcome outcome = RepairMemory(model, slice, repair, repaired.assignment);
     out.time_limited |= outcome.time_limited;
