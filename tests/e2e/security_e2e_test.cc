@@ -23,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/server_process.h"
+#include "tests/e2e/temp_dir.h"
 #include "tests/e2e/test_requests.h"
 #include "tests/testutil/random_graph.h"
 
@@ -38,31 +39,6 @@ using ::testing::Not;
 constexpr char kTokenA[] = "team-a-token-0123456789abcdef";
 constexpr char kTokenB[] = "team-b-token-fedcba9876543210";
 constexpr char kTokenC[] = "team-c-token-00112233445566778899";
-
-// A fresh directory under the test's temp dir, removed (with its files) at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = absl::StrCat(::testing::TempDir(), "/security_e2e.XXXXXX");
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() { RunCommand({"/bin/rm", "-rf", path_}); }
-  std::string File(const std::string& name) const { return absl::StrCat(path_, "/", name); }
-  // Writes atomically (write + rename), as a mounted secret or a careful operator replaces a file.
-  std::string Write(const std::string& name, const std::string& text) const {
-    const std::string path = File(name);
-    {
-      std::ofstream out(path + ".tmp", std::ios::trunc);
-      out << text;
-    }
-    std::rename((path + ".tmp").c_str(), path.c_str());
-    return path;
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::string FindOpenssl() {
   for (const char* dir : {"/usr/bin", "/usr/local/bin", "/bin"}) {
@@ -185,7 +161,7 @@ bool AwaitLogCount(const ServerProcess& server, const std::string& what, int cou
 class TlsE2ETest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new TempDir();
+    dir_ = new TempDir("security_e2e");
     absl::StatusOr<TestPki> pki = MakeTestPki(*dir_);
     if (pki.ok()) {
       pki_ = new TestPki(*std::move(pki));
@@ -267,7 +243,7 @@ TEST_F(TlsE2ETest, PlacementctlNamesATlsProblem) {
 // Issue 14: an expired server certificate is a failed start naming its dates (clients would only see
 // failed handshakes).
 TEST_F(TlsE2ETest, AnExpiredCertificateIsAFailedStartNamingItsDates) {
-  TempDir dir;
+  TempDir dir("security_e2e");
   const std::string openssl = FindOpenssl();
   const std::string fresh = dir.File("fresh.pem");
   const std::string expired = dir.File("expired.pem");
@@ -290,7 +266,7 @@ TEST_F(TlsE2ETest, AnExpiredCertificateIsAFailedStartNamingItsDates) {
 }
 
 TEST_F(TlsE2ETest, MutualTlsRejectsClientsWithoutACertificate) {
-  TempDir dir;
+  TempDir dir("security_e2e");
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
       {"--tls_cert=" + pki_->server_cert, "--tls_key=" + pki_->server_key,
        "--tls_client_ca=" + pki_->ca_cert, "--auth_tokens=" + TokensFile(dir),
@@ -351,7 +327,7 @@ TEST_F(TlsE2ETest, BadSecurityFlagsStopTheServerWithAClearMessage) {
 // ---- Tokens ----
 
 TEST(AuthE2ETest, MissingOrWrongTokensAreUnauthenticatedAndHealthNeedsNone) {
-  TempDir dir;
+  TempDir dir("security_e2e");
   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
       ServerProcess::Start({"--auth_tokens=" + TokensFile(dir)});
   ASSERT_TRUE(server.ok()) << server.status();
@@ -399,7 +375,7 @@ TEST(AuthE2ETest, MissingOrWrongTokensAreUnauthenticatedAndHealthNeedsNone) {
 }
 
 TEST(AuthE2ETest, AChangedTokensFileIsReloaded) {
-  TempDir dir;
+  TempDir dir("security_e2e");
   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
       ServerProcess::Start({"--auth_tokens=" + TokensFile(dir), "--auth_tokens_poll=0s"});
   ASSERT_TRUE(server.ok()) << server.status();
@@ -422,7 +398,7 @@ TEST(AuthE2ETest, AChangedTokensFileIsReloaded) {
 }
 
 TEST(AuthE2ETest, SighupReloadsTheTokensFile) {
-  TempDir dir;
+  TempDir dir("security_e2e");
   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
       ServerProcess::Start({"--auth_tokens=" + TokensFile(dir), "--auth_tokens_poll=1h"});
   ASSERT_TRUE(server.ok()) << server.status();
@@ -441,7 +417,7 @@ TEST(AuthE2ETest, SighupReloadsTheTokensFile) {
 // ---- Tenants ----
 
 TEST(TenantE2ETest, OperationsAreInvisibleToOtherTenantsAndSharedJobsSurviveTheirCancel) {
-  TempDir dir;
+  TempDir dir("security_e2e");
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
       {"--auth_tokens=" + TokensFile(dir), "--workers=1", "--testing_algorithms"});
   ASSERT_TRUE(server.ok()) << server.status();
@@ -487,7 +463,7 @@ TEST(TenantE2ETest, OperationsAreInvisibleToOtherTenantsAndSharedJobsSurviveThei
 }
 
 TEST(TenantE2ETest, QueuedAndRunningLimitsHoldOneTenantWhileAnotherIsServed) {
-  TempDir dir;
+  TempDir dir("security_e2e");
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
       {"--auth_tokens=" + TokensFile(dir), "--workers=2", "--testing_algorithms",
        "--tenant_max_running=1", "--tenant_max_queued=1", "--retry_delay=4s"});
@@ -530,7 +506,7 @@ TEST(TenantE2ETest, QueuedAndRunningLimitsHoldOneTenantWhileAnotherIsServed) {
 }
 
 TEST(TenantE2ETest, RequestRateIsLimitedPerTenantWithOverridesFromTheTokensFile) {
-  TempDir dir;
+  TempDir dir("security_e2e");
   // team-c's line lifts the rate limit for team-c.
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
       {"--auth_tokens=" + TokensFile(dir, absl::StrCat(kTokenC, " team-c rate_qps=0\n")),

@@ -37,6 +37,7 @@
 #include "gtest/gtest.h"
 #include "service/cache/redis_result_cache.h"
 #include "tests/e2e/server_process.h"
+#include "tests/e2e/temp_dir.h"
 #include "tests/e2e/test_requests.h"
 #include "tests/testutil/redis_server.h"
 
@@ -70,31 +71,6 @@ ClientOptions Options(const ServerProcess& server, const std::string& token = ""
   options.token = token;
   return options;
 }
-
-// A fresh directory under the test's temp dir, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = absl::StrCat(::testing::TempDir(), "/trust_e2e.XXXXXX");
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() { RunCommand({"/bin/rm", "-rf", path_}); }
-  std::string File(const std::string& name) const { return absl::StrCat(path_, "/", name); }
-  // Writes atomically (temporary file + rename) unless `in_place`.
-  std::string Write(const std::string& name, const std::string& text, bool in_place = false) const {
-    const std::string path = File(name);
-    const std::string target = in_place ? path : path + ".tmp";
-    {
-      std::ofstream out(target, std::ios::trunc);
-      out << text;
-    }
-    if (!in_place) std::rename(target.c_str(), path.c_str());
-    return path;
-  }
-
- private:
-  std::string path_;
-};
 
 double Metric(const ServerProcess& server, absl::string_view series) {
   absl::StatusOr<std::string> scrape = ScrapeMetrics(server.metrics_port());
@@ -343,7 +319,7 @@ TEST(OperationsTest, AFullTableEvictsFinishedOperationsOldestFirst) {
 // ---- 6: the request log ----
 
 TEST(RequestLogTest, CallerStringsAreQuotedEscapedAndCut) {
-  TempDir dir;
+  TempDir dir("trust_e2e");
   const std::string tokens =
       dir.Write("tokens", "team-a-token-0123456789abcdef team-a\n"
                           "team-b-token-fedcba9876543210 team-b\n");
@@ -394,7 +370,7 @@ std::string BigPlaceRequestBytes(size_t bytes) {
 }
 
 TEST(AuthBeforeDecodingTest, UnauthenticatedBodiesAreNotDecoded) {
-  TempDir dir;
+  TempDir dir("trust_e2e");
   const std::string tokens = dir.Write("tokens", "team-a-token-0123456789abcdef team-a\n");
   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
       ServerProcess::Start({"--auth_tokens=" + tokens});
@@ -432,7 +408,9 @@ TEST(AuthBeforeDecodingTest, UnauthenticatedBodiesAreNotDecoded) {
               static_cast<long long>(before >> 20), static_cast<long long>(after >> 20));
   // Decoded, each would take ~400 MB; undecoded, the server holds at most the wire bytes a moment.
   // (Not under sanitizers: their shadow memory and quarantine make RSS meaningless.)
-  if (!kSanitized) EXPECT_LT(after - before, int64_t{200} << 20);
+  if (!kSanitized) {
+    EXPECT_LT(after - before, int64_t{200} << 20);
+  }
   channel.reset();
   StopServer(**server);
 }
@@ -440,7 +418,7 @@ TEST(AuthBeforeDecodingTest, UnauthenticatedBodiesAreNotDecoded) {
 // ---- Rough edges ----
 
 TEST(TokensReloadTest, AnEmptiedOrHalfWrittenFileKeepsThePreviousTokens) {
-  TempDir dir;
+  TempDir dir("trust_e2e");
   const std::string tokens = dir.Write("tokens", "team-a-token-0123456789abcdef team-a\n");
   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
       ServerProcess::Start({"--auth_tokens=" + tokens, "--auth_tokens_poll=0s"});
