@@ -750,27 +750,20 @@ void DrainSignal::Unsubscribe(uint64_t id) {
   }
 }
 
-void DrainSignal::Fire() {
+void DrainSignal::CallOnce(bool* flag, Subscribers* list) {
   Subscribers to_call;
   {
     absl::MutexLock lock(&mu_);
-    if (fired_) return;
-    fired_ = true;
-    to_call.swap(subscribers_);
+    if (*flag) return;
+    *flag = true;
+    to_call.swap(*list);
   }
-  for (auto& [id, on_drain] : to_call) on_drain();
+  for (auto& [id, callback] : to_call) callback();
 }
 
-void DrainSignal::Abort() {
-  Subscribers to_call;
-  {
-    absl::MutexLock lock(&mu_);
-    if (aborted_) return;
-    aborted_ = true;
-    to_call.swap(abort_subscribers_);
-  }
-  for (auto& [id, on_abort] : to_call) on_abort();
-}
+void DrainSignal::Fire() { CallOnce(&fired_, &subscribers_); }
+
+void DrainSignal::Abort() { CallOnce(&aborted_, &abort_subscribers_); }
 
 bool DrainSignal::fired() const {
   absl::MutexLock lock(&mu_);

@@ -83,6 +83,8 @@ class DrainSignal {
 
  private:
   using Subscribers = std::vector<std::pair<uint64_t, std::function<void()>>>;
+  // Sets `*flag` once and calls (outside the lock) the subscribers taken from `*list`.
+  void CallOnce(bool* flag, Subscribers* list) ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t Add(bool abort, std::function<void()> callback) ABSL_LOCKS_EXCLUDED(mu_);
 
   mutable absl::Mutex mu_;
