@@ -4,6 +4,8 @@
   the stack (two replicas, redis, router, prometheus, grafana);
 - the replicas' flags are flags placement_server accepts, their ports are the ones they expose, --redis
   names the redis service, and stop_grace_period covers --shutdown_drain_delay + --shutdown_grace;
+- the redis service's command, run by the real redis-server (when installed) with the files it
+  mounts, keeps nothing on disk and evicts only keys with an expiry (and --redis_ttl is > 0);
 - the router's nginx config sends to those replicas on their gRPC port, and listens where the router
   publishes;
 - Prometheus scrapes every replica on its metrics port, its rule files exist, and (when promtool is
@@ -100,6 +102,31 @@ def main():
         c.check(stop > drain + grace, f"{name}: stop_grace_period {stop}s <= drain {drain}s + grace {grace}s")
         c.check(str(service.get("user", "")).split(":")[0] not in ("", "0", "root"),
                 f"{name}: runs as root")
+
+    # Redis: what the real redis-server makes of the service's command and mounted config.
+    redis = services.get("redis", {})
+    command = redis.get("command", [])
+    if c.check(command[:1] == ["redis-server"], "redis: command is not redis-server ..."):
+        files = dict((target, host) for host, target in mounted(deploy_dir, redis, "/"))
+        arguments = [files.get(a, a) for a in command[1:]]
+        try:
+            config = deploy_checks.effective_redis_config(
+                arguments, ["appendonly", "save", "maxmemory", "maxmemory-policy"])
+        except RuntimeError as error:
+            config = {}
+            c.check(False, f"redis: {error}")
+        if config is None:
+            print("note: redis-server/redis-cli not installed; the redis service's settings are not checked")
+        elif config:
+            c.check(config["appendonly"] == "no" and config["save"] == "",
+                    f"redis: persists (appendonly {config['appendonly']}, save {config['save']!r})")
+            c.check((config["maxmemory-policy"] or "").startswith("volatile-"),
+                    f"redis: maxmemory-policy {config['maxmemory-policy']} may evict keys without expiry")
+            c.check(int(config["maxmemory"] or 0) > 0, "redis: no maxmemory")
+        for name in REPLICAS:
+            flags = deploy_checks.parse_flag_lines("\n".join(services.get(name, {}).get("command", [])))
+            c.check(deploy_checks.duration_seconds(flags.get("redis_ttl", "24h")) > 0,
+                    f"{name}: --redis_ttl=0 stores results without expiry, which Redis then never evicts")
 
     # Router: the shipped nginx site, its upstreams and its listen port.
     router = services.get("router", {})
