@@ -11,7 +11,10 @@
 - Prometheus scrapes every replica on its metrics port, its rule files exist, and (when promtool is
   installed) `promtool check config` passes;
 - every metric named in the alerts and the Grafana dashboard is one the server exports, and the
-  Grafana datasource points at the prometheus service.
+  Grafana datasource points at the prometheus service;
+- the alerts and panels the deploy guide relies on exist: among them the "Shared operations" row with
+  a panel for each metric of the shared operations, and alerts on failing lease renewals, jobs taken
+  over and the fallback to local operations (each with a severity, a summary and a description).
 
 usage: compose_test.py SOURCE_DIR PLACEMENT_SERVER_BINARY
 """
@@ -31,6 +34,20 @@ except ImportError:
     deploy_checks.skip("python3-yaml is not installed")
 
 REPLICAS = ("placement-a", "placement-b")
+
+# Alerts deploy/README.md names → a metric each must watch.
+REQUIRED_ALERTS = {
+    "PlacementReplicaDown": "up",
+    "PlacementHighErrorRate": "placement_requests_total",
+    "PlacementPlaceLatencyHigh": "placement_request_duration_seconds_bucket",
+    "PlacementQueueSaturated": "placement_queue_depth",
+    "PlacementAdmissionRejecting": "placement_admission_rejections_total",
+    "PlacementRedisErrors": "placement_redis_errors_total",
+    "PlacementRedisUnavailable": "placement_redis_lookups_total",
+    "PlacementOperationLeaseRenewalsFailing": "placement_operation_lease_renewals_failed_total",
+    "PlacementOperationsTakenOver": "placement_operations_taken_over_total",
+    "PlacementSharedOperationsFallback": "placement_shared_operations_fallback_total",
+}
 
 
 def load_yaml(path):
@@ -149,6 +166,7 @@ def main():
     # Prometheus: targets, rule files, promtool.
     prometheus = services.get("prometheus", {})
     files = dict((target, host) for host, target in mounted(deploy_dir, prometheus, "/etc/prometheus/"))
+    alerts = {}
     config_path = files.get("/etc/prometheus/prometheus.yml")
     if c.check(config_path is not None and os.path.isfile(config_path), "prometheus: no prometheus.yml mounted"):
         config = load_yaml(config_path)
@@ -167,6 +185,19 @@ def main():
                         for metric in deploy_checks.metric_names_in_expression(rule["expr"]):
                             c.check(metric in exported,
                                     f"alert {rule.get('alert')}: the server exports no {metric}")
+                        if "alert" in rule:
+                            alerts[rule["alert"]] = rule
+        for name, metric in REQUIRED_ALERTS.items():
+            rule = alerts.get(name)
+            if not c.check(rule is not None, f"alerts: no {name}"):
+                continue
+            c.check(re.search(rf"\b{metric}\b", rule["expr"]) is not None,
+                    f"alert {name}: does not watch {metric}")
+            c.check(rule.get("labels", {}).get("severity") in ("page", "warn"),
+                    f"alert {name}: no severity")
+            for annotation in ("summary", "description"):
+                c.check(bool(rule.get("annotations", {}).get(annotation)),
+                        f"alert {name}: no {annotation}")
         promtool = shutil.which("promtool")
         if promtool:
             result = subprocess.run([promtool, "check", "config", config_path], capture_output=True,
@@ -198,6 +229,21 @@ def main():
             for wanted in ("Requests", "latency", "hit ratio", "Queue depth", "Solves by algorithm"):
                 c.check(any(wanted.lower() in t.lower() for t in titles),
                         f"{file_name}: no panel about {wanted!r}")
+            # The "Shared operations" row, with a panel below it for every metric of the shared operations.
+            rows = [p for p in dashboard.get("panels", []) if p.get("type") == "row"
+                    and p.get("title") == "Shared operations"]
+            if c.check(len(rows) == 1, f"{file_name}: no row \"Shared operations\""):
+                row_y = rows[0]["gridPos"]["y"]
+                later_rows = [p["gridPos"]["y"] for p in dashboard["panels"]
+                              if p.get("type") == "row" and p["gridPos"]["y"] > row_y]
+                end_y = min(later_rows, default=float("inf"))
+                in_row = set()
+                for panel in dashboard["panels"]:
+                    if panel.get("type") != "row" and row_y < panel["gridPos"]["y"] < end_y:
+                        for target in panel.get("targets", []):
+                            in_row |= deploy_checks.metric_names_in_expression(target.get("expr", ""))
+                for metric in sorted(deploy_checks.ANNOUNCED_METRICS - in_row):
+                    c.check(False, f"{file_name}: no panel of row \"Shared operations\" shows {metric}")
             for panel in dashboard.get("panels", []):
                 for target in panel.get("targets", []):
                     c.check(target.get("datasource", {}).get("uid") == "prometheus",
