@@ -82,6 +82,9 @@ def main():
     c = deploy_checks.Checker()
     flag_names = deploy_checks.server_flags(server)
     exported = deploy_checks.exported_metric_names(source_dir)
+    not_yet = deploy_checks.ANNOUNCED_METRICS - deploy_checks.exported_metric_names(source_dir, announced=())
+    if not_yet:
+        print(f"note: announced but not exported by this tree yet (accepted): {', '.join(sorted(not_yet))}")
 
     compose_path = os.path.join(deploy_dir, "docker-compose.yml")
     compose = load_yaml(compose_path)
