@@ -366,14 +366,14 @@ class PlaceReactor final : public JobWaitReactor {
 
   void Start() override {
     const std::string* tenant = &record_.entry().tenant;  // authenticated before decoding
-    PlacementCore& core = service_->core();
+    core::PlacementCore& core = service_->core();
     std::string fingerprint;
     if (core.TryRepeatHit(*request_, &fingerprint, &record_.entry().digest, response_)) {
       record_.entry().cache = v1::HIT;
       if (Claim()) Complete(absl::OkStatus());
       return;
     }
-    absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = core.Prepare(*request_);
+    absl::StatusOr<std::shared_ptr<const core::PreparedRequest>> prepared = core.Prepare(*request_);
     if (!prepared.ok()) {
       if (Claim()) Complete(prepared.status());
       return;
@@ -381,7 +381,7 @@ class PlaceReactor final : public JobWaitReactor {
     prepared_ = *std::move(prepared);
     core.RememberFingerprint(fingerprint, *prepared_);
     record_.entry().digest = prepared_->request_digest;
-    absl::StatusOr<PlaceStart> start = core.StartPlace(prepared_, deadline_, *tenant);
+    absl::StatusOr<core::PlaceStart> start = core.StartPlace(prepared_, deadline_, *tenant);
     if (!start.ok()) {
       if (Claim()) Complete(start.status());
       return;
@@ -407,7 +407,7 @@ class PlaceReactor final : public JobWaitReactor {
 
   const v1::PlaceRequest* request_ = nullptr;
   v1::PlaceResponse* response_ = nullptr;
-  std::shared_ptr<const PreparedRequest> prepared_;
+  std::shared_ptr<const core::PreparedRequest> prepared_;
   v1::CacheResult cache_ = v1::MISS;
 };
 
@@ -423,7 +423,7 @@ class EvaluateReactor final : public JobWaitReactor {
 
   void Start() override {
     const std::string* tenant = &record_.entry().tenant;  // authenticated before decoding
-    absl::StatusOr<EvaluateStart> start =
+    absl::StatusOr<core::EvaluateStart> start =
         service_->core().StartEvaluate(*request_, deadline_, *tenant);
     if (!start.ok()) {
       if (Claim()) Complete(start.status());
@@ -442,7 +442,7 @@ class EvaluateReactor final : public JobWaitReactor {
 
   const v1::EvaluateRequest* request_ = nullptr;
   v1::EvaluateResponse* response_ = nullptr;
-  std::shared_ptr<EvaluateOutput> output_;
+  std::shared_ptr<core::EvaluateOutput> output_;
 };
 
 // ---- WaitOperation ----
@@ -790,7 +790,7 @@ void DecodingBudget::Release(int64_t bytes) { in_use_.fetch_sub(bytes); }
 
 // ---- PlacementServiceImpl ----
 
-PlacementServiceImpl::PlacementServiceImpl(PlacementCore* core, ServiceMetrics* metrics,
+PlacementServiceImpl::PlacementServiceImpl(core::PlacementCore* core, ServiceMetrics* metrics,
                                            const RequestLog* log, PlacementServiceOptions options)
     : core_(core),
       metrics_(metrics),
