@@ -42,8 +42,6 @@
 
 namespace placement::server {
 
-class CallRecord;  // placement_service.cc: times one call and reports it when it ends
-
 struct PlacementServiceOptions {
   // Longest a WaitOperation call waits (also when it sets no timeout and has no deadline).
   absl::Duration max_wait_timeout = absl::Minutes(5);
@@ -161,7 +159,7 @@ class PlacementServiceImpl final : public RawPlacementService {
                                            const grpc::ByteBuffer* request,
                                            grpc::ByteBuffer* response) override;
 
-  // Internals shared with the reactors (placement_service.cc).
+  // Internals shared with the reactors (place_reactors.h, operation_reactors.h, raw_call.h).
   core::PlacementCore& core() { return *core_; }
   DrainSignal& drain() { return drain_; }
   DecodingBudget& decoding() { return decoding_; }
