@@ -1,13 +1,12 @@
 #include "service/engine/solve/solve.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "service/engine/model/digest.h"
 #include "service/engine/model/model_builder.h"
 #include "service/engine/sim/constraints.h"
+#include "service/engine/sim/placement_score.h"
 #include "service/engine/solve/algorithm_registry.h"
 
 namespace placement::engine {
@@ -107,12 +106,8 @@ absl::StatusOr<v1::Placement> Solve(const Model& model, const v1::PlacementOptio
   const absl::Duration solve_time = absl::Now() - start;
 
   // A partitioner handing back a malformed assignment is a bug, not bad input.
-  if (static_cast<int32_t>(result->assignment.size()) != model.num_ops() ||
-      std::any_of(result->assignment.begin(), result->assignment.end(),
-                  [&](DeviceId d) { return d < 0 || d >= model.num_devices(); })) {
-    return absl::InternalError(
-        absl::StrCat("algorithm ", std::string(partitioner.name()), " returned a malformed assignment"));
-  }
+  const absl::Status complete = CheckAssignmentComplete(model, result->assignment, partitioner.name());
+  if (!complete.ok()) return complete;
 
   v1::Placement placement = ScoreAssignment(model, result->assignment);
   v1::Provenance* provenance = placement.mutable_provenance();
