@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -179,15 +180,16 @@ std::string GraphDigestHex(const Model& model) {
   return hash.FinishHex();
 }
 
-std::string RequestDigestHex(const Model& model, const DigestOptions& options) {
-  return RequestDigestHex(model, GraphDigestHex(model), options);
-}
-
-std::string RequestDigestHex(const Model& model, const std::string& graph_digest_hex,
-                             const DigestOptions& options) {
+std::string RequestDigestHex(const Model& model, std::string_view algorithm,
+                             std::string_view algorithm_version, uint64_t seed,
+                             std::string_view graph_digest_hex) {
   Sha256Stream hash;
   hash.Str(kRequestFormat);
-  hash.Str(graph_digest_hex);
+  if (graph_digest_hex.empty()) {
+    hash.Str(GraphDigestHex(model));
+  } else {
+    hash.Str(absl::string_view(graph_digest_hex.data(), graph_digest_hex.size()));
+  }
   const DeviceId num_devices = model.num_devices();
   hash.U32(static_cast<uint32_t>(num_devices));
   for (DeviceId d = 0; d < num_devices; ++d) {
@@ -207,10 +209,20 @@ std::string RequestDigestHex(const Model& model, const std::string& graph_digest
     }
   }
   hash.F64(model.memory_headroom == 0.0 ? 0.0 : model.memory_headroom);
-  hash.Str(options.algorithm);
-  hash.Str(options.algorithm_version);
-  hash.U64(options.seed);
+  hash.Str(absl::string_view(algorithm.data(), algorithm.size()));
+  hash.Str(absl::string_view(algorithm_version.data(), algorithm_version.size()));
+  hash.U64(seed);
   return hash.FinishHex();
+}
+
+std::string RequestDigestHex(const Model& model, const DigestOptions& options) {
+  return RequestDigestHex(model, options.algorithm, options.algorithm_version, options.seed);
+}
+
+std::string RequestDigestHex(const Model& model, const std::string& graph_digest_hex,
+                             const DigestOptions& options) {
+  return RequestDigestHex(model, options.algorithm, options.algorithm_version, options.seed,
+                          graph_digest_hex);
 }
 
 }  // namespace placement::engine

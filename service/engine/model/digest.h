@@ -7,32 +7,39 @@
 //
 // Example:
 //   std::string g = GraphDigestHex(model);
-//   std::string r = RequestDigestHex(model, {.algorithm = "pardnn", .algorithm_version = "1.0", .seed = 7});
+//   std::string r = RequestDigestHex(model, "pardnn", "3", /*seed=*/7);
 #ifndef PLACEMENT_SERVICE_ENGINE_MODEL_DIGEST_H_
 #define PLACEMENT_SERVICE_ENGINE_MODEL_DIGEST_H_
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "service/engine/model/model.h"
 
 namespace placement::engine {
 
-// The options that change a result and therefore belong in the cache key.
-struct DigestOptions {
-  std::string algorithm;          // canonical name ("pardnn", never empty)
-  std::string algorithm_version;  // bumped whenever the algorithm's output may change
-  uint64_t seed = 0;
-};
-
 // SHA-256 (lower-case hex) of the canonical graph: op names, types, costs, bytes, colocation groups,
 // allowed kinds, pins, and the merged edges.
 std::string GraphDigestHex(const Model& model);
 
-// SHA-256 (lower-case hex) of the graph digest, the canonical cluster (devices in order, link matrix),
-// the memory headroom and `options`.
+// The request digest, the cache key of one answer: SHA-256 (lower-case hex) of the graph digest, the
+// canonical cluster (devices in order, link matrix), the memory headroom, and what else changes the
+// answer — the algorithm's canonical name ("pardnn", never empty), its version (bumped whenever its
+// output may change) and the seed. The one function every caller uses (Solve, the service's algorithm
+// catalogue), so their keys cannot drift apart. `graph_digest_hex` = GraphDigestHex(model) when the caller
+// has it already (empty: computed here).
+std::string RequestDigestHex(const Model& model, std::string_view algorithm,
+                             std::string_view algorithm_version, uint64_t seed,
+                             std::string_view graph_digest_hex = {});
+
+// The same inputs as one struct, for callers that keep them together (the client's routing key, tests).
+struct DigestOptions {
+  std::string algorithm;
+  std::string algorithm_version;
+  uint64_t seed = 0;
+};
 std::string RequestDigestHex(const Model& model, const DigestOptions& options);
-// Same, reusing an already computed graph digest.
 std::string RequestDigestHex(const Model& model, const std::string& graph_digest_hex,
                              const DigestOptions& options);
 

@@ -87,9 +87,7 @@ absl::StatusOr<std::string> RequestDigestFor(const Model& model,
                                              const v1::PlacementOptions& options) {
   absl::StatusOr<const Partitioner*> partitioner = LookUp(options.algorithm());
   if (!partitioner.ok()) return partitioner.status();
-  return RequestDigestHex(model, DigestOptions{std::string((*partitioner)->name()),
-                                               std::string((*partitioner)->version()),
-                                               options.seed()});
+  return RequestDigestHex(model, (*partitioner)->name(), (*partitioner)->version(), options.seed());
 }
 
 absl::StatusOr<v1::Placement> Solve(const Model& model, const v1::PlacementOptions& options,
@@ -118,10 +116,8 @@ absl::StatusOr<v1::Placement> Solve(const Model& model, const v1::PlacementOptio
   provenance->set_algorithm_version(std::string(partitioner.version()));
   const std::string graph_digest = GraphDigestHex(model);
   provenance->set_graph_digest(graph_digest);
-  provenance->set_request_digest(RequestDigestHex(
-      model, graph_digest,
-      DigestOptions{std::string(partitioner.name()), std::string(partitioner.version()),
-                    options.seed()}));
+  provenance->set_request_digest(RequestDigestHex(model, partitioner.name(), partitioner.version(),
+                                                  options.seed(), graph_digest));
   provenance->set_cache(v1::MISS);
   provenance->set_solve_ns(absl::ToInt64Nanoseconds(solve_time));
   provenance->set_ccr(result->ccr);
