@@ -1,6 +1,7 @@
 #include "service/engine/baselines/m_etf.h"
 
 #include <algorithm>
+#include <optional>
 #include <cstdint>
 #include <limits>
 #include <queue>
@@ -343,11 +344,7 @@ class MEtfPartitioner final : public Partitioner {
   }
   absl::StatusOr<PartitionResult> Partition(const Model& model,
                                             const SolveContext& context) const override {
-    if (model.num_ops() == 0 || model.num_devices() == 0) {
-      PartitionResult empty;
-      empty.assignment.assign(model.num_ops(), kNone);
-      return empty;
-    }
+    if (std::optional<PartitionResult> none = baselines::NothingToPlace(model)) return *std::move(none);
     return EtfScheduler(model, context).Run();
   }
 };

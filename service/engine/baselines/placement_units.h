@@ -18,6 +18,7 @@
 #define PLACEMENT_SERVICE_ENGINE_BASELINES_PLACEMENT_UNITS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -69,6 +70,12 @@ struct PlacementUnits {
 };
 
 PlacementUnits BuildPlacementUnits(const Model& model);
+
+// A model without ops or without devices leaves nothing to place: every baseline then answers one kNone
+// per op (Solve's completeness check turns a model without devices into an error). nullopt when there is
+// work to do.
+//   if (std::optional<PartitionResult> none = NothingToPlace(model)) return *std::move(none);
+std::optional<PartitionResult> NothingToPlace(const Model& model);
 
 // On clusters of more than kFullScanDevices devices, list schedulers consider a bounded set of devices
 // per op so that they stay O(E * kFullScanDevices) in time and memory instead of O(E * D) (m_etf keeps a

@@ -12,7 +12,7 @@
 #include "service/engine/pardnn/cluster_mapping.h"
 #include "service/engine/pardnn/linear_clustering.h"
 #include "service/engine/pardnn/refinement.h"
-#include "service/engine/partition/placement_rules.h"
+#include "service/engine/partition/simple_partitioners.h"
 #include "service/engine/repair/memory_repair.h"
 #include "service/engine/sim/placement_score.h"
 #include "service/engine/sim/simulator.h"
@@ -181,15 +181,7 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
   // stage. Serial placements hold the least activation memory; the memory stage then moves whole
   // colocation units off it, cheapest first, until every device fits.
   if (!best_score.Fits() && devices > 1 && !context.ShouldStop()) {
-    DeviceId fastest = 0;
-    for (DeviceId d = 1; d < devices; ++d) {
-      if (model.speed[d] > model.speed[fastest] ||
-          (model.speed[d] == model.speed[fastest] && model.capacity_bytes[d] > model.capacity_bytes[fastest])) {
-        fastest = d;
-      }
-    }
-    Assignment serial(n, fastest);
-    PlacementRules(model).Enforce(serial);
+    Assignment serial = SingleDeviceAssignment(model);
     const RepairOutcome outcome = RepairMemory(model, context, to_the_brim, serial);
     out.time_limited |= outcome.time_limited;
     consider(serial, PlacementScore{outcome.overflow_bytes, outcome.makespan_ns});
