@@ -25,7 +25,8 @@ namespace {
 constexpr absl::string_view kGraphFormat = "placement.v1.graph_digest/1";
 constexpr absl::string_view kRequestFormat = "placement.v1.request_digest/1";
 
-// A failing EVP call means a broken OpenSSL installation or no memory: an invariant, not bad input.
+// A failing EVP call means a broken OpenSSL installation or no memory: an invariant, not bad input, so
+// it crashes loudly; stderr is the one channel left before abort() (the engine reports nothing else there).
 void CheckEvp(int ok, const char* what) {
   if (ok == 1) return;
   std::fprintf(stderr, "digest: OpenSSL %s failed\n", what);

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -19,12 +17,6 @@ namespace {
 
 using Kind = MemoryInterval::Kind;
 constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
-
-// PLACEMENT_REPAIR_DEBUG=1 traces rounds and candidates on stderr (development aid).
-bool DebugEnabled() {
-  static const bool enabled = std::getenv("PLACEMENT_REPAIR_DEBUG") != nullptr;
-  return enabled;
-}
 
 // One tentative change of a device's memory timeline.
 struct Charge {
@@ -649,15 +641,6 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
         for (EdgeId e = model_.in_begin(u); e < model_.in_end(u); ++e) rekey(model_.in_src[e]);
       });
     }
-    if (DebugEnabled()) {
-      std::fprintf(stderr, "  device %d slot %d t=%lld need %lld: %zu candidates, moved %d\n", d,
-                   slot, static_cast<long long>(t), static_cast<long long>(need),
-                   candidates_.size(), static_cast<int>(moved_here));
-      for (const Candidate& c : candidates_) {
-        std::fprintf(stderr, "    unit %d freed %lld key %g\n", c.unit,
-                     static_cast<long long>(c.freed_bytes), c.cost_key);
-      }
-    }
     if (!moved_here) break;
   }
   return moved;
@@ -697,10 +680,6 @@ RepairOutcome Repairer::Run(Assignment& assignment) {
       }
     }
     ++outcome.rounds;
-    if (DebugEnabled()) {
-      std::fprintf(stderr, "repair round %d: overflow %lld makespan %lld\n", round_,
-                   static_cast<long long>(score.overflow_bytes), static_cast<long long>(result.makespan_ns));
-    }
     if (score.BetterThan(best_score)) {
       stalled = score.overflow_bytes < best_score.overflow_bytes ? 0 : stalled + 1;
       best = assignment;

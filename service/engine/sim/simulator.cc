@@ -25,7 +25,8 @@ namespace {
 constexpr int64_t kNsPerSecond = 1'000'000'000;
 
 // Crashes with a message: broken preconditions (an assignment out of range) and broken invariants are
-// programming errors, not input errors.
+// programming errors, not input errors; stderr is the one channel left before abort() (the engine reports
+// nothing else there).
 [[noreturn]] void Die(const char* message, long long value) {
   std::fprintf(stderr, "placement simulator: %s (%lld)\n", message, value);
   std::abort();
