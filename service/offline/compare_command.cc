@@ -12,12 +12,12 @@
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "service/engine/baselines/compare_table.h"
 #include "service/engine/io/message_io.h"
 #include "service/engine/model/model_builder.h"
 #include "service/engine/sim/simulator.h"
 #include "service/engine/solve/algorithm_registry.h"
 #include "service/engine/solve/solve.h"
+#include "service/offline/compare_table.h"
 #include "service/offline/offline_commands.h"
 
 namespace placement::offline {
@@ -43,7 +43,7 @@ absl::StatusOr<std::vector<std::string>> AlgorithmsToRun() {
 int RunCompare(const std::vector<std::string>& args) {
   const std::string path = absl::GetFlag(FLAGS_request);
   if (path.empty()) return UsageError("compare: --request=FILE is required");
-  absl::StatusOr<engine::CompareFormat> format = engine::ParseCompareFormat(absl::GetFlag(FLAGS_format));
+  absl::StatusOr<CompareFormat> format = ParseCompareFormat(absl::GetFlag(FLAGS_format));
   if (!format.ok()) return UsageError(std::string(format.status().message()));
   absl::StatusOr<std::vector<std::string>> algorithms = AlgorithmsToRun();
   if (!algorithms.ok()) return UsageError(std::string(algorithms.status().message()));
@@ -57,7 +57,7 @@ int RunCompare(const std::vector<std::string>& args) {
   if (absl::GetFlag(FLAGS_seed) != 0) options.set_seed(absl::GetFlag(FLAGS_seed));
   const absl::Duration limit = SolveTimeLimit(options);
 
-  engine::CompareReport report;
+  CompareReport report;
   report.request = path;
   report.num_ops = model->num_ops();
   report.num_edges = model->num_edges();
@@ -67,15 +67,15 @@ int RunCompare(const std::vector<std::string>& args) {
     options.set_algorithm(name);
     absl::StatusOr<v1::Placement> placement = SolveWithin(*model, options, limit);
     if (placement.ok()) {
-      report.rows.push_back(engine::CompareRowFromPlacement(name, *placement));
+      report.rows.push_back(CompareRowFromPlacement(name, *placement));
     } else {
-      report.rows.push_back(engine::CompareRowFromError(
+      report.rows.push_back(CompareRowFromError(
           name, absl::StatusCodeToString(placement.status().code()) + ": " +
                     std::string(placement.status().message())));
     }
   }
 
-  const std::string table = engine::FormatCompareReport(report, *format);
+  const std::string table = FormatCompareReport(report, *format);
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) {
     std::cout << table;
