@@ -220,12 +220,4 @@ class MetisPartitioner final : public Partitioner {
 
 std::unique_ptr<Partitioner> MakeMetisPartitioner() { return std::make_unique<MetisPartitioner>(); }
 
-namespace baselines {
-
-absl::StatusOr<PartitionResult> MetisCut(const Model& model, const SolveContext& context) {
-  return MetisPartitioner::Cut(model, context);
-}
-
-}  // namespace baselines
-
 }  // namespace placement::engine

@@ -27,15 +27,6 @@ namespace placement::engine {
 // api.md name "metis".
 std::unique_ptr<Partitioner> MakeMetisPartitioner();
 
-namespace baselines {
-
-// The METIS partition with pins, kinds and colocation honoured but memory not yet repaired: what "metis"
-// hands to RepairMemory. pardnn starts one of its stage-2 seeds from it (a min-cut, balanced split is
-// what tight memory favours).
-absl::StatusOr<PartitionResult> MetisCut(const Model& model, const SolveContext& context);
-
-}  // namespace baselines
-
 }  // namespace placement::engine
 
 #endif  // PLACEMENT_SERVICE_ENGINE_BASELINES_METIS_H_
