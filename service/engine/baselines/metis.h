@@ -15,6 +15,10 @@
 // Example:
 //   std::unique_ptr<Partitioner> metis = MakeMetisPartitioner();
 //   absl::StatusOr<PartitionResult> result = metis->Partition(model, context);
+//
+// Faithful to the published method, and where it is extended:
+//
+// METIS is partition-only, so constraint fix-up and the shared memory repair follow it, as the issue asks.
 #ifndef PLACEMENT_SERVICE_ENGINE_BASELINES_METIS_H_
 #define PLACEMENT_SERVICE_ENGINE_BASELINES_METIS_H_
 

@@ -14,6 +14,22 @@
 //   int32_t u = units.unit_of_op[v];
 //   for (DeviceId d = 0; d < model.num_devices(); ++d)
 //     if (units.Allowed(u, d)) Consider(u, d);
+//
+// The contract every baseline keeps (these helpers are how):
+//
+// - **Constraints by construction.** Units (a colocation group, or one op) are placed whole, and only on
+//   devices that every member's pin and kinds allow. Contradictory constraints (validation normally rules
+//   them out) fall back to the first member's, and the constraint checker reports the rest.
+// - **Deadline and cancellation.** `SolveContext::ShouldStop()` is polled every few hundred loop steps
+//   (`StopChecker`); on stop, the ops not yet placed are completed cheaply (`CompleteAssignment`) and
+//   `time_limited` is set. There is always a complete answer.
+// - **Determinism.** Results depend on the model and the seed only: ties by op id then device id; METIS gets
+//   the request's seed. Tests check that a shuffled request gives the same answer.
+// - **Bounded on huge clusters.** Up to 64 devices the list schedulers consider every allowed device, as
+//   published; beyond that each op sees the devices of its inputs plus a rotating window of 64 devices
+//   (`CandidateDevices`), which keeps m_etf's heaps and both schedulers' time at O(E * 64).
+// - **Infeasible is an answer.** When nothing fits, the unit goes where the overflow is smallest and the
+//   simulator reports it.
 #ifndef PLACEMENT_SERVICE_ENGINE_BASELINES_PLACEMENT_UNITS_H_
 #define PLACEMENT_SERVICE_ENGINE_BASELINES_PLACEMENT_UNITS_H_
 

@@ -1,4 +1,4 @@
-// digest.cc — canonical SHA-256 digests of a Model (format in README.md, "Digest format").
+// digest.cc — canonical SHA-256 digests of a Model (the format is in digest.h).
 //
 // The hashed stream is built field by field into a small buffer that is handed to OpenSSL's EVP
 // interface whenever it fills, so a million-op graph never exists as one string.

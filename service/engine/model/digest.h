@@ -8,6 +8,36 @@
 // Example:
 //   std::string g = GraphDigestHex(model);
 //   std::string r = RequestDigestHex(model, "pardnn", "3", /*seed=*/7);
+//
+// Digest format:
+//
+// SHA-256 over a byte stream (lower-case hex out). Integers are fixed-width little-endian (`u32`, `u64`,
+// `i64` as two's complement); a string is `u64 length` + bytes; a double is its IEEE-754 bits as `u64`.
+// Nothing depends on the order of ops, edges, links or allowed kinds in the request.
+//
+// `graph_digest`:
+// str "placement.v1.graph_digest/1"
+// u64 num_ops, u64 num_merged_edges
+// per op, in canonical order:
+//   str name, str type, i64 compute_ns, i64 output_bytes, i64 persistent_bytes, i64 temp_bytes,
+//   str colocation_group ("" = none),
+//   u32 count, str kind × count   (allowed kinds that some device has, in byte order; 0 = any)
+//   str pinned_device ("" = none)
+// per merged edge, in (src, dst) order: u32 src id, u32 dst id, i64 bytes
+// Parallel edges hash like their merged edge (same semantics). Allowed kinds are taken as resolved
+// against the cluster (kinds no device has cannot matter).
+//
+// `request_digest`:
+// str "placement.v1.request_digest/1"
+// str graph_digest (hex)
+// u32 num_devices
+// per device, in cluster order: str name, str kind, str node, i64 memory_bytes, f64 speed
+// per unordered pair a < b: i64 bandwidth_bytes_per_second, i64 latency_ns   (effective link matrix)
+// f64 memory_headroom (−0.0 as 0.0)
+// str algorithm, str algorithm_version, u64 seed
+// Two clusters with the same effective links (e.g. an override equal to the default) hash alike;
+// `request_id`, `skip_cache` and `time_limit` are not hashed. Bump the format tag whenever the stream
+// changes.
 #ifndef PLACEMENT_SERVICE_ENGINE_MODEL_DIGEST_H_
 #define PLACEMENT_SERVICE_ENGINE_MODEL_DIGEST_H_
 
