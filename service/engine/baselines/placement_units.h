@@ -150,6 +150,36 @@ class ReceivedCopies {
   std::vector<Copy> pool_;
 };
 
+// The memory model the list schedulers (heft, m_etf) share: the bytes that placing op v on device d adds
+// to d — its temp and output bytes, its unit's persistent bytes when the unit is not placed yet
+// (`unit_device` of it is kNone), and the part of each input produced on another device that d does not
+// hold a large enough copy of yet. `device_of` gives the devices of placed ops.
+inline int64_t BytesAddedByPlacing(const Model& model, const PlacementUnits& units,
+                                   const std::vector<DeviceId>& unit_device,
+                                   const std::vector<DeviceId>& device_of, const ReceivedCopies& copies,
+                                   OpId v, DeviceId d) {
+  const int32_t u = units.unit_of_op[v];
+  int64_t need = SaturatingAdd(model.temp_bytes[v], model.output_bytes[v]);
+  if (unit_device[u] == kNone) need = SaturatingAdd(need, units.persistent_bytes[u]);
+  for (EdgeId e = model.in_begin(v); e < model.in_end(v); ++e) {
+    const OpId p = model.in_src[e];
+    if (device_of[p] != d) need = SaturatingAdd(need, copies.ExtraBytes(p, d, model.in_bytes[e]));
+  }
+  return need;
+}
+
+// Records on d the copies of v's inputs produced elsewhere (when v is placed there); returns the bytes
+// d holds in addition (added to `used` saturating, as every byte count of the list schedulers).
+inline int64_t AddInputCopies(const Model& model, const std::vector<DeviceId>& device_of,
+                              ReceivedCopies& copies, OpId v, DeviceId d, int64_t used) {
+  for (EdgeId e = model.in_begin(v); e < model.in_end(v); ++e) {
+    const OpId p = model.in_src[e];
+    if (device_of[p] == d) continue;
+    used = SaturatingAdd(used, copies.Add(p, d, model.in_bytes[e]));
+  }
+  return used;
+}
+
 // Polls SolveContext::ShouldStop every `stride` calls (reading the clock costs more than a loop step on a
 // million-op graph) and reports progress at most every 50 ms of wall time.
 class StopChecker {
