@@ -1,6 +1,6 @@
 // `placement_offline compare --request=FILE [--algorithms=a,b,...] [--format=text|json|csv|markdown]`:
 // runs several algorithms on one request, each scored by the same simulator (through Solve), and prints
-// one table row per algorithm (service/engine/baselines/compare_table.h). Default algorithms: every
+// one table row per algorithm (compare_table.h). Default algorithms: every
 // registered one except `auto` (which would only repeat the others). Each algorithm gets the full time
 // limit (--time_limit_s, else the request's options.time_limit, else 60 s). A failing algorithm becomes an
 // "error" row; the exit status is 0 as long as the table could be produced.
