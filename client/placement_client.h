@@ -25,10 +25,7 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -36,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "placement/v1/placement_service.grpc.pb.h"
+#include "service/common/status_payloads.h"
 
 namespace placement::client {
 
@@ -173,10 +171,10 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 // An operation's error as an absl::Status (OK when it has none).
 absl::Status FromStatusProto(const v1::Status& status);
 
-// The server's retry hint, if the status carries one.
-std::optional<absl::Duration> RetryDelayOf(const absl::Status& status);
-// The server's field violations (INVALID_ARGUMENT), as (field, description) pairs.
-std::vector<std::pair<std::string, std::string>> FieldViolationsOf(const absl::Status& status);
+// The server's retry hint and field violations (INVALID_ARGUMENT, as (field, description) pairs), read
+// from the payloads FromGrpcStatus keeps, by the functions the server wrote them with.
+using common::FieldViolationsOf;
+using common::RetryDelayOf;
 
 // "CODE_NAME: message" — how placementctl prints errors.
 std::string StatusLine(const absl::Status& status);

@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "service/cache/canonical_order.h"
+#include "service/common/status_payloads.h"
 #include "service/engine/solve/solve.h"
-#include "service/jobs/status_payloads.h"
 #include "service/server/request_log.h"
 #include "service/server/status_proto.h"
 
@@ -25,7 +25,7 @@ absl::Status InvalidRequest(const std::vector<std::pair<std::string, std::string
   for (const auto& [field, description] : violations) {
     lines.push_back(field.empty() ? description : absl::StrCat(field, ": ", description));
   }
-  return jobs::WithFieldViolations(absl::InvalidArgumentError(absl::StrJoin(lines, "\n")),
+  return common::WithFieldViolations(absl::InvalidArgumentError(absl::StrJoin(lines, "\n")),
                                    violations);
 }
 

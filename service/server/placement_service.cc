@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "service/jobs/status_payloads.h"
+#include "service/common/status_payloads.h"
 #include "service/server/status_mapping.h"
 
 namespace placement::server {
@@ -116,7 +116,7 @@ absl::StatusOr<std::shared_ptr<Exchange<Request, Response>>> Open(
   const int64_t estimate = static_cast<int64_t>(in->Length()) * kDecodedBytesPerWireByte;
   if (!service->decoding().TryReserve(estimate)) {
     if (service->metrics() != nullptr) service->metrics()->RecordDecodingRejected();
-    return jobs::WithRetryDelay(
+    return common::WithRetryDelay(
         absl::UnavailableError(absl::StrCat(
             "the server is decoding other large requests (--max_decoding_bytes=",
             service->options().max_decoding_bytes, " would be exceeded); retry later")),
@@ -234,7 +234,7 @@ class JobWaitReactor : public grpc::ServerUnaryReactor {
   }
 
   absl::Status ShuttingDown() const {
-    return jobs::WithRetryDelay(
+    return common::WithRetryDelay(
         absl::UnavailableError("the server is shutting down and the answer was not ready within "
                                "its grace period; retry (another replica, or this one once it "
                                "is back)"),
@@ -469,7 +469,7 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
     if (request_->has_timeout()) {
       const google::protobuf::Duration& timeout = request_->timeout();
       if (timeout.seconds() < 0 || timeout.nanos() < 0 || timeout.nanos() > 999'999'999) {
-        FinishEarly(jobs::WithFieldViolations(
+        FinishEarly(common::WithFieldViolations(
             absl::InvalidArgumentError(
                 "timeout: must be a non-negative duration (seconds ≥ 0, nanos in [0, 999999999])"),
             {{"timeout", "must be a non-negative duration (seconds ≥ 0, nanos in [0, 999999999])"}}));
@@ -637,7 +637,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   // Operations live in this process only: they end with it, and no other replica knows them.
   static absl::Status WatchShutdownStatus(absl::Duration retry_delay) {
-    return jobs::WithRetryDelay(
+    return common::WithRetryDelay(
         absl::UnavailableError(
             "the server is shutting down; its operations end with it: submit the request again "
             "(the same request_id) once a server is back"),
@@ -803,7 +803,7 @@ PlacementServiceImpl::PlacementServiceImpl(PlacementCore* core, ServiceMetrics* 
 }
 
 absl::Status PlacementServiceImpl::OffloadQueueFull() const {
-  return jobs::WithRetryDelay(
+  return common::WithRetryDelay(
       absl::UnavailableError(absl::StrCat("the server is busy (", options_.offload_max_queued,
                                           " calls wait to start); retry later")),
       options_.retry_delay);
