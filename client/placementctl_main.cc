@@ -38,6 +38,7 @@
 #include "client/progress_bar.h"
 #include "client/request_digest.h"
 #include "service/engine/io/message_io.h"
+#include "service/engine/io/placement_file.h"
 #include "service/engine/model/model_builder.h"
 #include "service/report/report.h"
 #include "service/report/text_summary.h"
@@ -272,25 +273,13 @@ int RunSubmit(PlacementClient& client) {
   return Emit(*operation);
 }
 
-// Reads a Placement, accepting a PlaceResponse or EvaluateResponse wrapper too.
-absl::StatusOr<v1::Placement> ReadPlacement(const std::string& path) {
-  absl::StatusOr<v1::Placement> placement = engine::ReadMessageFile<v1::Placement>(path);
-  if (placement.ok()) return placement;
-  if (auto response = engine::ReadMessageFile<v1::PlaceResponse>(path); response.ok()) {
-    return response->placement();
-  }
-  if (auto response = engine::ReadMessageFile<v1::EvaluateResponse>(path); response.ok()) {
-    return response->placement();
-  }
-  return placement.status();
-}
-
 int RunEvaluate(PlacementClient& client) {
   if (absl::GetFlag(FLAGS_placement).empty()) return Usage("--placement=FILE is required");
   v1::PlaceRequest request;
   int exit_code = 0;
   if (!ReadRequest(&request, &exit_code)) return exit_code;
-  absl::StatusOr<v1::Placement> placement = ReadPlacement(absl::GetFlag(FLAGS_placement));
+  absl::StatusOr<v1::Placement> placement =
+      engine::ReadPlacementFile(absl::GetFlag(FLAGS_placement));
   if (!placement.ok()) {
     std::fprintf(stderr, "%s\n", StatusLine(placement.status()).c_str());
     return kExitNoInput;

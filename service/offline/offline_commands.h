@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "placement/v1/placement.pb.h"
+#include "service/engine/io/placement_file.h"
 
 ABSL_DECLARE_FLAG(std::string, request);
 ABSL_DECLARE_FLAG(std::string, placement);
@@ -43,7 +44,7 @@ int Fail(const absl::Status& status);
 inline constexpr absl::Duration kDefaultTimeLimit = absl::Seconds(60);
 
 // Reads a Placement file, accepting a PlaceResponse or EvaluateResponse wrapper too.
-absl::StatusOr<v1::Placement> ReadPlacementFile(const std::string& path);
+using engine::ReadPlacementFile;
 
 }  // namespace placement::offline
 
