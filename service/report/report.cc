@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "service/engine/baselines/compare_table.h"
-#include "service/engine/solve/solve.h"
+#include "service/engine/solve/score_assignment.h"
 
 namespace placement::report {
 namespace {
