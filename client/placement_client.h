@@ -83,9 +83,9 @@ struct ClientOptions {
   // Cache-affine routing: when set, Place and Submit send its result as `x-placement-digest`, so that
   // a proxy hashing on that header sends identical requests to the same replica (whose cache has the
   // answer); later calls about an operation this client submitted carry the same header, so they
-  // reach the replica that holds the operation. Use RequestDigestOf (client/request_digest.h,
-  // library placement_routing), which computes exactly the server's request_digest. An error result sends no header (the proxy then balances
-  // the call like any other).
+  // reach the replica that holds the operation. Use RoutingDigestOf (client/routing_digest.h,
+  // library placement_routing): a digest of the request's content, the same in any op order. An
+  // error result sends no header (the proxy then balances the call like any other).
   std::function<absl::StatusOr<std::string>(const v1::PlaceRequest&)> routing_digest = nullptr;
 };
 
