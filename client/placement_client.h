@@ -47,7 +47,7 @@ struct RetryOptions {
   double jitter = 0.2;
 };
 
-// Metadata key carrying the request digest, for cache-affine routing by a hashing proxy
+// Metadata key carrying the routing key (routing_digest.h), for cache-affine routing by a hashing proxy
 // (deploy/nginx/placement.conf hashes on it; deploy/README.md shows the Envoy equivalent).
 inline constexpr char kDigestHeader[] = "x-placement-digest";
 
