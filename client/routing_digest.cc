@@ -8,11 +8,9 @@ namespace placement::client {
 absl::StatusOr<std::string> RoutingDigestOf(const v1::PlaceRequest& request) {
   absl::StatusOr<engine::Model> model = engine::BuildModel(request);
   if (!model.ok()) return model.status();
-  engine::DigestOptions key;
   // The name as written and no version: the algorithm registry stays on the server.
-  key.algorithm = request.options().algorithm();
-  key.seed = request.options().seed();
-  return engine::RequestDigestHex(*model, key);
+  return engine::RequestDigestHex(*model, request.options().algorithm(), /*algorithm_version=*/"",
+                                  request.options().seed());
 }
 
 }  // namespace placement::client
