@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "service/cache/redis_result_cache.h"
@@ -20,6 +21,18 @@ absl::Status RemoteError(int code, const std::string& message) {
     return absl::UnknownError(absl::StrCat("the job failed on another replica: ", message));
   }
   return absl::Status(static_cast<absl::StatusCode>(code), message);
+}
+
+// Only names this service could have made go to Redis: anything else is NOT_FOUND without a round
+// trip (and a megabyte of garbage never becomes a key).
+bool LooksLikeOperationName(const std::string& name) {
+  constexpr absl::string_view kPrefix = "operations/";
+  if (name.size() != kPrefix.size() + 32 || !absl::StartsWith(name, kPrefix)) return false;
+  for (size_t i = kPrefix.size(); i < name.size(); ++i) {
+    const char c = name[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
 }
 
 bool Finite(absl::Duration duration) {
@@ -327,7 +340,7 @@ absl::StatusOr<std::shared_ptr<jobs::Operation>> OperationCoordinator::Find(
     }
     return local;
   }
-  if (!absl::IsNotFound(local.status())) return local;
+  if (!absl::IsNotFound(local.status()) || !LooksLikeOperationName(name)) return local;
   absl::StatusOr<std::optional<OperationView>> view = store_->Lookup(name);
   if (!view.ok()) return RedisUnavailable(view.status());
   if (!view->has_value() || (*view)->operation.tenant != tenant ||
@@ -340,7 +353,9 @@ absl::StatusOr<std::shared_ptr<jobs::Operation>> OperationCoordinator::Find(
 absl::StatusOr<std::shared_ptr<jobs::Operation>> OperationCoordinator::Cancel(
     const std::string& name, const std::string& tenant) {
   absl::StatusOr<std::shared_ptr<jobs::Operation>> local = operations_->Find(name, tenant);
-  if (!local.ok() && !absl::IsNotFound(local.status())) return local;
+  if (!local.ok() && (!absl::IsNotFound(local.status()) || !LooksLikeOperationName(name))) {
+    return local;
+  }
   absl::StatusOr<std::optional<OperationView>> view = store_->Cancel(name, tenant);
   if (local.ok()) {
     // Known here: cancel it here whatever Redis said (a local-only operation is not in Redis).

@@ -252,6 +252,9 @@ TEST(OperationCoordinatorTest, RedisDownFallsBackLocallyAndLookupsAreRetryable) 
   absl::Status unknown =
       a.coordinator().Find("operations/00000000000000000000000000000001", "team-a").status();
   EXPECT_TRUE(absl::IsUnavailable(unknown)) << unknown;
+  // A name this service never makes is NOT_FOUND without asking Redis.
+  EXPECT_TRUE(absl::IsNotFound(a.coordinator().Find("operations/x", "team-a").status()));
+  EXPECT_TRUE(absl::IsNotFound(a.coordinator().Cancel(std::string(1 << 20, 'A'), "team-a").status()));
 }
 
 TEST(OperationCoordinatorTest, TamperedResultIsNeverAnAnswer) {
