@@ -10,7 +10,7 @@
 #include "client/placement_client.h"
 #include "gtest/gtest.h"
 #include "service/engine/model/model_builder.h"
-#include "service/server/algorithm_catalog.h"
+#include "service/core/algorithm_catalog.h"
 #include "tests/testutil/random_graph.h"
 
 namespace placement::client {
@@ -25,10 +25,10 @@ v1::PlaceRequest SmallRequest(const std::string& algorithm = "") {
 
 // What the server caches under (PlacementCore::Prepare → Algorithm::RequestDigest).
 std::string ServerDigest(const v1::PlaceRequest& request) {
-  server::AlgorithmCatalog catalog;
+  core::AlgorithmCatalog catalog;
   absl::StatusOr<engine::Model> model = engine::BuildModel(request);
   EXPECT_TRUE(model.ok()) << model.status();
-  absl::StatusOr<const server::Algorithm*> algorithm = catalog.Find(request.options().algorithm());
+  absl::StatusOr<const core::Algorithm*> algorithm = catalog.Find(request.options().algorithm());
   EXPECT_TRUE(algorithm.ok()) << algorithm.status();
   return (*algorithm)->RequestDigest(*model, request.options());
 }

@@ -36,8 +36,8 @@ std::string HostPort(const std::string& host, int port) {
 
 PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std::move(options)) {
   metrics_ = std::make_unique<ServiceMetrics>();
-  catalog_ = std::make_unique<AlgorithmCatalog>(
-      AlgorithmCatalogOptions{.include_testing_algorithms = options_.testing_algorithms});
+  catalog_ = std::make_unique<core::AlgorithmCatalog>(
+      core::AlgorithmCatalogOptions{.include_testing_algorithms = options_.testing_algorithms});
   cache_ = std::make_unique<cache::LruResultCache>(
       cache::LruCacheOptions{.max_bytes = options_.cache_bytes});
   cache::ResultCache* results = cache_.get();
@@ -79,11 +79,11 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
   }
   access_ = std::make_unique<AccessControl>(authenticator_.get(), options_.tenant_limits,
                                             /*clock=*/nullptr, metrics_.get());
-  PlacementCoreOptions core_options = options_.core;
+  core::PlacementCoreOptions core_options = options_.core;
   core_options.tenant_limits = [access = access_.get()](const std::string& tenant) {
     return access->LimitsFor(tenant);
   };
-  core_ = std::make_unique<PlacementCore>(std::move(core_options), catalog_.get(), results,
+  core_ = std::make_unique<core::PlacementCore>(std::move(core_options), catalog_.get(), results,
                                           jobs_.get(), operations_.get(), metrics_.get());
   log_ = std::make_unique<RequestLog>(RequestLog::Options{.enabled = options_.log_requests});
   service_ = std::make_unique<PlacementServiceImpl>(

@@ -32,7 +32,7 @@
 #include "service/server/access_control.h"
 #include "service/server/auth_tokens.h"
 #include "service/cache/redis_result_cache.h"
-#include "service/server/placement_core.h"
+#include "service/core/placement_core.h"
 #include "service/server/placement_service.h"
 
 namespace grpc {
@@ -117,7 +117,7 @@ struct PlacementServerOptions {
   // With a redis_address: Place and SubmitPlacement start (validation, cache lookups, admission) on
   // this many service threads, so that no gRPC thread waits for Redis; 0 = on gRPC's threads.
   int offload_threads = 4;
-  PlacementCoreOptions core;
+  core::PlacementCoreOptions core;
 };
 
 class PlacementServer {
@@ -151,7 +151,7 @@ class PlacementServer {
  private:
   const PlacementServerOptions options_;
   std::unique_ptr<ServiceMetrics> metrics_;
-  std::unique_ptr<AlgorithmCatalog> catalog_;
+  std::unique_ptr<core::AlgorithmCatalog> catalog_;
   std::unique_ptr<cache::LruResultCache> cache_;
   // With a redis_address: the shared tier and the tiering wrapper the core uses (declared before
   // jobs_ so that they outlive the workers that write to them).
@@ -159,7 +159,7 @@ class PlacementServer {
   std::unique_ptr<cache::TieredResultCache> tiered_;
   std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<jobs::OperationRegistry> operations_;
-  std::unique_ptr<PlacementCore> core_;
+  std::unique_ptr<core::PlacementCore> core_;
   std::unique_ptr<RequestLog> log_;
   std::unique_ptr<TokenAuthenticator> authenticator_;
   absl::Status authenticator_status_;

@@ -34,15 +34,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "placement/v1/placement_service.grpc.pb.h"
+#include "service/core/placement_core.h"
 #include "service/server/access_control.h"
 #include "service/server/offload_pool.h"
-#include "service/server/placement_core.h"
 #include "service/server/request_log.h"
 #include "service/server/service_metrics.h"
 
 namespace placement::server {
-
-class CallRecord;  // placement_service.cc: times one call and reports it when it ends
 
 struct PlacementServiceOptions {
   // Longest a WaitOperation call waits (also when it sets no timeout and has no deadline).
@@ -127,7 +125,7 @@ using RawPlacementService = v1::PlacementService::WithRawCallbackMethod_Place<
 class PlacementServiceImpl final : public RawPlacementService {
  public:
   // Everything passed must outlive the service; `metrics` may be null.
-  PlacementServiceImpl(PlacementCore* core, ServiceMetrics* metrics, const RequestLog* log,
+  PlacementServiceImpl(core::PlacementCore* core, ServiceMetrics* metrics, const RequestLog* log,
                        PlacementServiceOptions options);
 
   // From now on WaitOperation returns the current state at once and WatchOperation streams end with
@@ -161,8 +159,8 @@ class PlacementServiceImpl final : public RawPlacementService {
                                            const grpc::ByteBuffer* request,
                                            grpc::ByteBuffer* response) override;
 
-  // Internals shared with the reactors (placement_service.cc).
-  PlacementCore& core() { return *core_; }
+  // Internals shared with the reactors (place_reactors.h, operation_reactors.h, raw_call.h).
+  core::PlacementCore& core() { return *core_; }
   DrainSignal& drain() { return drain_; }
   DecodingBudget& decoding() { return decoding_; }
   ServiceMetrics* metrics() { return metrics_; }
@@ -176,7 +174,7 @@ class PlacementServiceImpl final : public RawPlacementService {
   absl::Status OffloadQueueFull() const;
 
  private:
-  PlacementCore* const core_;
+  core::PlacementCore* const core_;
   ServiceMetrics* const metrics_;
   const RequestLog* const log_;
   const PlacementServiceOptions options_;

@@ -1,10 +1,7 @@
 #include "service/server/request_log.h"
 
-#include <unistd.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
 
 namespace placement::server {
 namespace {
@@ -49,17 +46,6 @@ const char* CacheName(v1::CacheResult cache) {
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
 }  // namespace
-
-void LogLine(absl::string_view text) {
-  std::string line = absl::StrCat(
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()), " ", text, "\n");
-  size_t written = 0;
-  while (written < line.size()) {
-    const ssize_t n = ::write(STDERR_FILENO, line.data() + written, line.size() - written);
-    if (n <= 0) break;
-    written += static_cast<size_t>(n);
-  }
-}
 
 std::string FormatRpcLogEntry(const RpcLogEntry& entry) {
   std::string line = absl::StrCat("rpc method=", MethodName(entry.method));

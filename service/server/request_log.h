@@ -22,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "placement/v1/placement.pb.h"
+#include "service/core/log_line.h"
 #include "service/server/service_metrics.h"
 
 namespace placement::server {
@@ -42,8 +43,8 @@ struct RpcLogEntry {
   std::string message;  // error message (truncated when logged)
 };
 
-// Writes one line (timestamp + text + newline) to stderr atomically.
-void LogLine(absl::string_view text);
+// Lifecycle lines go through the same writer as the core's (service/core/log_line.h).
+using core::LogLine;
 
 // Formats an entry as it is logged (without the timestamp); exposed for tests.
 std::string FormatRpcLogEntry(const RpcLogEntry& entry);

@@ -64,6 +64,7 @@
 #include "service/cache/redis_result_cache.h"
 #include "service/cache/result_cache.h"
 #include "service/cache/tiered_result_cache.h"
+#include "service/core/core_observer.h"
 #include "service/jobs/job_manager.h"
 
 namespace placement::server {
@@ -81,7 +82,7 @@ enum class Method {
 inline constexpr int kNumMethods = 8;
 absl::string_view MethodName(Method method);
 
-class ServiceMetrics : public jobs::JobObserver {
+class ServiceMetrics : public jobs::JobObserver, public core::CoreObserver {
  public:
   // Where gauges come from at scrape time (each may be empty).
   struct Sources {
@@ -101,14 +102,14 @@ class ServiceMetrics : public jobs::JobObserver {
   void SetSources(Sources sources);
 
   void RecordRequest(Method method, absl::StatusCode code, absl::Duration duration);
-  // result: HIT, MISS or COALESCED.
-  void RecordCacheLookup(v1::CacheResult result);
+  // core::CoreObserver. result: HIT, MISS or COALESCED.
+  void RecordCacheLookup(v1::CacheResult result) override;
 
   // reason: "missing" or "invalid" credentials.
   void RecordAuthFailure(absl::string_view reason);
   // A cached value that did not fit the request it was found for (a miss); reason is one of a fixed
   // few ("ops", "device", "digest", "time_limited").
-  void RecordCacheRejected(absl::string_view reason);
+  void RecordCacheRejected(absl::string_view reason) override;
   // A call refused because the requests being decoded already hold --max_decoding_bytes.
   void RecordDecodingRejected();
 

@@ -4,8 +4,8 @@
 
 #include "gtest/gtest.h"
 #include "placement/v1/operation.pb.h"
+#include "service/core/status_proto.h"
 #include "service/jobs/status_payloads.h"
-#include "service/server/status_proto.h"
 
 namespace placement::server {
 namespace {
@@ -63,12 +63,12 @@ TEST(StatusMappingTest, RetryDelayBecomesARetryInfoDetail) {
 TEST(StatusMappingTest, LongMessagesAreTruncated) {
   const std::string huge(100'000, 'x');
   grpc::Status mapped = ToGrpcStatus(absl::InvalidArgumentError(huge));
-  EXPECT_LT(mapped.error_message().size(), kMaxStatusMessageBytes + 100);
+  EXPECT_LT(mapped.error_message().size(), core::kMaxStatusMessageBytes + 100);
   EXPECT_NE(mapped.error_message().find("(truncated)"), std::string::npos);
 }
 
 TEST(StatusProtoTest, ViolationsFromAnEngineMessage) {
-  auto violations = ViolationsFromMessage(
+  auto violations = core::ViolationsFromMessage(
       "graph.ops[7].name: duplicate of graph.ops[3].name \"conv1\"\ncluster.devices: none\nplain");
   ASSERT_EQ(violations.size(), 3u);
   EXPECT_EQ(violations[0].first, "graph.ops[7].name");

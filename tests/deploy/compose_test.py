@@ -4,12 +4,17 @@
   the stack (two replicas, redis, router, prometheus, grafana);
 - the replicas' flags are flags placement_server accepts, their ports are the ones they expose, --redis
   names the redis service, and stop_grace_period covers --shutdown_drain_delay + --shutdown_grace;
+- the redis service's command, run by the real redis-server (when installed) with the files it
+  mounts, keeps nothing on disk and evicts only keys with an expiry (and --redis_ttl is > 0);
 - the router's nginx config sends to those replicas on their gRPC port, and listens where the router
   publishes;
 - Prometheus scrapes every replica on its metrics port, its rule files exist, and (when promtool is
   installed) `promtool check config` passes;
 - every metric named in the alerts and the Grafana dashboard is one the server exports, and the
-  Grafana datasource points at the prometheus service.
+  Grafana datasource points at the prometheus service;
+- the alerts and panels the deploy guide relies on exist: among them the "Shared operations" row with
+  a panel for each metric of the shared operations, and alerts on failing lease renewals, jobs taken
+  over and the fallback to local operations (each with a severity, a summary and a description).
 
 usage: compose_test.py SOURCE_DIR PLACEMENT_SERVER_BINARY
 """
@@ -29,6 +34,20 @@ except ImportError:
     deploy_checks.skip("python3-yaml is not installed")
 
 REPLICAS = ("placement-a", "placement-b")
+
+# Alerts deploy/README.md names → a metric each must watch.
+REQUIRED_ALERTS = {
+    "PlacementReplicaDown": "up",
+    "PlacementHighErrorRate": "placement_requests_total",
+    "PlacementPlaceLatencyHigh": "placement_request_duration_seconds_bucket",
+    "PlacementQueueSaturated": "placement_queue_depth",
+    "PlacementAdmissionRejecting": "placement_admission_rejections_total",
+    "PlacementRedisErrors": "placement_redis_errors_total",
+    "PlacementRedisUnavailable": "placement_redis_lookups_total",
+    "PlacementOperationLeaseRenewalsFailing": "placement_operation_lease_renewals_failed_total",
+    "PlacementOperationsTakenOver": "placement_operations_taken_over_total",
+    "PlacementSharedOperationsFallback": "placement_shared_operations_fallback_total",
+}
 
 
 def load_yaml(path):
@@ -63,6 +82,9 @@ def main():
     c = deploy_checks.Checker()
     flag_names = deploy_checks.server_flags(server)
     exported = deploy_checks.exported_metric_names(source_dir)
+    not_yet = deploy_checks.ANNOUNCED_METRICS - deploy_checks.exported_metric_names(source_dir, announced=())
+    if not_yet:
+        print(f"note: announced but not exported by this tree yet (accepted): {', '.join(sorted(not_yet))}")
 
     compose_path = os.path.join(deploy_dir, "docker-compose.yml")
     compose = load_yaml(compose_path)
@@ -101,6 +123,31 @@ def main():
         c.check(str(service.get("user", "")).split(":")[0] not in ("", "0", "root"),
                 f"{name}: runs as root")
 
+    # Redis: what the real redis-server makes of the service's command and mounted config.
+    redis = services.get("redis", {})
+    command = redis.get("command", [])
+    if c.check(command[:1] == ["redis-server"], "redis: command is not redis-server ..."):
+        files = dict((target, host) for host, target in mounted(deploy_dir, redis, "/"))
+        arguments = [files.get(a, a) for a in command[1:]]
+        try:
+            config = deploy_checks.effective_redis_config(
+                arguments, ["appendonly", "save", "maxmemory", "maxmemory-policy"])
+        except RuntimeError as error:
+            config = {}
+            c.check(False, f"redis: {error}")
+        if config is None:
+            print("note: redis-server/redis-cli not installed; the redis service's settings are not checked")
+        elif config:
+            c.check(config["appendonly"] == "no" and config["save"] == "",
+                    f"redis: persists (appendonly {config['appendonly']}, save {config['save']!r})")
+            c.check((config["maxmemory-policy"] or "").startswith("volatile-"),
+                    f"redis: maxmemory-policy {config['maxmemory-policy']} may evict keys without expiry")
+            c.check(int(config["maxmemory"] or 0) > 0, "redis: no maxmemory")
+        for name in REPLICAS:
+            flags = deploy_checks.parse_flag_lines("\n".join(services.get(name, {}).get("command", [])))
+            c.check(deploy_checks.duration_seconds(flags.get("redis_ttl", "24h")) > 0,
+                    f"{name}: --redis_ttl=0 stores results without expiry, which Redis then never evicts")
+
     # Router: the shipped nginx site, its upstreams and its listen port.
     router = services.get("router", {})
     confs = mounted(deploy_dir, router, "/etc/nginx/")
@@ -122,6 +169,7 @@ def main():
     # Prometheus: targets, rule files, promtool.
     prometheus = services.get("prometheus", {})
     files = dict((target, host) for host, target in mounted(deploy_dir, prometheus, "/etc/prometheus/"))
+    alerts = {}
     config_path = files.get("/etc/prometheus/prometheus.yml")
     if c.check(config_path is not None and os.path.isfile(config_path), "prometheus: no prometheus.yml mounted"):
         config = load_yaml(config_path)
@@ -140,6 +188,19 @@ def main():
                         for metric in deploy_checks.metric_names_in_expression(rule["expr"]):
                             c.check(metric in exported,
                                     f"alert {rule.get('alert')}: the server exports no {metric}")
+                        if "alert" in rule:
+                            alerts[rule["alert"]] = rule
+        for name, metric in REQUIRED_ALERTS.items():
+            rule = alerts.get(name)
+            if not c.check(rule is not None, f"alerts: no {name}"):
+                continue
+            c.check(re.search(rf"\b{metric}\b", rule["expr"]) is not None,
+                    f"alert {name}: does not watch {metric}")
+            c.check(rule.get("labels", {}).get("severity") in ("page", "warn"),
+                    f"alert {name}: no severity")
+            for annotation in ("summary", "description"):
+                c.check(bool(rule.get("annotations", {}).get(annotation)),
+                        f"alert {name}: no {annotation}")
         promtool = shutil.which("promtool")
         if promtool:
             result = subprocess.run([promtool, "check", "config", config_path], capture_output=True,
@@ -171,6 +232,21 @@ def main():
             for wanted in ("Requests", "latency", "hit ratio", "Queue depth", "Solves by algorithm"):
                 c.check(any(wanted.lower() in t.lower() for t in titles),
                         f"{file_name}: no panel about {wanted!r}")
+            # The "Shared operations" row, with a panel below it for every metric of the shared operations.
+            rows = [p for p in dashboard.get("panels", []) if p.get("type") == "row"
+                    and p.get("title") == "Shared operations"]
+            if c.check(len(rows) == 1, f"{file_name}: no row \"Shared operations\""):
+                row_y = rows[0]["gridPos"]["y"]
+                later_rows = [p["gridPos"]["y"] for p in dashboard["panels"]
+                              if p.get("type") == "row" and p["gridPos"]["y"] > row_y]
+                end_y = min(later_rows, default=float("inf"))
+                in_row = set()
+                for panel in dashboard["panels"]:
+                    if panel.get("type") != "row" and row_y < panel["gridPos"]["y"] < end_y:
+                        for target in panel.get("targets", []):
+                            in_row |= deploy_checks.metric_names_in_expression(target.get("expr", ""))
+                for metric in sorted(deploy_checks.ANNOUNCED_METRICS - in_row):
+                    c.check(False, f"{file_name}: no panel of row \"Shared operations\" shows {metric}")
             for panel in dashboard.get("panels", []):
                 for target in panel.get("targets", []):
                     c.check(target.get("datasource", {}).get("uid") == "prometheus",

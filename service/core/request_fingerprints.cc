@@ -1,11 +1,11 @@
-#include "service/server/request_fingerprints.h"
+#include "service/core/request_fingerprints.h"
 
 #include <openssl/sha.h>
 
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
-namespace placement::server {
+namespace placement::core {
 
 std::string RequestFingerprints::Of(const v1::PlaceRequest& request) {
   std::string bytes;
@@ -54,4 +54,4 @@ int64_t RequestFingerprints::bytes() const {
   return bytes_;
 }
 
-}  // namespace placement::server
+}  // namespace placement::core

@@ -1,7 +1,7 @@
 // placement_core.h — what every RPC does, without gRPC: validate, digest, cache, single-flight, jobs,
 // operations, and the answers in each caller's op order.
 //
-// The gRPC adapter (placement_service.h) decodes a call, asks the core, and encodes the answer; nothing
+// The gRPC adapter (service/server/placement_service.h) decodes a call, asks the core, and encodes the answer; nothing
 // here blocks (work runs on the JobManager's workers) and nothing here includes gRPC, so the whole flow
 // is testable in-process:
 //
@@ -16,8 +16,8 @@
 //   absl::StatusOr<PlaceStart> start = core.StartPlace(*prepared, deadline, tenant);
 //   if (start->hit) core.FillPlaceResponse(**prepared, *start->hit, v1::HIT, {}, &response);
 //   else wait for start->admission.job, then FillPlaceResponse(...) and core.Release(job).
-#ifndef PLACEMENT_SERVICE_SERVER_PLACEMENT_CORE_H_
-#define PLACEMENT_SERVICE_SERVER_PLACEMENT_CORE_H_
+#ifndef PLACEMENT_SERVICE_CORE_PLACEMENT_CORE_H_
+#define PLACEMENT_SERVICE_CORE_PLACEMENT_CORE_H_
 
 #include <atomic>
 #include <cstdint>
@@ -31,15 +31,15 @@
 #include "placement/v1/operation.pb.h"
 #include "placement/v1/placement_service.pb.h"
 #include "service/cache/result_cache.h"
+#include "service/core/algorithm_catalog.h"
+#include "service/core/core_observer.h"
+#include "service/core/request_fingerprints.h"
 #include "service/engine/model/model.h"
 #include "service/engine/model/model_builder.h"
 #include "service/jobs/job_manager.h"
 #include "service/jobs/operation_registry.h"
-#include "service/server/algorithm_catalog.h"
-#include "service/server/request_fingerprints.h"
-#include "service/server/service_metrics.h"
 
-namespace placement::server {
+namespace placement::core {
 
 struct PlacementCoreOptions {
   // Time limit of a job whose request sets none.
@@ -96,10 +96,10 @@ int64_t EstimateJobMemoryBytes(int64_t num_ops, int64_t num_edges, int64_t num_d
 
 class PlacementCore {
  public:
-  // Everything passed must outlive the core; `metrics` may be null.
+  // Everything passed must outlive the core; `observer` may be null.
   PlacementCore(PlacementCoreOptions options, const AlgorithmCatalog* catalog,
                 cache::ResultCache* cache, jobs::JobManager* jobs,
-                jobs::OperationRegistry* operations, ServiceMetrics* metrics);
+                jobs::OperationRegistry* operations, CoreObserver* observer);
 
   // Validates `request` (INVALID_ARGUMENT with a BadRequest payload listing every violation, including
   // an unknown options.algorithm) and computes its request_digest.
@@ -172,12 +172,12 @@ class PlacementCore {
   cache::ResultCache* const cache_;
   jobs::JobManager* const jobs_;
   jobs::OperationRegistry* const operations_;
-  ServiceMetrics* const metrics_;
+  CoreObserver* const observer_;
   RequestFingerprints fingerprints_;
   // Reasons of rejected cache values already logged (each is logged once).
   std::atomic<uint32_t> logged_rejections_{0};
 };
 
-}  // namespace placement::server
+}  // namespace placement::core
 
-#endif  // PLACEMENT_SERVICE_SERVER_PLACEMENT_CORE_H_
+#endif  // PLACEMENT_SERVICE_CORE_PLACEMENT_CORE_H_

@@ -6,10 +6,10 @@
 
 #include "benchmark/benchmark.h"
 #include "service/cache/lru_cache.h"
-#include "service/server/placement_core.h"
+#include "service/core/placement_core.h"
 #include "tests/testutil/random_graph.h"
 
-namespace placement::server {
+namespace placement::core {
 namespace {
 
 v1::PlaceRequest Request(int ops) {
@@ -98,4 +98,4 @@ void BM_ParseRequestSerializeResponse(benchmark::State& state) {
 BENCHMARK(BM_ParseRequestSerializeResponse)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
-}  // namespace placement::server
+}  // namespace placement::core

@@ -14,8 +14,8 @@
 //   std::string fingerprint = RequestFingerprints::Of(request);
 //   if (auto known = fingerprints.Find(fingerprint)) UseDigestAndOrder(known->request_digest, ...);
 //   else fingerprints.Insert(fingerprint, digest, model.request_index);
-#ifndef PLACEMENT_SERVICE_SERVER_REQUEST_FINGERPRINTS_H_
-#define PLACEMENT_SERVICE_SERVER_REQUEST_FINGERPRINTS_H_
+#ifndef PLACEMENT_SERVICE_CORE_REQUEST_FINGERPRINTS_H_
+#define PLACEMENT_SERVICE_CORE_REQUEST_FINGERPRINTS_H_
 
 #include <cstdint>
 #include <list>
@@ -29,7 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "placement/v1/placement.pb.h"
 
-namespace placement::server {
+namespace placement::core {
 
 class RequestFingerprints {
  public:
@@ -67,6 +67,6 @@ class RequestFingerprints {
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace placement::server
+}  // namespace placement::core
 
-#endif  // PLACEMENT_SERVICE_SERVER_REQUEST_FINGERPRINTS_H_
+#endif  // PLACEMENT_SERVICE_CORE_REQUEST_FINGERPRINTS_H_

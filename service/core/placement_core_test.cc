@@ -1,9 +1,10 @@
-#include "service/server/placement_core.h"
+#include "service/core/placement_core.h"
 
 #include <memory>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -11,7 +12,7 @@
 #include "service/jobs/status_payloads.h"
 #include "tests/testutil/random_graph.h"
 
-namespace placement::server {
+namespace placement::core {
 namespace {
 
 using ::testing::Contains;
@@ -45,6 +46,30 @@ absl::flat_hash_map<std::string, int32_t> DevicesByName(const v1::PlaceRequest& 
   return devices;
 }
 
+// Counts what the core reports (service/server's ServiceMetrics turns the same calls into Prometheus
+// counters).
+class CountingObserver : public CoreObserver {
+ public:
+  void RecordCacheLookup(v1::CacheResult result) override {
+    absl::MutexLock lock(&mu_);
+    ++lookups_[result];
+  }
+  void RecordCacheRejected(absl::string_view reason) override {
+    absl::MutexLock lock(&mu_);
+    ++rejected_[std::string(reason)];
+  }
+  int lookups(v1::CacheResult result) const {
+    absl::MutexLock lock(&mu_);
+    auto it = lookups_.find(result);
+    return it == lookups_.end() ? 0 : it->second;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<int, int> lookups_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int> rejected_ ABSL_GUARDED_BY(mu_);
+};
+
 class PlacementCoreTest : public ::testing::Test {
  protected:
   PlacementCoreOptions CoreOptions() {
@@ -74,12 +99,12 @@ class PlacementCoreTest : public ::testing::Test {
     return response;
   }
 
-  ServiceMetrics metrics_;
+  CountingObserver observer_;
   AlgorithmCatalog catalog_{{.include_testing_algorithms = true}};
   cache::LruResultCache cache_{{.max_bytes = 64 << 20}};
-  jobs::JobManager jobs_{{.workers = 2, .observer = &metrics_}};
+  jobs::JobManager jobs_{{.workers = 2}};
   jobs::OperationRegistry operations_{{}, &jobs_};
-  PlacementCore core_{CoreOptions(), &catalog_, &cache_, &jobs_, &operations_, &metrics_};
+  PlacementCore core_{CoreOptions(), &catalog_, &cache_, &jobs_, &operations_, &observer_};
 };
 
 TEST_F(PlacementCoreTest, InvalidRequestsListEveryViolationAsData) {
@@ -138,6 +163,8 @@ TEST_F(PlacementCoreTest, AnotherOpOrderHitsTheCacheAndGetsItsOwnOrder) {
   EXPECT_EQ(recomputed.placement().provenance().cache(), v1::MISS);
   EXPECT_EQ(DevicesByName(skip, recomputed.placement()), DevicesByName(first, miss.placement()));
   EXPECT_EQ(cache_.Stats().insertions, 2);  // skip_cache still stores
+  EXPECT_EQ(observer_.lookups(v1::MISS), 2);
+  EXPECT_EQ(observer_.lookups(v1::HIT), 1);
 }
 
 TEST_F(PlacementCoreTest, ByteIdenticalRepeatsSkipTheModelButGetTheSameAnswer) {
@@ -242,4 +269,4 @@ TEST_F(PlacementCoreTest, ListsEveryAlgorithm) {
 }
 
 }  // namespace
-}  // namespace placement::server
+}  // namespace placement::core

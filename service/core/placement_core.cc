@@ -1,4 +1,4 @@
-#include "service/server/placement_core.h"
+#include "service/core/placement_core.h"
 
 #include <algorithm>
 #include <utility>
@@ -6,12 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "service/cache/canonical_order.h"
+#include "service/core/log_line.h"
+#include "service/core/status_proto.h"
 #include "service/engine/solve/solve.h"
 #include "service/jobs/status_payloads.h"
-#include "service/server/request_log.h"
-#include "service/server/status_proto.h"
 
-namespace placement::server {
+namespace placement::core {
 namespace {
 
 absl::Duration FromProto(const google::protobuf::Duration& d) {
@@ -54,13 +54,13 @@ int64_t EstimateJobMemoryBytes(int64_t num_ops, int64_t num_edges, int64_t num_d
 
 PlacementCore::PlacementCore(PlacementCoreOptions options, const AlgorithmCatalog* catalog,
                              cache::ResultCache* cache, jobs::JobManager* jobs,
-                             jobs::OperationRegistry* operations, ServiceMetrics* metrics)
+                             jobs::OperationRegistry* operations, CoreObserver* observer)
     : options_(std::move(options)),
       catalog_(catalog),
       cache_(cache),
       jobs_(jobs),
       operations_(operations),
-      metrics_(metrics),
+      observer_(observer),
       fingerprints_({.max_bytes = options_.fingerprint_bytes}) {}
 
 absl::Duration PlacementCore::TimeLimitOf(const v1::PlacementOptions& options) const {
@@ -78,7 +78,7 @@ cache::CachedPlacement PlacementCore::LookupFor(const std::string& request_diges
   if (hit == nullptr) return nullptr;
   const char* reason = Mismatch(*hit, request_digest, num_ops, num_devices, time_limit);
   if (reason == nullptr) return hit;
-  if (metrics_ != nullptr) metrics_->RecordCacheRejected(reason);
+  if (observer_ != nullptr) observer_->RecordCacheRejected(reason);
   // Once per reason and process: a poisoned shared tier must not flood the log.
   static constexpr const char* kReasons[] = {"digest", "ops", "device", "time_limited"};
   for (uint32_t i = 0; i < 4; ++i) {
@@ -122,7 +122,7 @@ void PlacementCore::RememberFingerprint(const std::string& fingerprint,
 }
 
 void PlacementCore::CountLookup(v1::CacheResult result) const {
-  if (metrics_ != nullptr) metrics_->RecordCacheLookup(result);
+  if (observer_ != nullptr) observer_->RecordCacheLookup(result);
 }
 
 absl::StatusOr<std::shared_ptr<const PreparedRequest>> PlacementCore::Prepare(
@@ -372,4 +372,4 @@ v1::ListAlgorithmsResponse PlacementCore::ListAlgorithms() const {
   return response;
 }
 
-}  // namespace placement::server
+}  // namespace placement::core

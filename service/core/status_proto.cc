@@ -1,4 +1,4 @@
-#include "service/server/status_proto.h"
+#include "service/core/status_proto.h"
 
 #include <optional>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_split.h"
 #include "service/jobs/status_payloads.h"
 
-namespace placement::server {
+namespace placement::core {
 
 std::string TruncatedMessage(absl::string_view message) {
   if (message.size() <= kMaxStatusMessageBytes) return std::string(message);
@@ -44,4 +44,4 @@ std::vector<std::pair<std::string, std::string>> ViolationsFromMessage(absl::str
   return violations;
 }
 
-}  // namespace placement::server
+}  // namespace placement::core

@@ -11,8 +11,8 @@
 //   AlgorithmCatalog catalog({.include_testing_algorithms = false});
 //   const Algorithm* algorithm = catalog.Find("");  // the default, pardnn
 //   std::string digest = algorithm->RequestDigest(model, request.options());
-#ifndef PLACEMENT_SERVICE_SERVER_ALGORITHM_CATALOG_H_
-#define PLACEMENT_SERVICE_SERVER_ALGORITHM_CATALOG_H_
+#ifndef PLACEMENT_SERVICE_CORE_ALGORITHM_CATALOG_H_
+#define PLACEMENT_SERVICE_CORE_ALGORITHM_CATALOG_H_
 
 #include <memory>
 #include <string>
@@ -24,7 +24,7 @@
 #include "service/engine/model/model.h"
 #include "service/engine/partition/partitioner.h"
 
-namespace placement::server {
+namespace placement::core {
 
 class Algorithm {
  public:
@@ -65,6 +65,6 @@ class AlgorithmCatalog {
   std::vector<const Algorithm*> all_;
 };
 
-}  // namespace placement::server
+}  // namespace placement::core
 
-#endif  // PLACEMENT_SERVICE_SERVER_ALGORITHM_CATALOG_H_
+#endif  // PLACEMENT_SERVICE_CORE_ALGORITHM_CATALOG_H_

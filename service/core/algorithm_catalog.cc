@@ -1,4 +1,4 @@
-#include "service/server/algorithm_catalog.h"
+#include "service/core/algorithm_catalog.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -10,7 +10,7 @@
 #include "service/engine/solve/algorithm_registry.h"
 #include "service/engine/solve/solve.h"
 
-namespace placement::server {
+namespace placement::core {
 namespace {
 
 std::string ToString(std::string_view s) { return std::string(s.data(), s.size()); }
@@ -143,4 +143,4 @@ absl::StatusOr<const Algorithm*> AlgorithmCatalog::Find(absl::string_view name) 
                                                  "\" (known: ", absl::StrJoin(known, ", "), ")"));
 }
 
-}  // namespace placement::server
+}  // namespace placement::core

@@ -6,8 +6,8 @@
 //
 // Example:
 //   v1::Status proto = StatusToProto(absl::InvalidArgumentError("graph.ops[3].name: empty"));
-#ifndef PLACEMENT_SERVICE_SERVER_STATUS_PROTO_H_
-#define PLACEMENT_SERVICE_SERVER_STATUS_PROTO_H_
+#ifndef PLACEMENT_SERVICE_CORE_STATUS_PROTO_H_
+#define PLACEMENT_SERVICE_CORE_STATUS_PROTO_H_
 
 #include <string>
 #include <utility>
@@ -17,7 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "placement/v1/operation.pb.h"
 
-namespace placement::server {
+namespace placement::core {
 
 // Longest status message sent to a client; the BadRequest detail still lists every violation.
 inline constexpr size_t kMaxStatusMessageBytes = 4096;
@@ -31,6 +31,6 @@ v1::Status StatusToProto(const absl::Status& status);
 // (field, description) pairs; lines without ": " get an empty field.
 std::vector<std::pair<std::string, std::string>> ViolationsFromMessage(absl::string_view message);
 
-}  // namespace placement::server
+}  // namespace placement::core
 
-#endif  // PLACEMENT_SERVICE_SERVER_STATUS_PROTO_H_
+#endif  // PLACEMENT_SERVICE_CORE_STATUS_PROTO_H_

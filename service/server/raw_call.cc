@@ -1,0 +1,31 @@
+#include "service/server/raw_call.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/time/clock.h"
+
+namespace placement::server {
+
+CallRecord::CallRecord(PlacementServiceImpl* service, Method method)
+    : service_(service), start_(absl::Now()) {
+  entry_.method = method;
+}
+
+absl::Status CallRecord::Done(absl::Status status) {
+  if (before_finish_) status = before_finish_(status);
+  before_finish_ = nullptr;  // drops the request and response it owned
+  entry_.code = status.code();
+  if (!status.ok()) entry_.message = std::string(status.message());
+  entry_.total_time = absl::Now() - start_;
+  service_->Record(entry_);
+  return status;
+}
+
+absl::Time DeadlineOf(const grpc::CallbackServerContext* context) {
+  const std::chrono::system_clock::time_point deadline = context->deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
+}  // namespace placement::server
