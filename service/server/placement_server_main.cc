@@ -127,7 +127,7 @@ ABSL_FLAG(std::string, redis_key_prefix, "placement:",
 ABSL_FLAG(absl::Duration, operation_lease, absl::Seconds(5),
           "With --redis: a job whose replica stops renewing its lease for this long (it died, or "
           "lost Redis) is taken over by another replica and finishes there under the same "
-          "operation names, about a second later. 1s..10s.");
+          "operation names, within about half a second after that. 1s..10s.");
 ABSL_FLAG(absl::Duration, operation_poll_interval, absl::Milliseconds(100),
           "With --redis: how often a replica reads the state of operations another replica runs "
           "(for Wait and Watch through it). 10ms..10s.");

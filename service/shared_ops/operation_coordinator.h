@@ -59,7 +59,8 @@ struct CoordinatorOptions {
   // Mirrors follow their remote operation this often (--operation_poll_interval).
   absl::Duration poll_interval = absl::Milliseconds(100);
   absl::Duration cancel_poll_interval = absl::Milliseconds(250);
-  absl::Duration takeover_interval = absl::Seconds(1);
+  // XAUTOCLAIM of expired leases, while a worker is free (takeover ≤ lease + this + a poll).
+  absl::Duration takeover_interval = absl::Milliseconds(500);
   absl::Duration progress_interval = absl::Milliseconds(250);
   // As OperationRegistryOptions::ttl_after_done.
   absl::Duration ttl_after_done = absl::Minutes(15);
