@@ -92,11 +92,20 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
         .port = redis->second,
         .timeout = std::min(options_.redis.timeout, options_.min_time_budget / 2),
         .connections = options_.redis.connections});
+    // The coordinator's own thread writes whole results and is waited for by nobody: it gets its own
+    // two connections and at least a second per round trip.
+    background_redis_ = std::make_unique<shared_ops::RedisClient>(shared_ops::RedisClientOptions{
+        .host = redis->first,
+        .port = redis->second,
+        .timeout = std::max(options_.redis.timeout, absl::Seconds(1)),
+        .connections = 2});
     replica_id_ = shared_ops::NewReplicaId();
-    shared_store_ = std::make_unique<shared_ops::OperationStore>(
-        shared_redis_.get(),
-        shared_ops::OperationStoreOptions{.key_prefix = options_.redis.key_prefix,
-                                          .consumer = replica_id_});
+    const shared_ops::OperationStoreOptions store_options{.key_prefix = options_.redis.key_prefix,
+                                                          .consumer = replica_id_};
+    shared_store_ =
+        std::make_unique<shared_ops::OperationStore>(shared_redis_.get(), store_options);
+    background_store_ =
+        std::make_unique<shared_ops::OperationStore>(background_redis_.get(), store_options);
     shared_ops::CoordinatorOptions shared = options_.shared_operations;
     shared.ttl_after_done = options_.operation_ttl;
     shared.result_key_prefix = options_.redis.key_prefix;
@@ -106,7 +115,8 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
         std::move(shared), shared_redis_.get(), shared_store_.get(), jobs_.get(), operations_.get(),
         [core = core_.get()](const std::string& request, const std::string& tenant) {
           return core->RebuildSharedJob(request, tenant);
-        });
+        },
+        background_redis_.get(), background_store_.get());
     core_->ShareOperations(coordinator_.get());
   }
   log_ = std::make_unique<RequestLog>(RequestLog::Options{.enabled = options_.log_requests});

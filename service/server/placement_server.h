@@ -170,7 +170,9 @@ class PlacementServer {
   // With a redis_address: shared operations (declared after jobs_, operations_ and core_, so that the
   // coordinator's thread stops before they go away).
   std::unique_ptr<shared_ops::RedisClient> shared_redis_;
+  std::unique_ptr<shared_ops::RedisClient> background_redis_;
   std::unique_ptr<shared_ops::OperationStore> shared_store_;
+  std::unique_ptr<shared_ops::OperationStore> background_store_;
   std::unique_ptr<shared_ops::OperationCoordinator> coordinator_;
   std::string replica_id_;
   std::unique_ptr<RequestLog> log_;

@@ -55,10 +55,13 @@ struct OperationCoordinator::Inbox {
 OperationCoordinator::OperationCoordinator(CoordinatorOptions options, RedisClient* redis,
                                            OperationStore* store, jobs::JobManager* jobs,
                                            jobs::OperationRegistry* operations,
-                                           JobRebuilder rebuild)
+                                           JobRebuilder rebuild, RedisClient* background_redis,
+                                           OperationStore* background)
     : options_(std::move(options)),
       redis_(redis),
       store_(store),
+      background_redis_(background_redis != nullptr ? background_redis : redis),
+      background_(background != nullptr ? background : store),
       jobs_(jobs),
       operations_(operations),
       rebuild_(std::move(rebuild)),
@@ -382,7 +385,7 @@ void OperationCoordinator::HandBack() {
     }
   }
   // Idle beyond the lease: the next XAUTOCLAIM of any other replica takes them.
-  (void)store_->HandBack(entries, options_.lease + absl::Seconds(1));
+  (void)background_->HandBack(entries, options_.lease + absl::Seconds(1));
   for (const std::shared_ptr<jobs::Job>& hold : holds) jobs_->Release(hold);
 }
 
@@ -497,9 +500,9 @@ void OperationCoordinator::WriteChanges(absl::Time now) {
       owned_.erase(it);
     }
   }
-  if (!updates.empty()) (void)store_->WriteProgress(updates);
+  if (!updates.empty()) (void)background_->WriteProgress(updates);
   for (auto& [key, completion] : completions) {
-    absl::StatusOr<bool> written = store_->Complete(completion);
+    absl::StatusOr<bool> written = background_->Complete(completion);
     if (!written.ok()) {
       // Redis is away: try again at the next tick (local waiters have their answer already).
       absl::MutexLock lock(&mu_);
@@ -533,7 +536,7 @@ void OperationCoordinator::PollFollowed() {
     stats_.followed_operations = static_cast<int64_t>(names.size());
   }
   if (names.empty()) return;
-  absl::StatusOr<std::vector<std::optional<OperationView>>> views = store_->LookupMany(names);
+  absl::StatusOr<std::vector<std::optional<OperationView>>> views = background_->LookupMany(names);
   if (!views.ok()) return;  // Redis away: the mirrors stay as they are until it is back
   std::vector<std::string> ended;
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -571,7 +574,7 @@ void OperationCoordinator::PollCancelFlags() {
     }
   }
   if (keys.empty()) return;
-  absl::StatusOr<std::vector<bool>> flags = store_->CancelFlags(keys);
+  absl::StatusOr<std::vector<bool>> flags = background_->CancelFlags(keys);
   if (!flags.ok()) return;
   for (size_t i = 0; i < keys.size() && i < flags->size(); ++i) {
     if (!(*flags)[i]) continue;
@@ -609,7 +612,7 @@ void OperationCoordinator::RenewLeases() {
     }
   }
   if (entries.empty()) return;
-  absl::StatusOr<std::vector<std::string>> kept = store_->Renew(entries);
+  absl::StatusOr<std::vector<std::string>> kept = background_->Renew(entries);
   if (!kept.ok()) {
     // The job goes on here; its completion is written when Redis is back.
     absl::MutexLock lock(&mu_);
@@ -638,10 +641,10 @@ void OperationCoordinator::TakeOverExpired() {
   const int64_t free_workers = load.workers - load.running - load.queued;
   if (!load.admitting || free_workers <= 0) return;
   absl::StatusOr<std::vector<ClaimedEntry>> claimed =
-      store_->ClaimExpired(options_.lease, static_cast<int>(free_workers));
+      background_->ClaimExpired(options_.lease, static_cast<int>(free_workers));
   if (!claimed.ok()) return;
   for (const ClaimedEntry& entry : *claimed) {
-    absl::StatusOr<std::optional<TakenJob>> taken = store_->TakeOver(entry);
+    absl::StatusOr<std::optional<TakenJob>> taken = background_->TakeOver(entry);
     if (!taken.ok() || !taken->has_value()) continue;
     absl::StatusOr<RebuiltJob> rebuilt =
         rebuild_((*taken)->serialized_request, (*taken)->tenant);
@@ -651,7 +654,7 @@ void OperationCoordinator::TakeOverExpired() {
     }
     if (!rebuilt.ok()) {
       // Nobody can run it: the operations end with the reason instead of waiting forever.
-      (void)store_->Complete({.job_key = entry.job_key, .entry_id = entry.entry_id,
+      (void)background_->Complete({.job_key = entry.job_key, .entry_id = entry.entry_id,
                               .error = rebuilt.status(), .result_key = store_->ResultKey(entry.job_key),
                               .result_ttl = options_.ttl_after_done,
                               .ttl_after_done = options_.ttl_after_done});
@@ -660,7 +663,7 @@ void OperationCoordinator::TakeOverExpired() {
     const std::string request_digest = rebuilt->request_digest;
     absl::StatusOr<jobs::Admission> admission = jobs_->Acquire(std::move(rebuilt->spec));
     if (!admission.ok()) {
-      (void)store_->HandBack({entry.entry_id}, options_.lease + absl::Seconds(1));
+      (void)background_->HandBack({entry.entry_id}, options_.lease + absl::Seconds(1));
       continue;
     }
     {
@@ -674,7 +677,8 @@ void OperationCoordinator::TakeOverExpired() {
 CoordinatorStats OperationCoordinator::Stats() const {
   absl::MutexLock lock(&mu_);
   CoordinatorStats stats = stats_;
-  stats.round_trips = redis_->round_trips();
+  stats.round_trips = redis_->round_trips() +
+                      (background_redis_ != redis_ ? background_redis_->round_trips() : 0);
   stats.owned_jobs = static_cast<int64_t>(owned_.size());
   return stats;
 }

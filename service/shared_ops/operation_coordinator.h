@@ -106,10 +106,15 @@ struct CoordinatorStats {
 
 class OperationCoordinator {
  public:
-  // Everything passed must outlive the coordinator; destroy it before `jobs` shuts down.
+  // Everything passed must outlive the coordinator; destroy it before `jobs` shuts down. `store` (on
+  // `redis`) serves the calls a caller waits for (Submit, Find, Cancel, RecordDone), so its client has
+  // the short --redis_timeout; the background thread uses `background` (on `background_redis`), whose
+  // client may allow more (a completion carries a whole result). Both must use the same Redis and
+  // consumer name; null = `store`.
   OperationCoordinator(CoordinatorOptions options, RedisClient* redis, OperationStore* store,
                        jobs::JobManager* jobs, jobs::OperationRegistry* operations,
-                       JobRebuilder rebuild);
+                       JobRebuilder rebuild, RedisClient* background_redis = nullptr,
+                       OperationStore* background = nullptr);
   // Stops the background thread and releases the holds (jobs nobody else waits for are cancelled).
   ~OperationCoordinator();
   OperationCoordinator(const OperationCoordinator&) = delete;
@@ -178,6 +183,8 @@ class OperationCoordinator {
   const CoordinatorOptions options_;
   RedisClient* const redis_;
   OperationStore* const store_;
+  RedisClient* const background_redis_;
+  OperationStore* const background_;  // only the background thread (and HandBack) use it
   jobs::JobManager* const jobs_;
   jobs::OperationRegistry* const operations_;
   const JobRebuilder rebuild_;
