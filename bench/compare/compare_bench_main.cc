@@ -42,7 +42,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "placement/v1/placement.pb.h"
-#include "service/engine/baselines/compare_table.h"
+#include "service/offline/compare_table.h"
 #include "service/engine/io/message_io.h"
 #include "service/engine/model/model_builder.h"
 #include "service/engine/sim/simulator.h"
@@ -71,8 +71,8 @@ ABSL_FLAG(std::string, command_line, "",
 namespace placement::bench {
 namespace {
 
-using engine::CompareReport;
-using engine::CompareRow;
+using offline::CompareReport;
+using offline::CompareRow;
 
 // ---- Corpus ----------------------------------------------------------------------------------------
 
@@ -254,13 +254,13 @@ void RunCase(const v1::PlaceRequest& request, const std::vector<std::string>& al
     context.seed = options.seed();
     absl::StatusOr<v1::Placement> placement = engine::Solve(*model, options, context);
     result.rows.push_back(placement.ok()
-                              ? engine::CompareRowFromPlacement(algorithm, *placement)
-                              : engine::CompareRowFromError(algorithm, placement.status().ToString()));
+                              ? offline::CompareRowFromPlacement(algorithm, *placement)
+                              : offline::CompareRowFromError(algorithm, placement.status().ToString()));
     const CompareRow& row = result.rows.back();
     std::fprintf(stderr, "  %-14s %s %s  %s\n", algorithm.c_str(),
                  row.error.empty() ? (row.feasible ? "feasible  " : "INFEASIBLE") : "ERROR     ",
-                 engine::FormatDurationNs(row.makespan_ns).c_str(),
-                 engine::FormatDurationNs(row.solve_ns).c_str());
+                 offline::FormatDurationNs(row.makespan_ns).c_str(),
+                 offline::FormatDurationNs(row.solve_ns).c_str());
   }
 }
 
@@ -474,8 +474,8 @@ std::string Report(const std::vector<Case>& cases, const std::vector<std::string
       gap = Percent(static_cast<double>(pardnn->makespan_ns) / c.rows[best].makespan_ns - 1.0);
       if (c.lower_bound_ns > 0) lb = Ratio(static_cast<double>(pardnn->makespan_ns) / c.lower_bound_ns);
     }
-    absl::StrAppend(&out, c.ops, " | ", engine::FormatDurationNs(c.lower_bound_ns), " | ",
-                    best >= 0 ? engine::FormatDurationNs(c.rows[best].makespan_ns) : "-", " | ",
+    absl::StrAppend(&out, c.ops, " | ", offline::FormatDurationNs(c.lower_bound_ns), " | ",
+                    best >= 0 ? offline::FormatDurationNs(c.rows[best].makespan_ns) : "-", " | ",
                     best >= 0 ? c.rows[best].algorithm : "none feasible", " | ", rank, " | ", gap, " | ", lb,
                     " |");
     for (const std::string& algorithm : algorithms) {

@@ -113,8 +113,7 @@ class TestingOverrunAlgorithm : public Algorithm {
 
 std::string Algorithm::RequestDigest(const engine::Model& model,
                                      const v1::PlacementOptions& options) const {
-  return engine::RequestDigestHex(model,
-                                  engine::DigestOptions{name(), version(), options.seed()});
+  return engine::RequestDigestHex(model, name(), version(), options.seed());
 }
 
 AlgorithmCatalog::AlgorithmCatalog(AlgorithmCatalogOptions options) {

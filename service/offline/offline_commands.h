@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "placement/v1/placement.pb.h"
+#include "service/engine/model/model.h"
 
 ABSL_DECLARE_FLAG(std::string, request);
 ABSL_DECLARE_FLAG(std::string, placement);
@@ -38,9 +39,24 @@ int RunReport(const std::vector<std::string>& args);
 
 // Prints `status` on stderr as "CODE: message" and returns the exit code of a failed verb (1).
 int Fail(const absl::Status& status);
+// Prints `message` on stderr and returns the exit code of a usage error (2).
+int UsageError(const std::string& message);
+
+// The algorithms named in `list` (comma-separated, blanks ignored), each checked against the registry.
+// INVALID_ARGUMENT naming `flag` ("--algorithms") and the known algorithms when one is unknown. An empty
+// list gives no names.
+absl::StatusOr<std::vector<std::string>> ParseAlgorithmNames(const std::string& flag,
+                                                             const std::string& list);
 
 // Time limit of a solve when neither --time_limit_s nor the request sets one.
 inline constexpr absl::Duration kDefaultTimeLimit = absl::Seconds(60);
+
+// The time limit of one solve: --time_limit_s, else the request's options.time_limit, else
+// kDefaultTimeLimit.
+absl::Duration SolveTimeLimit(const v1::PlacementOptions& options);
+// engine::Solve with a deadline `limit` from now: each algorithm a verb runs gets the whole limit.
+absl::StatusOr<v1::Placement> SolveWithin(const engine::Model& model, const v1::PlacementOptions& options,
+                                          absl::Duration limit);
 
 // Reads a Placement file, accepting a PlaceResponse or EvaluateResponse wrapper too.
 absl::StatusOr<v1::Placement> ReadPlacementFile(const std::string& path);

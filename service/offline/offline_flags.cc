@@ -2,9 +2,18 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "service/engine/solve/algorithm_registry.h"
+#include "service/engine/solve/solve.h"
 #include "service/offline/offline_commands.h"
 
 ABSL_FLAG(std::string, request, "", "PlaceRequest file (.json, .json.gz or .pb)");
@@ -32,6 +41,42 @@ int Fail(const absl::Status& status) {
   std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
                std::string(status.message()).c_str());
   return 1;
+}
+
+absl::Duration SolveTimeLimit(const v1::PlacementOptions& options) {
+  if (absl::GetFlag(FLAGS_time_limit_s) > 0) return absl::Seconds(absl::GetFlag(FLAGS_time_limit_s));
+  if (options.has_time_limit()) {
+    return absl::Seconds(options.time_limit().seconds()) + absl::Nanoseconds(options.time_limit().nanos());
+  }
+  return kDefaultTimeLimit;
+}
+
+absl::StatusOr<v1::Placement> SolveWithin(const engine::Model& model, const v1::PlacementOptions& options,
+                                          absl::Duration limit) {
+  engine::SolveContext context;
+  context.deadline = absl::Now() + limit;
+  return engine::Solve(model, options, context);
+}
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "%s\n", message.c_str());
+  return 2;
+}
+
+absl::StatusOr<std::vector<std::string>> ParseAlgorithmNames(const std::string& flag,
+                                                             const std::string& list) {
+  std::vector<std::string> names;
+  for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    const std::string name(absl::StripAsciiWhitespace(part));
+    if (engine::FindAlgorithm(name) == nullptr) {
+      std::vector<std::string> known;
+      for (const engine::Partitioner* algorithm : engine::AllAlgorithms()) known.emplace_back(algorithm->name());
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": unknown algorithm \"", name, "\" (known: ",
+                                                     absl::StrJoin(known, ", "), ")"));
+    }
+    names.push_back(name);
+  }
+  return names;
 }
 
 }  // namespace placement::offline

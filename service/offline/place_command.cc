@@ -6,8 +6,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "placement/v1/placement_service.pb.h"
 #include "service/engine/io/message_io.h"
 #include "service/engine/model/model_builder.h"
@@ -20,11 +18,6 @@ namespace {
 
 using engine::MessageToJson;
 using engine::ReadMessageFile;
-
-int Usage(const char* message) {
-  std::fprintf(stderr, "%s\n", message);
-  return 2;
-}
 
 // Writes `message` as JSON to --out (or stdout).
 int Emit(const google::protobuf::Message& message) {
@@ -51,7 +44,7 @@ int EmitAnswer(const google::protobuf::Message& message, const v1::Placement& pl
                const google::protobuf::RepeatedPtrField<v1::ConstraintViolation>* violations) {
   absl::StatusOr<report::OutputFormat> format =
       report::ResolveOutputFormat(absl::GetFlag(FLAGS_format), report::StdoutIsTerminal());
-  if (!format.ok()) return Usage(std::string(format.status().message()).c_str());
+  if (!format.ok()) return UsageError(std::string(format.status().message()));
   if (*format == report::OutputFormat::kJson || WritesAFile()) {
     const int emitted = Emit(message);
     if (emitted != 0 || *format == report::OutputFormat::kJson) return emitted;
@@ -69,7 +62,7 @@ bool FormatFlagIsValid() {
   absl::StatusOr<report::OutputFormat> format =
       report::ResolveOutputFormat(absl::GetFlag(FLAGS_format), false);
   if (format.ok()) return true;
-  Usage(std::string(format.status().message()).c_str());
+  UsageError(std::string(format.status().message()));
   return false;
 }
 
@@ -92,7 +85,7 @@ absl::StatusOr<v1::Placement> ReadPlacementFile(const std::string& path) {
 
 int RunPlace(const std::vector<std::string>& args) {
   const std::string path = absl::GetFlag(FLAGS_request);
-  if (path.empty()) return Usage("place: --request=FILE is required");
+  if (path.empty()) return UsageError("place: --request=FILE is required");
   if (!FormatFlagIsValid()) return 2;
   absl::StatusOr<v1::PlaceRequest> request = ReadMessageFile<v1::PlaceRequest>(path);
   if (!request.ok()) return Fail(request.status());
@@ -103,16 +96,7 @@ int RunPlace(const std::vector<std::string>& args) {
   absl::StatusOr<engine::Model> model = engine::BuildModel(*request);
   if (!model.ok()) return Fail(model.status());
 
-  absl::Duration limit = kDefaultTimeLimit;
-  if (absl::GetFlag(FLAGS_time_limit_s) > 0) {
-    limit = absl::Seconds(absl::GetFlag(FLAGS_time_limit_s));
-  } else if (options.has_time_limit()) {
-    limit = absl::Seconds(options.time_limit().seconds()) +
-            absl::Nanoseconds(options.time_limit().nanos());
-  }
-  engine::SolveContext context;
-  context.deadline = absl::Now() + limit;
-  absl::StatusOr<v1::Placement> placement = engine::Solve(*model, options, context);
+  absl::StatusOr<v1::Placement> placement = SolveWithin(*model, options, SolveTimeLimit(options));
   if (!placement.ok()) return Fail(placement.status());
   return EmitAnswer(*placement, *placement, *request, nullptr);
 }
@@ -121,7 +105,7 @@ int RunEvaluate(const std::vector<std::string>& args) {
   const std::string request_path = absl::GetFlag(FLAGS_request);
   const std::string placement_path = absl::GetFlag(FLAGS_placement);
   if (request_path.empty() || placement_path.empty()) {
-    return Usage("evaluate: --request=FILE and --placement=FILE are required");
+    return UsageError("evaluate: --request=FILE and --placement=FILE are required");
   }
   if (!FormatFlagIsValid()) return 2;
   absl::StatusOr<v1::PlaceRequest> request = ReadMessageFile<v1::PlaceRequest>(request_path);

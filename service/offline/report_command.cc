@@ -9,10 +9,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "service/engine/io/message_io.h"
 #include "service/engine/model/model_builder.h"
@@ -29,36 +26,23 @@ ABSL_FLAG(int32_t, max_drawn_transfers, 1000, "report: draw at most this many (t
 namespace placement::offline {
 namespace {
 
-int Usage(const std::string& message) {
-  std::fprintf(stderr, "%s\n", message.c_str());
-  return 2;
-}
-
 // Algorithms from --algorithm (or --algorithms), comma-separated; empty when neither is given.
 absl::StatusOr<std::vector<std::string>> RequestedAlgorithms() {
   std::string flag = absl::GetFlag(FLAGS_algorithm);
   if (flag.empty()) flag = absl::GetFlag(FLAGS_algorithms);
-  std::vector<std::string> names;
-  for (absl::string_view part : absl::StrSplit(flag, ',', absl::SkipWhitespace())) {
-    const std::string name(absl::StripAsciiWhitespace(part));
-    if (engine::FindAlgorithm(name) == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("--algorithm: unknown algorithm \"", name, "\""));
-    }
-    names.push_back(name);
-  }
-  return names;
+  return ParseAlgorithmNames("--algorithm", flag);
 }
 
 }  // namespace
 
 int RunReport(const std::vector<std::string>& args) {
   const std::string path = absl::GetFlag(FLAGS_request);
-  if (path.empty()) return Usage("report: --request=FILE is required");
+  if (path.empty()) return UsageError("report: --request=FILE is required");
   absl::StatusOr<std::vector<std::string>> algorithms = RequestedAlgorithms();
-  if (!algorithms.ok()) return Usage(std::string(algorithms.status().message()));
+  if (!algorithms.ok()) return UsageError(std::string(algorithms.status().message()));
   const std::string placement_path = absl::GetFlag(FLAGS_placement);
   if (!placement_path.empty() && !algorithms->empty()) {
-    return Usage("report: give either --placement or --algorithm, not both");
+    return UsageError("report: give either --placement or --algorithm, not both");
   }
 
   absl::StatusOr<v1::PlaceRequest> request = engine::ReadMessageFile<v1::PlaceRequest>(path);
@@ -77,19 +61,10 @@ int RunReport(const std::vector<std::string>& args) {
       algorithms->push_back(options.algorithm().empty() ? "pardnn" : options.algorithm());
     }
     if (absl::GetFlag(FLAGS_seed) != 0) options.set_seed(absl::GetFlag(FLAGS_seed));
-    absl::Duration limit = kDefaultTimeLimit;
-    if (absl::GetFlag(FLAGS_time_limit_s) > 0) {
-      limit = absl::Seconds(absl::GetFlag(FLAGS_time_limit_s));
-    } else if (options.has_time_limit()) {
-      limit = absl::Seconds(options.time_limit().seconds()) +
-              absl::Nanoseconds(options.time_limit().nanos());
-    }
+    const absl::Duration limit = SolveTimeLimit(options);
     for (const std::string& name : *algorithms) {
       options.set_algorithm(name);
-      engine::SolveContext context;
-      context.deadline = absl::Now() + limit;
-      context.seed = options.seed();
-      absl::StatusOr<v1::Placement> placement = engine::Solve(*model, options, context);
+      absl::StatusOr<v1::Placement> placement = SolveWithin(*model, options, limit);
       if (placement.ok()) {
         runs.push_back({name, *std::move(placement), ""});
       } else {

@@ -1,6 +1,7 @@
 #include "service/engine/baselines/heft.h"
 
 #include <algorithm>
+#include <optional>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -114,14 +115,7 @@ class HeftScheduler {
   }
 
   int64_t Need(OpId v, DeviceId d) const {
-    const int32_t u = units_.unit_of_op[v];
-    int64_t need = SaturatingAdd(model_.temp_bytes[v], model_.output_bytes[v]);
-    if (unit_device_[u] == kNone) need = SaturatingAdd(need, units_.persistent_bytes[u]);
-    for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
-      const OpId p = model_.in_src[e];
-      if (device_[p] != d) need = SaturatingAdd(need, copies_.ExtraBytes(p, d, model_.in_bytes[e]));
-    }
-    return need;
+    return baselines::BytesAddedByPlacing(model_, units_, unit_device_, device_, copies_, v, d);
   }
 
   void Release(OpId p) {
@@ -135,11 +129,7 @@ class HeftScheduler {
       unit_device_[u] = d;
       used_[d] = SaturatingAdd(used_[d], units_.persistent_bytes[u]);
     }
-    for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
-      const OpId p = model_.in_src[e];
-      if (device_[p] == d) continue;
-      used_[d] = SaturatingAdd(used_[d], copies_.Add(p, d, model_.in_bytes[e]));
-    }
+    used_[d] = baselines::AddInputCopies(model_, device_, copies_, v, d, used_[d]);
     device_[v] = d;
     finish_[v] = finish;
     slots_[d].Occupy(start, finish - start);
@@ -175,11 +165,7 @@ class HeftPartitioner final : public Partitioner {
   }
   absl::StatusOr<PartitionResult> Partition(const Model& model,
                                             const SolveContext& context) const override {
-    if (model.num_ops() == 0 || model.num_devices() == 0) {
-      PartitionResult empty;
-      empty.assignment.assign(model.num_ops(), kNone);
-      return empty;
-    }
+    if (std::optional<PartitionResult> none = baselines::NothingToPlace(model)) return *std::move(none);
     return HeftScheduler(model, context).Run();
   }
 };

@@ -21,6 +21,12 @@
 // Example:
 //   std::unique_ptr<Partitioner> heft = MakeHeftPartitioner();
 //   absl::StatusOr<PartitionResult> result = heft->Partition(model, context);
+//
+// Faithful to the published method, and where it is extended:
+//
+// HEFT's memory check is the memory-aware list-scheduling variant: a device is a candidate only when the
+// bytes the op adds fit what is left; bytes are held as the schedule is built (outputs and received
+// copies until every consumer is placed).
 #ifndef PLACEMENT_SERVICE_ENGINE_BASELINES_HEFT_H_
 #define PLACEMENT_SERVICE_ENGINE_BASELINES_HEFT_H_
 

@@ -1,6 +1,7 @@
 #include "service/engine/baselines/m_etf.h"
 
 #include <algorithm>
+#include <optional>
 #include <cstdint>
 #include <limits>
 #include <queue>
@@ -157,14 +158,7 @@ class EtfScheduler {
 
   // Bytes that placing v on d adds to d right now.
   int64_t Need(OpId v, DeviceId d) const {
-    const int32_t u = units_.unit_of_op[v];
-    int64_t need = SaturatingAdd(model_.temp_bytes[v], model_.output_bytes[v]);
-    if (unit_device_[u] == kNone) need = SaturatingAdd(need, units_.persistent_bytes[u]);
-    for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
-      const OpId p = model_.in_src[e];
-      if (device_[p] != d) need = SaturatingAdd(need, copies_.ExtraBytes(p, d, model_.in_bytes[e]));
-    }
-    return need;
+    return baselines::BytesAddedByPlacing(model_, units_, unit_device_, device_, copies_, v, d);
   }
 
   bool Fits(OpId v, DeviceId d, int64_t* need) const {
@@ -248,11 +242,7 @@ class EtfScheduler {
         }
       }
     }
-    for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
-      const OpId p = model_.in_src[e];
-      if (device_[p] == d) continue;
-      used_[d] = SaturatingAdd(used_[d], copies_.Add(p, d, model_.in_bytes[e]));
-    }
+    used_[d] = baselines::AddInputCopies(model_, device_, copies_, v, d, used_[d]);
     used_[d] = SaturatingAdd(used_[d], SaturatingAdd(model_.temp_bytes[v], model_.output_bytes[v]));
     device_[v] = d;
     finish_[v] = start + model_.OpTimeNs(v, d);
@@ -343,11 +333,7 @@ class MEtfPartitioner final : public Partitioner {
   }
   absl::StatusOr<PartitionResult> Partition(const Model& model,
                                             const SolveContext& context) const override {
-    if (model.num_ops() == 0 || model.num_devices() == 0) {
-      PartitionResult empty;
-      empty.assignment.assign(model.num_ops(), kNone);
-      return empty;
-    }
+    if (std::optional<PartitionResult> none = baselines::NothingToPlace(model)) return *std::move(none);
     return EtfScheduler(model, context).Run();
   }
 };

@@ -23,6 +23,13 @@
 // Example:
 //   std::unique_ptr<Partitioner> m_etf = MakeMEtfPartitioner();
 //   absl::StatusOr<PartitionResult> result = m_etf->Partition(model, context);
+//
+// Faithful to the published method, and where it is extended:
+//
+// m-ETF: Baechi assumes one speed and one link cost; we use each device's speed and each pair's link
+// (the natural heterogeneous extension). Ties in start time go to the faster finish. A schedule step only
+// happens when its start is *strictly* before the next moment a busy device frees up, so a device freeing
+// up at the same instant may compete (fewer needless transfers).
 #ifndef PLACEMENT_SERVICE_ENGINE_BASELINES_M_ETF_H_
 #define PLACEMENT_SERVICE_ENGINE_BASELINES_M_ETF_H_
 

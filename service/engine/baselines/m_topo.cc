@@ -1,6 +1,7 @@
 #include "service/engine/baselines/m_topo.h"
 
 #include <algorithm>
+#include <optional>
 #include <cstdint>
 #include <vector>
 
@@ -23,11 +24,11 @@ class MTopoPartitioner final : public Partitioner {
 
   absl::StatusOr<PartitionResult> Partition(const Model& model,
                                             const SolveContext& context) const override {
+    if (std::optional<PartitionResult> none = baselines::NothingToPlace(model)) return *std::move(none);
     PartitionResult result;
     const OpId num_ops = model.num_ops();
     const DeviceId num_devices = model.num_devices();
     result.assignment.assign(num_ops, kNone);
-    if (num_ops == 0 || num_devices == 0) return result;
 
     const PlacementUnits units = baselines::BuildPlacementUnits(model);
     const int32_t num_units = units.num_units();

@@ -14,6 +14,11 @@
 // Example:
 //   std::unique_ptr<Partitioner> m_topo = MakeMTopoPartitioner();
 //   absl::StatusOr<PartitionResult> result = m_topo->Partition(model, context);
+//
+// Faithful to the published method, and where it is extended:
+//
+// m-TOPO uses Baechi's static memory per op (persistent + output + temp, all at once) and its "uniform"
+// cap (total / devices + largest op), here proportional to each device's capacity for mixed clusters.
 #ifndef PLACEMENT_SERVICE_ENGINE_BASELINES_M_TOPO_H_
 #define PLACEMENT_SERVICE_ENGINE_BASELINES_M_TOPO_H_
 

@@ -3,6 +3,7 @@
 #include <metis.h>
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -110,10 +111,10 @@ class MetisPartitioner final : public Partitioner {
 
   // The partition with pins, kinds and colocation honoured, before the memory repair.
   static absl::StatusOr<PartitionResult> Cut(const Model& model, const SolveContext& context) {
+    if (std::optional<PartitionResult> none = baselines::NothingToPlace(model)) return *std::move(none);
     PartitionResult result;
     const DeviceId num_devices = model.num_devices();
     result.assignment.assign(model.num_ops(), kNone);
-    if (model.num_ops() == 0 || num_devices == 0) return result;
     const PlacementUnits units = baselines::BuildPlacementUnits(model);
     const int32_t num_units = units.num_units();
     if (num_units >= std::numeric_limits<idx_t>::max() / 2) {
@@ -218,13 +219,5 @@ class MetisPartitioner final : public Partitioner {
 }  // namespace
 
 std::unique_ptr<Partitioner> MakeMetisPartitioner() { return std::make_unique<MetisPartitioner>(); }
-
-namespace baselines {
-
-absl::StatusOr<PartitionResult> MetisCut(const Model& model, const SolveContext& context) {
-  return MetisPartitioner::Cut(model, context);
-}
-
-}  // namespace baselines
 
 }  // namespace placement::engine

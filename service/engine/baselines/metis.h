@@ -15,6 +15,10 @@
 // Example:
 //   std::unique_ptr<Partitioner> metis = MakeMetisPartitioner();
 //   absl::StatusOr<PartitionResult> result = metis->Partition(model, context);
+//
+// Faithful to the published method, and where it is extended:
+//
+// METIS is partition-only, so constraint fix-up and the shared memory repair follow it, as the issue asks.
 #ifndef PLACEMENT_SERVICE_ENGINE_BASELINES_METIS_H_
 #define PLACEMENT_SERVICE_ENGINE_BASELINES_METIS_H_
 
@@ -26,15 +30,6 @@ namespace placement::engine {
 
 // api.md name "metis".
 std::unique_ptr<Partitioner> MakeMetisPartitioner();
-
-namespace baselines {
-
-// The METIS partition with pins, kinds and colocation honoured but memory not yet repaired: what "metis"
-// hands to RepairMemory. pardnn starts one of its stage-2 seeds from it (a min-cut, balanced split is
-// what tight memory favours).
-absl::StatusOr<PartitionResult> MetisCut(const Model& model, const SolveContext& context);
-
-}  // namespace baselines
 
 }  // namespace placement::engine
 

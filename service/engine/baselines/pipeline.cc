@@ -1,6 +1,7 @@
 #include "service/engine/baselines/pipeline.h"
 
 #include <algorithm>
+#include <optional>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -325,11 +326,7 @@ class PipelinePartitioner final : public Partitioner {
   }
   absl::StatusOr<PartitionResult> Partition(const Model& model,
                                             const SolveContext& context) const override {
-    if (model.num_ops() == 0 || model.num_devices() == 0) {
-      PartitionResult empty;
-      empty.assignment.assign(model.num_ops(), kNone);
-      return empty;
-    }
+    if (std::optional<PartitionResult> none = baselines::NothingToPlace(model)) return *std::move(none);
     return PipelinePlanner(model, context).Run();
   }
 };

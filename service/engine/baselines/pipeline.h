@@ -22,6 +22,11 @@
 // Example:
 //   std::unique_ptr<Partitioner> pipeline = MakePipelinePartitioner();
 //   absl::StatusOr<PartitionResult> result = pipeline->Partition(model, context);
+//
+// Faithful to the published method, and where it is extended:
+//
+// The pipeline stage memory estimate runs each stage's ops in topological order (activations live until
+// their last consumer), which is closer to the simulator than a static sum.
 #ifndef PLACEMENT_SERVICE_ENGINE_BASELINES_PIPELINE_H_
 #define PLACEMENT_SERVICE_ENGINE_BASELINES_PIPELINE_H_
 

@@ -216,4 +216,11 @@ int64_t MeanLinkCost::TransferNs(int64_t bytes) const {
   return std::llround(mean_latency_ns_ + mean_ns_per_byte_ * static_cast<double>(bytes));
 }
 
+std::optional<PartitionResult> NothingToPlace(const Model& model) {
+  if (model.num_ops() > 0 && model.num_devices() > 0) return std::nullopt;
+  PartitionResult none;
+  none.assignment.assign(model.num_ops(), kNone);
+  return none;
+}
+
 }  // namespace placement::engine::baselines

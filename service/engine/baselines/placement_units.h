@@ -14,10 +14,27 @@
 //   int32_t u = units.unit_of_op[v];
 //   for (DeviceId d = 0; d < model.num_devices(); ++d)
 //     if (units.Allowed(u, d)) Consider(u, d);
+//
+// The contract every baseline keeps (these helpers are how):
+//
+// - **Constraints by construction.** Units (a colocation group, or one op) are placed whole, and only on
+//   devices that every member's pin and kinds allow. Contradictory constraints (validation normally rules
+//   them out) fall back to the first member's, and the constraint checker reports the rest.
+// - **Deadline and cancellation.** `SolveContext::ShouldStop()` is polled every few hundred loop steps
+//   (`StopChecker`); on stop, the ops not yet placed are completed cheaply (`CompleteAssignment`) and
+//   `time_limited` is set. There is always a complete answer.
+// - **Determinism.** Results depend on the model and the seed only: ties by op id then device id; METIS gets
+//   the request's seed. Tests check that a shuffled request gives the same answer.
+// - **Bounded on huge clusters.** Up to 64 devices the list schedulers consider every allowed device, as
+//   published; beyond that each op sees the devices of its inputs plus a rotating window of 64 devices
+//   (`CandidateDevices`), which keeps m_etf's heaps and both schedulers' time at O(E * 64).
+// - **Infeasible is an answer.** When nothing fits, the unit goes where the overflow is smallest and the
+//   simulator reports it.
 #ifndef PLACEMENT_SERVICE_ENGINE_BASELINES_PLACEMENT_UNITS_H_
 #define PLACEMENT_SERVICE_ENGINE_BASELINES_PLACEMENT_UNITS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -69,6 +86,12 @@ struct PlacementUnits {
 };
 
 PlacementUnits BuildPlacementUnits(const Model& model);
+
+// A model without ops or without devices leaves nothing to place: every baseline then answers one kNone
+// per op (Solve's completeness check turns a model without devices into an error). nullopt when there is
+// work to do.
+//   if (std::optional<PartitionResult> none = NothingToPlace(model)) return *std::move(none);
+std::optional<PartitionResult> NothingToPlace(const Model& model);
 
 // On clusters of more than kFullScanDevices devices, list schedulers consider a bounded set of devices
 // per op so that they stay O(E * kFullScanDevices) in time and memory instead of O(E * D) (m_etf keeps a
@@ -126,6 +149,36 @@ class ReceivedCopies {
   std::vector<int32_t> head_;
   std::vector<Copy> pool_;
 };
+
+// The memory model the list schedulers (heft, m_etf) share: the bytes that placing op v on device d adds
+// to d — its temp and output bytes, its unit's persistent bytes when the unit is not placed yet
+// (`unit_device` of it is kNone), and the part of each input produced on another device that d does not
+// hold a large enough copy of yet. `device_of` gives the devices of placed ops.
+inline int64_t BytesAddedByPlacing(const Model& model, const PlacementUnits& units,
+                                   const std::vector<DeviceId>& unit_device,
+                                   const std::vector<DeviceId>& device_of, const ReceivedCopies& copies,
+                                   OpId v, DeviceId d) {
+  const int32_t u = units.unit_of_op[v];
+  int64_t need = SaturatingAdd(model.temp_bytes[v], model.output_bytes[v]);
+  if (unit_device[u] == kNone) need = SaturatingAdd(need, units.persistent_bytes[u]);
+  for (EdgeId e = model.in_begin(v); e < model.in_end(v); ++e) {
+    const OpId p = model.in_src[e];
+    if (device_of[p] != d) need = SaturatingAdd(need, copies.ExtraBytes(p, d, model.in_bytes[e]));
+  }
+  return need;
+}
+
+// Records on d the copies of v's inputs produced elsewhere (when v is placed there); returns the bytes
+// d holds in addition (added to `used` saturating, as every byte count of the list schedulers).
+inline int64_t AddInputCopies(const Model& model, const std::vector<DeviceId>& device_of,
+                              ReceivedCopies& copies, OpId v, DeviceId d, int64_t used) {
+  for (EdgeId e = model.in_begin(v); e < model.in_end(v); ++e) {
+    const OpId p = model.in_src[e];
+    if (device_of[p] == d) continue;
+    used = SaturatingAdd(used, copies.Add(p, d, model.in_bytes[e]));
+  }
+  return used;
+}
 
 // Polls SolveContext::ShouldStop every `stride` calls (reading the clock costs more than a loop step on a
 // million-op graph) and reports progress at most every 50 ms of wall time.

@@ -25,6 +25,12 @@
 //     Without one (or for ops Kineto does not know), a roofline estimate from shapes (conv, mm, addmm,
 //     bmm, matmul, linear and their backward; 1 FLOP per element otherwise).
 // Cluster: --cluster or DefaultCluster().
+// Ops Kineto does not know fall back to the roofline. Kineto alignment: ET rf_ids equal Kineto External ids
+// up to an offset per profiled iteration that drifts where one side recorded calls the other did not, so
+// the two name sequences are aligned with local re-synchronisation, and every iteration that aligns
+// (>= 95 % of the best) counts. Known limits: tensors are matched by tensor id, so an in-place write
+// through a view of another tensor is not ordered after readers of the base tensor; memory of
+// temporaries inside an op is not counted.
 //
 // Example:
 //   ImportOptions options;

@@ -3,7 +3,7 @@
 // Every importer (msr, pipedream, onnx, chakra, wfcommons, pardnn) turns someone else's graph into a
 // `v1::PlaceRequest`. What the source file does not say (the devices, how fast an op runs on them, how a
 // forward-only graph becomes a training step) comes from `ImportOptions`, whose defaults are documented
-// here and in README.md.
+// here.
 //
 // Example:
 //   ImportOptions options;

@@ -1,4 +1,4 @@
-// digest.cc — canonical SHA-256 digests of a Model (format in README.md, "Digest format").
+// digest.cc — canonical SHA-256 digests of a Model (the format is in digest.h).
 //
 // The hashed stream is built field by field into a small buffer that is handed to OpenSSL's EVP
 // interface whenever it fills, so a million-op graph never exists as one string.
@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -24,7 +25,8 @@ namespace {
 constexpr absl::string_view kGraphFormat = "placement.v1.graph_digest/1";
 constexpr absl::string_view kRequestFormat = "placement.v1.request_digest/1";
 
-// A failing EVP call means a broken OpenSSL installation or no memory: an invariant, not bad input.
+// A failing EVP call means a broken OpenSSL installation or no memory: an invariant, not bad input, so
+// it crashes loudly; stderr is the one channel left before abort() (the engine reports nothing else there).
 void CheckEvp(int ok, const char* what) {
   if (ok == 1) return;
   std::fprintf(stderr, "digest: OpenSSL %s failed\n", what);
@@ -179,15 +181,16 @@ std::string GraphDigestHex(const Model& model) {
   return hash.FinishHex();
 }
 
-std::string RequestDigestHex(const Model& model, const DigestOptions& options) {
-  return RequestDigestHex(model, GraphDigestHex(model), options);
-}
-
-std::string RequestDigestHex(const Model& model, const std::string& graph_digest_hex,
-                             const DigestOptions& options) {
+std::string RequestDigestHex(const Model& model, std::string_view algorithm,
+                             std::string_view algorithm_version, uint64_t seed,
+                             std::string_view graph_digest_hex) {
   Sha256Stream hash;
   hash.Str(kRequestFormat);
-  hash.Str(graph_digest_hex);
+  if (graph_digest_hex.empty()) {
+    hash.Str(GraphDigestHex(model));
+  } else {
+    hash.Str(absl::string_view(graph_digest_hex.data(), graph_digest_hex.size()));
+  }
   const DeviceId num_devices = model.num_devices();
   hash.U32(static_cast<uint32_t>(num_devices));
   for (DeviceId d = 0; d < num_devices; ++d) {
@@ -207,10 +210,20 @@ std::string RequestDigestHex(const Model& model, const std::string& graph_digest
     }
   }
   hash.F64(model.memory_headroom == 0.0 ? 0.0 : model.memory_headroom);
-  hash.Str(options.algorithm);
-  hash.Str(options.algorithm_version);
-  hash.U64(options.seed);
+  hash.Str(absl::string_view(algorithm.data(), algorithm.size()));
+  hash.Str(absl::string_view(algorithm_version.data(), algorithm_version.size()));
+  hash.U64(seed);
   return hash.FinishHex();
+}
+
+std::string RequestDigestHex(const Model& model, const DigestOptions& options) {
+  return RequestDigestHex(model, options.algorithm, options.algorithm_version, options.seed);
+}
+
+std::string RequestDigestHex(const Model& model, const std::string& graph_digest_hex,
+                             const DigestOptions& options) {
+  return RequestDigestHex(model, options.algorithm, options.algorithm_version, options.seed,
+                          graph_digest_hex);
 }
 
 }  // namespace placement::engine

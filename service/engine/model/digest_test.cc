@@ -202,6 +202,8 @@ TEST(DigestTest, RequestDigestFollowsTheDocumentedFormat) {
   w.Str("1.0");
   w.U64(7);
   const Model model = Build(TinyRequest());
+  EXPECT_EQ(RequestDigestHex(model, "pardnn", "1.0", 7), w.Sha256Hex());
+  EXPECT_EQ(RequestDigestHex(model, "pardnn", "1.0", 7, graph_digest), w.Sha256Hex());
   EXPECT_EQ(RequestDigestHex(model, kOptions), w.Sha256Hex());
   EXPECT_EQ(RequestDigestHex(model, graph_digest, kOptions), w.Sha256Hex());
 }

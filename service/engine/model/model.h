@@ -13,6 +13,27 @@
 //   for (OpId v = 0; v < model->num_ops(); ++v)
 //     for (EdgeId e = model->out_begin(v); e < model->out_end(v); ++e)
 //       Use(model->out_dst[e], model->out_bytes[e]);
+//
+// Canonical order, in detail:
+//
+// - **Op ids** are the rank of the op's name in byte order (`std::string` comparison: unsigned bytes, a
+//   prefix before its extensions). `request_index[op]` is the op's position in `graph.ops`,
+//   `op_of_request_index` the inverse; answers are mapped back to the caller's order with them.
+// - **Edges** are merged per (src, dst) — parallel edges sum their bytes — and stored twice in CSR form:
+//   `out_*` (each list ascending by dst) and `in_*` (each list ascending by src).
+//   `request_edge_count` keeps the number before merging.
+// - **`topo_order`** is the topological order that always takes the smallest ready op id (the
+//   lexicographically smallest one).
+// - **Colocation groups** get dense ids in byte order of their names; `group_member` lists each group's
+//   members ascending (CSR by `group_offset`).
+// - **Devices** keep the cluster order. Kind ids and node ids are numbered by first appearance among the
+//   devices. `allowed_kind_mask` has bit k for kind id k (0 = any kind); kinds no device has are dropped.
+// - **Links**: a dense D×D matrix, `intra_node` for devices with the same `node`, `inter_node` otherwise,
+//   then `cluster.links` overrides (symmetric).
+// - **Capacity**: `capacity_bytes = floor(memory_bytes × (1 − memory_headroom))`, computed in long double;
+//   a product within 2⁻⁵² (relative) of an integer is taken to be that integer, so a decimal headroom
+//   such as 0.1 gives 1000 → 900 and not 899. Headroom 0 gives exactly `memory_bytes`; −0.0 is stored as 0.
+// - Unset `speed` is 1.0.
 #ifndef PLACEMENT_SERVICE_ENGINE_MODEL_MODEL_H_
 #define PLACEMENT_SERVICE_ENGINE_MODEL_MODEL_H_
 

@@ -58,7 +58,10 @@ void SetCounters(benchmark::State& state, const v1::PlaceRequest& request) {
   state.counters["peak_rss_MiB"] = PeakRssMiB();
 }
 
-const DigestOptions kDigestOptions{"pardnn", "1.0", 1};
+// The algorithm, version and seed the request digests are taken for.
+constexpr const char* kAlgorithm = "pardnn";
+constexpr const char* kAlgorithmVersion = "1.0";
+constexpr uint64_t kSeed = 1;
 
 void BM_GenerateRequest(benchmark::State& state) {
   const testutil::RandomGraphOptions options = BenchmarkOptions(static_cast<int32_t>(state.range(0)));
@@ -96,7 +99,7 @@ void BM_Digests(benchmark::State& state) {
   }
   for (auto _ : state) {
     const std::string graph_digest = GraphDigestHex(*model);
-    std::string request_digest = RequestDigestHex(*model, graph_digest, kDigestOptions);
+    std::string request_digest = RequestDigestHex(*model, kAlgorithm, kAlgorithmVersion, kSeed, graph_digest);
     benchmark::DoNotOptimize(request_digest);
   }
   SetCounters(state, request);
@@ -125,7 +128,7 @@ void BM_RequestDigest(benchmark::State& state) {
   }
   const std::string graph_digest = GraphDigestHex(*model);
   for (auto _ : state) {
-    std::string digest = RequestDigestHex(*model, graph_digest, kDigestOptions);
+    std::string digest = RequestDigestHex(*model, kAlgorithm, kAlgorithmVersion, kSeed, graph_digest);
     benchmark::DoNotOptimize(digest);
   }
   SetCounters(state, request);
@@ -140,7 +143,7 @@ void BM_BuildAndDigest(benchmark::State& state) {
       break;
     }
     const std::string graph_digest = GraphDigestHex(**model);
-    std::string request_digest = RequestDigestHex(**model, graph_digest, kDigestOptions);
+    std::string request_digest = RequestDigestHex(**model, kAlgorithm, kAlgorithmVersion, kSeed, graph_digest);
     benchmark::DoNotOptimize(request_digest);
     state.PauseTiming();
     model.reset();

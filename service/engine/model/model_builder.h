@@ -11,6 +11,64 @@
 //   std::vector<FieldViolation> problems;
 //   absl::StatusOr<Model> model = BuildModel(request, &problems);
 //   if (!model.ok()) return model.status();
+//
+// Validation rules, in detail (proto/README.md links here):
+//
+// `BuildModel` reports **every** problem as `FieldViolation{field, description}`; the status is
+// `INVALID_ARGUMENT` whose message is `FormatViolations` (one `field: description` per line). Violations
+// come grouped: `graph.ops…`, `graph.edges…`, `graph`, `cluster.devices…`, `cluster` (default links),
+// `cluster.links…`, `options…`; within a group in request order. Each list (`graph.ops`, `graph.edges`,
+// `cluster.devices`, `cluster.links`) stops being checked after `max_violations_per_list` (100)
+// problems; one more violation, with the list's path as its field, says so.
+//
+// | field | problem (description fragment) |
+// |---|---|
+// | `graph.ops` | no ops; more ops than `max_ops` |
+// | `graph.ops[i].name` | empty; longer than `max_name_bytes`; `duplicate of graph.ops[j].name "x"` (j = first occurrence) |
+// | `graph.ops[i].type`, `.colocation_group` | longer than `max_name_bytes` |
+// | `graph.ops[i].compute_ns` | `< 0`; `> max_time_ns` |
+// | `graph.ops[i].output_bytes`, `.persistent_bytes`, `.temp_bytes` | `< 0`; `> max_bytes` |
+// | `graph.ops[i].allowed_kinds` | no device has any of the allowed kinds |
+// | `graph.ops[i].pinned_device` | unknown device; pinned device's kind not among the op's allowed kinds; pinned elsewhere than another member of its colocation group |
+// | `graph.ops[i].colocation_group` | no kind allowed by two members of the group; the group's pinned device has a kind a member does not allow |
+// | `graph.edges` | more edges than `max_edges`; `cycle through op "b" (graph.ops[1]): "b" -> "c" -> "b"` (only when no edge is otherwise broken) |
+// | `graph.edges[i].src`, `.dst` | `index 912 out of range (graph has 10 ops)` |
+// | `graph.edges[i].dst` | `self-loop: src and dst are both graph.ops[3] (op "x")` |
+// | `graph.edges[i].bytes` | `< 0`; `> max_bytes` |
+// | `graph` | the step's total bytes `> max_total_bytes`; the step's total work `> max_total_time_ns` (checked only on an otherwise valid request) |
+// | `cluster.devices` | no devices; more than `max_devices`; more distinct kinds than `max_device_kinds` (≤ 64) |
+// | `cluster.devices[d].name` | empty; too long; duplicate |
+// | `cluster.devices[d].kind`, `.node` | too long |
+// | `cluster.devices[d].memory_bytes` | `<= 0`; `> max_bytes` |
+// | `cluster.devices[d].speed` | NaN/inf; `<= 0`; outside `[min_speed, max_speed]` |
+// | `cluster.intra_node.bandwidth_bytes_per_second` (and `inter_node`) | `<= 0` while some device pair uses it (not overridden; one device or one node needs none) |
+// | `cluster.intra_node.latency_ns` (and `inter_node`) | `< 0`; `> max_time_ns` |
+// | `cluster.links[i].a`, `.b` | unknown device; `b` same device as `a` |
+// | `cluster.links[i]` | duplicate of an earlier link for the same unordered pair |
+// | `cluster.links[i].spec.bandwidth_bytes_per_second` | `<= 0` |
+// | `cluster.links[i].spec.latency_ns` | `< 0`; `> max_time_ns` |
+// | `options.memory_headroom` | NaN or outside `[0, 1)` |
+// | `options.time_limit` | negative; not a valid Duration |
+//
+// Checks that would only echo an earlier problem are skipped: no pin/kind checks without usable devices,
+// no cycle check beside a broken edge, no group check when a member's own pin or kinds are wrong.
+// Quoted user strings are C-escaped and cut after 64 bytes.
+//
+// Limits (ModelLimits) and why:
+//
+// | limit | default | why |
+// |---|---|---|
+// | `max_ops` | 2,000,000 | op ids are int32; memory |
+// | `max_edges` | 8,000,000 | memory |
+// | `max_devices` | 1024 | the link matrix is D×D |
+// | `max_device_kinds` | 64 | `allowed_kind_mask` is 64 bits |
+// | `max_name_bytes` | 1024 | names, types, groups, kinds, nodes |
+// | `max_time_ns` | 1e15 (~11.6 days) | any single compute or latency |
+// | `max_bytes` | 2⁵⁰ (1 PiB) | any single byte count, including device memory |
+// | `min_speed`, `max_speed` | 1e-6, 1e6 | |
+// | `max_total_time_ns` | 1e18 | Σ compute / slowest speed + Σ over edges of the slowest transfer: bounds every simulated time, so no int64 overflow downstream |
+// | `max_total_bytes` | 2⁶² | Σ op bytes + Σ edge bytes: bounds every memory total |
+// | `max_violations_per_list` | 100 | bounded error messages |
 #ifndef PLACEMENT_SERVICE_ENGINE_MODEL_MODEL_BUILDER_H_
 #define PLACEMENT_SERVICE_ENGINE_MODEL_MODEL_BUILDER_H_
 

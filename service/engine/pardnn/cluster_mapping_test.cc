@@ -124,23 +124,6 @@ TEST(ClusterMappingTest, ConstraintsHoldDuringMapping) {
   EXPECT_EQ(a[1], a[6]);
 }
 
-TEST(ClusterMappingTest, ImpossibleGroupIsAnError) {
-  TestModel t;
-  t.AddOp(10);
-  t.AddOp(10);
-  t.Colocate(0, "g");
-  t.Colocate(1, "g");
-  t.Pin(0, 0);
-  t.Pin(1, 1);
-  t.AddDevices(2, 1 << 30);
-  absl::StatusOr<Model> model = BuildModel(t.graph(), t.cluster(), 0.0);
-  if (!model.ok()) GTEST_SKIP() << "validation rejects it already: " << model.status();
-  const SlicingCosts costs = ComputeSlicingCosts(*model);
-  const LinearClusters clusters = SliceIntoLinearClusters(*model, costs, 2);
-  EXPECT_FALSE(
-      MapClustersToDevices(*model, costs, clusters, MappingOptions(), SolveContext()).ok());
-}
-
 TEST(ClusterMappingTest, RandomDagsWithConstraintsAlwaysSatisfyThem) {
   std::mt19937_64 rng(17);
   for (int trial = 0; trial < 30; ++trial) {

@@ -12,30 +12,13 @@
 #include "service/engine/pardnn/cluster_mapping.h"
 #include "service/engine/pardnn/linear_clustering.h"
 #include "service/engine/pardnn/refinement.h"
-#include "service/engine/partition/placement_rules.h"
+#include "service/engine/partition/simple_partitioners.h"
 #include "service/engine/repair/memory_repair.h"
+#include "service/engine/sim/placement_score.h"
 #include "service/engine/sim/simulator.h"
 
 namespace placement::engine {
 namespace {
-
-struct Score {
-  int64_t overflow = INT64_MAX;
-  int64_t makespan = INT64_MAX;
-  bool Better(const Score& other) const {
-    return overflow != other.overflow ? overflow < other.overflow : makespan < other.makespan;
-  }
-};
-
-Score ScoreOf(const Model& model, const SimResult& r) {
-  Score s;
-  s.makespan = r.makespan_ns;
-  s.overflow = 0;
-  for (DeviceId d = 0; d < model.num_devices(); ++d) {
-    s.overflow += std::max<int64_t>(0, r.peak_memory_bytes[d] - model.capacity_bytes[d]);
-  }
-  return s;
-}
 
 class PardnnPartitioner final : public Partitioner {
  public:
@@ -78,7 +61,7 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
   const bool large = n > options_.refinement_max_ops;
   if (large) mapping_options.slack_aware = false;
   std::vector<Assignment> candidates;
-  std::vector<Score> scores;
+  std::vector<PlacementScore> scores;
   int32_t best_mapping = -1;
   for (int32_t round = 0; round <= options_.memory_calibration_rounds; ++round) {
     absl::StatusOr<pardnn::ClusterMapping> mapping =
@@ -86,7 +69,7 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
     if (!mapping.ok()) return mapping.status();
     out.time_limited |= mapping->time_limited;
     const SimResult& r = sim.Run(mapping->assignment);
-    const Score s = ScoreOf(model, r);
+    const PlacementScore s = ScoreSimulation(model, r);
     bool changed = false;
     for (DeviceId d = 0; d < devices; ++d) {
       const int64_t peak = r.peak_memory_bytes[d], capacity = model.capacity_bytes[d];
@@ -95,7 +78,7 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
           options_.calibration_margin * static_cast<double>(capacity) / static_cast<double>(peak);
       changed = true;
     }
-    if (best_mapping < 0 || s.Better(scores[best_mapping])) {
+    if (best_mapping < 0 || s.BetterThan(scores[best_mapping])) {
       if (best_mapping < 0) {
         candidates.push_back(std::move(mapping->assignment));
         scores.push_back(s);
@@ -116,8 +99,8 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
     absl::StatusOr<pardnn::ClusterMapping> mapping =
         pardnn::MapClustersToDevices(model, costs, clusters, other, context);
     if (mapping.ok()) {
-      const Score s = ScoreOf(model, sim.Run(mapping->assignment));
-      if (s.Better(scores[0])) {
+      const PlacementScore s = ScoreSimulation(model, sim.Run(mapping->assignment));
+      if (s.BetterThan(scores[0])) {
         candidates[0] = std::move(mapping->assignment);
         scores[0] = s;
         mapping_options = other;
@@ -136,33 +119,33 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
     absl::StatusOr<pardnn::ClusterMapping> mapping =
         pardnn::MapClustersToDevices(model, costs, clusters, retimed, context);
     if (!mapping.ok()) break;
-    const Score s = ScoreOf(model, sim.Run(mapping->assignment));
-    if (!s.Better(scores[0])) break;
+    const PlacementScore s = ScoreSimulation(model, sim.Run(mapping->assignment));
+    if (!s.BetterThan(scores[0])) break;
     candidates[0] = std::move(mapping->assignment);
     scores[0] = s;
   }
   // Memory-bound graphs: also the mapping that attaches every cluster to the device it talks to most
   // (few cut edges, so few tensors are held twice), with the last calibration.
-  if (scores[0].overflow > 0 && !context.ShouldStop()) {
+  if (!scores[0].Fits() && !context.ShouldStop()) {
     pardnn::MappingOptions attach = mapping_options;
     attach.load_weight = 0.0;
     absl::StatusOr<pardnn::ClusterMapping> mapping =
         pardnn::MapClustersToDevices(model, costs, clusters, attach, context);
     if (mapping.ok()) {
-      scores.push_back(ScoreOf(model, sim.Run(mapping->assignment)));
+      scores.push_back(ScoreSimulation(model, sim.Run(mapping->assignment)));
       candidates.push_back(std::move(mapping->assignment));
     }
   }
   Assignment best;
-  Score best_score;
-  auto consider = [&](const Assignment& a, const Score& s) {
-    if (best.empty() || s.Better(best_score)) {
+  PlacementScore best_score = PlacementScore::Worst();
+  auto consider = [&](const Assignment& a, const PlacementScore& s) {
+    if (best.empty() || s.BetterThan(best_score)) {
       best = a;
       best_score = s;
     }
   };
   for (size_t i = 0; i < candidates.size(); ++i) consider(candidates[i], scores[i]);
-  context.Report("mapping", 0.2, best_score.overflow == 0 ? best_score.makespan : 0);
+  context.Report("mapping", 0.2, best_score.Fits() ? best_score.makespan_ns : 0);
 
   // ---- Stage 2: memory, for every mapping that overflows (least overflow first; each gets an equal
   // share of the time left, so one slow repair cannot starve the other). ----
@@ -174,10 +157,10 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
   to_the_brim.max_stalled_rounds = std::max(repair.max_stalled_rounds, 30);
   std::vector<size_t> to_repair;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    if (scores[i].overflow > 0) to_repair.push_back(i);
+    if (!scores[i].Fits()) to_repair.push_back(i);
   }
   std::stable_sort(to_repair.begin(), to_repair.end(),
-                   [&](size_t a, size_t b) { return scores[a].overflow < scores[b].overflow; });
+                   [&](size_t a, size_t b) { return scores[a].overflow_bytes < scores[b].overflow_bytes; });
   for (size_t k = 0; k < to_repair.size() && !context.ShouldStop(); ++k) {
     const SolveContext slice =
         context.WithShareOfTimeLeft(1.0 / static_cast<double>(to_repair.size() - k));
@@ -190,26 +173,18 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
       outcome = RepairMemory(model, slice, to_the_brim, a);
       out.time_limited |= outcome.time_limited;
     }
-    consider(a, Score{outcome.overflow_bytes, outcome.makespan_ns});
+    consider(a, PlacementScore{outcome.overflow_bytes, outcome.makespan_ns});
   }
 
   // Last resort when no mapping fits after stage 2: ParDNN for a single device (one cluster: the whole
   // graph on the fastest device, serial, so the fewest tensors are live at once), spread by the memory
   // stage. Serial placements hold the least activation memory; the memory stage then moves whole
   // colocation units off it, cheapest first, until every device fits.
-  if (best_score.overflow > 0 && devices > 1 && !context.ShouldStop()) {
-    DeviceId fastest = 0;
-    for (DeviceId d = 1; d < devices; ++d) {
-      if (model.speed[d] > model.speed[fastest] ||
-          (model.speed[d] == model.speed[fastest] && model.capacity_bytes[d] > model.capacity_bytes[fastest])) {
-        fastest = d;
-      }
-    }
-    Assignment serial(n, fastest);
-    PlacementRules(model).Enforce(serial);
+  if (!best_score.Fits() && devices > 1 && !context.ShouldStop()) {
+    Assignment serial = SingleDeviceAssignment(model);
     const RepairOutcome outcome = RepairMemory(model, context, to_the_brim, serial);
     out.time_limited |= outcome.time_limited;
-    consider(serial, Score{outcome.overflow_bytes, outcome.makespan_ns});
+    consider(serial, PlacementScore{outcome.overflow_bytes, outcome.makespan_ns});
   }
 
   // ---- Stage 3: refinement, critical-path local search on the best ----

@@ -16,6 +16,24 @@
 // deadline and cancellation are checked at loop boundaries and the best answer so far is returned.
 // Budgets scale with the graph (see PardnnOptions).
 //
+// The decisions that matter most for quality (measured effects: bench/README.md):
+//   * The spans' time axis is compute-only (MappingOptions::span_comm_weight = 0). The reference measures
+//     spans on levels that charge every edge between clusters in full; on communication-heavy graphs that
+//     stretches the axis by transfers that vanish once clusters share a device, every window looks empty,
+//     nothing seems to queue, and the critical path's device gets far more than its share of the work.
+//   * Both transfer/queueing cost models (MappingOptions::slack_aware) are mapped and the simulator keeps
+//     the better one; then re-timing maps again on the best mapping's simulated schedule (queueing and
+//     transfers included) while that simulates better (retiming_rounds).
+//   * Memory: the mapping's estimate is calibrated against simulated peaks (memory_calibration_rounds); an
+//     "attach" mapping (few cut edges) is added when memory is tight; every mapping that overflows goes
+//     through stage 2, which goes on filling targets to the brim when its usual margin stalls; last
+//     resort, the single-device placement (partition/simple_partitioners.h) spread by stage 2.
+//   * Graphs of more than refinement_max_ops ops get one cost model, the calibration and the memory stage
+//     only: no second cost model, no re-timing, no refinement.
+// Progress stages: "slicing" (0) -> "mapping" (0.1-0.2) -> "memory" (0.2-0.4) -> "refinement" (0.4-1.0)
+// -> "done". Deterministic for a model and seed (ties by op id; the only randomness is the seeded kick of
+// the refinement).
+//
 // Example:
 //   std::unique_ptr<Partitioner> pardnn = MakePardnnPartitioner();
 //   absl::StatusOr<PartitionResult> result = pardnn->Partition(model, context);

@@ -1,7 +1,8 @@
 // Quality on real workloads (quality_cases.h): pardnn must be FEASIBLE on every case that is not
-// provably impossible (MemoryProvablyInfeasible); the table of makespan / lower bound per case goes to
-// stdout (and to $PARDNN_QUALITY_TABLE when set), as in README.md. Skips cleanly without
-// ../shared/workloads. Label "quality" (ctest -L quality; about a minute).
+// provably impossible (MemoryProvablyInfeasible), and its makespan / lower bound must stay under the
+// bounds below, per case and as a geometric mean over the cases; the table goes to stdout (and to
+// $PARDNN_QUALITY_TABLE when set). Skips cleanly without ../shared/workloads. Label "quality"
+// (ctest -L quality; under a minute). Runs without a deadline, so the figures are deterministic.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +20,12 @@
 
 namespace placement::engine::pardnn {
 namespace {
+
+// Today (50 cases, 2026-12-02): geometric mean 1.153, worst case 3.220 (msr inceptionv3_training, whose
+// lower bound ignores its transfers). The bounds leave about 4 % and 9 % of room: a change that loses
+// more than that on these graphs fails here instead of passing with a worse printed table.
+constexpr double kMaxGeometricMeanRatio = 1.20;
+constexpr double kMaxCaseRatio = 3.5;
 
 TEST(PardnnQualityTest, RealWorkloadsAreFeasibleAndNearTheLowerBound) {
   const std::string shared = FindSharedDir();
@@ -54,6 +61,8 @@ TEST(PardnnQualityTest, RealWorkloadsAreFeasibleAndNearTheLowerBound) {
     const int64_t lower = LowerBoundNs(*model);
     const double ratio = lower > 0 ? static_cast<double>(r.makespan_ns) / lower : 1.0;
     log_sum += std::log(ratio);
+    EXPECT_LE(ratio, kMaxCaseRatio) << c.name << ": makespan " << r.makespan_ns << " ns, lower bound "
+                                    << lower << " ns";
     const std::string verdict =
         feasible ? "yes"
                  : impossible != kNone
@@ -63,11 +72,11 @@ TEST(PardnnQualityTest, RealWorkloadsAreFeasibleAndNearTheLowerBound) {
                           model->num_ops(), model->num_devices(), verdict, r.makespan_ns / 1e6,
                           lower / 1e6, ratio, solve_ms);
   }
+  const double geometric_mean = std::exp(log_sum / cases->size());
   absl::StrAppendFormat(&table,
                         "\n%d of %d feasible (%d not provably impossible); geometric mean makespan / "
                         "lower bound %.3f\n",
-                        feasible_count, static_cast<int>(cases->size()), possible_count,
-                        std::exp(log_sum / cases->size()));
+                        feasible_count, static_cast<int>(cases->size()), possible_count, geometric_mean);
   std::printf("%s", table.c_str());
   if (const char* out = std::getenv("PARDNN_QUALITY_TABLE")) {
     if (FILE* f = std::fopen(out, "w")) {
@@ -75,6 +84,7 @@ TEST(PardnnQualityTest, RealWorkloadsAreFeasibleAndNearTheLowerBound) {
       std::fclose(f);
     }
   }
+  EXPECT_LE(geometric_mean, kMaxGeometricMeanRatio) << table;
 }
 
 }  // namespace

@@ -32,6 +32,8 @@ bool IsFile(const std::string& path) {
 
 std::string FindSharedDir() {
   std::vector<std::string> candidates;
+  // Test and benchmark support only (placement_pardnn_quality is not linked into the service): CTest sets
+  // PLACEMENT_SOURCE_DIR, so the quality test finds the shared workloads from any build folder.
   if (const char* source = std::getenv("PLACEMENT_SOURCE_DIR")) {
     candidates.push_back(std::string(source) + "/../shared");
   }

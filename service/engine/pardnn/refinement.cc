@@ -8,30 +8,10 @@
 
 #include "service/engine/partition/placement_rules.h"
 #include "service/engine/repair/memory_repair.h"
+#include "service/engine/sim/placement_score.h"
 
 namespace placement::engine::pardnn {
 namespace {
-
-struct Score {
-  int64_t overflow = 0;
-  int64_t makespan = 0;
-};
-
-Score ScoreOf(const Model& model, const SimResult& r) {
-  Score s;
-  s.makespan = r.makespan_ns;
-  for (DeviceId d = 0; d < model.num_devices(); ++d) {
-    s.overflow += std::max<int64_t>(0, r.peak_memory_bytes[d] - model.capacity_bytes[d]);
-  }
-  return s;
-}
-
-// A feasible assignment must stay feasible; an infeasible one must not overflow more.
-bool Accept(const Score& next, const Score& current) {
-  if (current.overflow == 0) return next.overflow == 0 && next.makespan < current.makespan;
-  if (next.overflow != current.overflow) return next.overflow < current.overflow;
-  return next.makespan < current.makespan;
-}
 
 // Deterministic on every platform (no std::*_distribution).
 class SplitMix {
@@ -88,7 +68,7 @@ class Refiner {
     for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) assignment[it->first] = it->second;
     undo_.clear();
   }
-  bool RepairAfterMove(Assignment& assignment, const Score& current, Score* next,
+  bool RepairAfterMove(Assignment& assignment, const PlacementScore& current, PlacementScore* next,
                        RefinementResult* result);
   void Perturb(const std::vector<OpId>& path, Assignment& assignment);
   bool IsInput(OpId p, OpId v) const {
@@ -259,12 +239,12 @@ bool Refiner::Apply(const Candidate& c, Assignment& assignment) {
   return !undo_.empty();
 }
 
-bool Refiner::RepairAfterMove(Assignment& assignment, const Score& current, Score* next,
+bool Refiner::RepairAfterMove(Assignment& assignment, const PlacementScore& current, PlacementScore* next,
                               RefinementResult* result) {
   // A move that shortens the step but overflows memory may still pay off once something else makes
   // room: give the memory repair a few rounds on a copy.
-  if (!options_.repair_after_move || current.overflow != 0 || next->overflow == 0 ||
-      next->makespan >= current.makespan) {
+  if (!options_.repair_after_move || !current.Fits() || next->Fits() ||
+      next->makespan_ns >= current.makespan_ns) {
     return false;
   }
   trial_ = assignment;
@@ -277,9 +257,9 @@ bool Refiner::RepairAfterMove(Assignment& assignment, const Score& current, Scor
   quiet.on_progress = nullptr;
   const RepairOutcome outcome = RepairMemory(model_, quiet, repair, trial_);
   result->simulations += outcome.rounds;
-  if (!outcome.fits || outcome.makespan_ns >= current.makespan) return false;
+  if (!outcome.fits || outcome.makespan_ns >= current.makespan_ns) return false;
   assignment.swap(trial_);
-  *next = Score{0, outcome.makespan_ns};
+  *next = PlacementScore{0, outcome.makespan_ns};
   return true;
 }
 
@@ -311,29 +291,29 @@ RefinementResult Refiner::Run(Assignment& assignment) {
   SimOptions sim_options;
   sim_options.compute_memory = true;
   const double budget = static_cast<double>(std::max<int64_t>(1, options_.max_simulations));
-  auto report = [&](const Score& s) {
+  auto report = [&](const PlacementScore& s) {
     if (options_.progress_from < 0) return;
     const double fraction = std::min(1.0, static_cast<double>(result.simulations) / budget);
     context_.Report(options_.progress_stage,
                     options_.progress_from + (options_.progress_to - options_.progress_from) * fraction,
-                    s.overflow == 0 ? s.makespan : 0);
+                    s.Fits() ? s.makespan_ns : 0);
   };
   auto out_of_budget = [&]() { return result.simulations >= options_.max_simulations; };
 
   // `r` is the simulator's result buffer: it describes the current assignment at the top of every
   // round (the last run was either the initial one or the accepted candidate).
   const SimResult& r = sim_.Run(assignment, sim_options);
-  Score current = ScoreOf(model_, r);
+  PlacementScore current = ScoreSimulation(model_, r);
   ++result.simulations;
   Assignment best = assignment;
-  Score best_score = current;
+  PlacementScore best_score = current;
   int32_t restarts = 0, restarts_since_best = 0;
   while (!out_of_budget()) {
     if (context_.ShouldStop()) {
       result.time_limited = true;
       break;
     }
-    if (current.overflow > 0) {
+    if (!current.Fits()) {
       // Memory first: moves off the overflowing devices' peaks, judged by simulation (the estimates
       // of the memory repair have run out of ideas by now).
       SimOptions with_intervals = sim_options;
@@ -368,10 +348,11 @@ RefinementResult Refiner::Run(Assignment& assignment) {
       }
       if (!Apply(c, assignment)) continue;
       ++tried_count;
-      Score next = ScoreOf(model_, sim_.Run(assignment, sim_options));
+      PlacementScore next = ScoreSimulation(model_, sim_.Run(assignment, sim_options));
       ++result.simulations;
       const bool repaired = RepairAfterMove(assignment, current, &next, &result);
-      if (repaired || Accept(next, current)) {
+      // The score's order keeps a feasible assignment feasible and never lets an infeasible one overflow more.
+      if (repaired || next.BetterThan(current)) {
         current = next;
         ++result.moves;
         accepted = true;
@@ -387,7 +368,7 @@ RefinementResult Refiner::Run(Assignment& assignment) {
     }
     if (accepted) continue;
     // A local optimum (or the budget ran out mid-round).
-    if (Accept(current, best_score) || best.empty()) {
+    if (current.BetterThan(best_score) || best.empty()) {
       best = assignment;
       best_score = current;
       restarts_since_best = 0;
@@ -406,17 +387,17 @@ RefinementResult Refiner::Run(Assignment& assignment) {
     const SimResult& base = sim_.Run(assignment, sim_options);
     ++result.simulations;
     Perturb(CriticalPath(model_, assignment, base), assignment);
-    current = ScoreOf(model_, sim_.Run(assignment, sim_options));
+    current = ScoreSimulation(model_, sim_.Run(assignment, sim_options));
     ++result.simulations;
   }
-  if (Accept(current, best_score)) {
+  if (current.BetterThan(best_score)) {
     best = assignment;
     best_score = current;
   }
   assignment = best;
   result.restarts = restarts;
-  result.makespan_ns = best_score.makespan;
-  result.overflow_bytes = best_score.overflow;
+  result.makespan_ns = best_score.makespan_ns;
+  result.overflow_bytes = best_score.overflow_bytes;
   report(best_score);
   return result;
 }

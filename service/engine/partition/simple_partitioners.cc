@@ -14,17 +14,8 @@ class SingleDevicePartitioner final : public Partitioner {
   }
   absl::StatusOr<PartitionResult> Partition(const Model& model,
                                             const SolveContext& context) const override {
-    DeviceId best = 0;
-    for (DeviceId d = 1; d < model.num_devices(); ++d) {
-      if (model.speed[d] > model.speed[best] ||
-          (model.speed[d] == model.speed[best] &&
-           model.capacity_bytes[d] > model.capacity_bytes[best])) {
-        best = d;
-      }
-    }
     PartitionResult result;
-    result.assignment.assign(model.num_ops(), best);
-    PlacementRules(model).Enforce(result.assignment);
+    result.assignment = SingleDeviceAssignment(model);
     context.Report("done", 1.0);
     return result;
   }
@@ -40,18 +31,40 @@ class RoundRobinPartitioner final : public Partitioner {
   absl::StatusOr<PartitionResult> Partition(const Model& model,
                                             const SolveContext& context) const override {
     PartitionResult result;
-    result.assignment.assign(model.num_ops(), 0);
-    const int32_t devices = model.num_devices();
-    for (size_t k = 0; k < model.topo_order.size(); ++k) {
-      result.assignment[model.topo_order[k]] = static_cast<DeviceId>(k % devices);
-    }
-    PlacementRules(model).Enforce(result.assignment);
+    result.assignment = RoundRobinAssignment(model);
     context.Report("done", 1.0);
     return result;
   }
 };
 
 }  // namespace
+
+DeviceId FastestDevice(const Model& model) {
+  DeviceId best = 0;
+  for (DeviceId d = 1; d < model.num_devices(); ++d) {
+    if (model.speed[d] > model.speed[best] ||
+        (model.speed[d] == model.speed[best] && model.capacity_bytes[d] > model.capacity_bytes[best])) {
+      best = d;
+    }
+  }
+  return best;
+}
+
+Assignment SingleDeviceAssignment(const Model& model) {
+  Assignment assignment(model.num_ops(), FastestDevice(model));
+  PlacementRules(model).Enforce(assignment);
+  return assignment;
+}
+
+Assignment RoundRobinAssignment(const Model& model) {
+  Assignment assignment(model.num_ops(), 0);
+  const int32_t devices = model.num_devices();
+  for (size_t k = 0; k < model.topo_order.size(); ++k) {
+    assignment[model.topo_order[k]] = static_cast<DeviceId>(k % devices);
+  }
+  PlacementRules(model).Enforce(assignment);
+  return assignment;
+}
 
 std::unique_ptr<Partitioner> MakeSingleDevicePartitioner() {
   return std::make_unique<SingleDevicePartitioner>();

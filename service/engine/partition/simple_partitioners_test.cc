@@ -61,5 +61,34 @@ TEST(RoundRobinTest, CyclesThroughDevicesInTopologicalOrder) {
   EXPECT_EQ(result->assignment, (Assignment{0, 1, 2, 0, 1, 2}));
 }
 
+TEST(FastestDeviceTest, PrefersSpeedThenMemoryThenTheFirst) {
+  v1::PlaceRequest request = ChainRequest();
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(FastestDevice(*model), 1);
+  request.mutable_cluster()->mutable_devices(1)->set_speed(1.0);  // all equal: the first
+  model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(FastestDevice(*model), 0);
+  request.mutable_cluster()->mutable_devices(2)->set_memory_bytes(2 << 20);  // equal speed: more memory
+  model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(FastestDevice(*model), 2);
+}
+
+// The assignments other algorithms start from are exactly the two partitioners' answers.
+TEST(SimpleAssignmentsTest, AreThePartitionersAnswers) {
+  v1::PlaceRequest request = ChainRequest();
+  request.mutable_graph()->mutable_ops(3)->set_pinned_device("dev2");
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<PartitionResult> single = MakeSingleDevicePartitioner()->Partition(*model, {});
+  absl::StatusOr<PartitionResult> round_robin = MakeRoundRobinPartitioner()->Partition(*model, {});
+  ASSERT_TRUE(single.ok() && round_robin.ok());
+  EXPECT_EQ(SingleDeviceAssignment(*model), single->assignment);
+  EXPECT_EQ(RoundRobinAssignment(*model), round_robin->assignment);
+  EXPECT_EQ(SingleDeviceAssignment(*model), (Assignment{1, 1, 1, 2, 1, 1}));
+}
+
 }  // namespace
 }  // namespace placement::engine

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -13,25 +12,21 @@
 #include "service/engine/pardnn/refinement.h"
 #include "service/engine/repair/memory_repair.h"
 #include "service/engine/sim/constraints.h"
+#include "service/engine/sim/placement_score.h"
 #include "service/engine/sim/simulator.h"
 
 namespace placement::engine {
 namespace portfolio {
 namespace {
 
-int64_t SaturatingSum(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
-
 PortfolioScore Score(Simulator& simulator, const Model& model, const Assignment& assignment,
                      int32_t member_index) {
   PortfolioScore score;
   score.member_index = member_index;
   score.constraint_violations = static_cast<int32_t>(CheckConstraints(model, assignment).size());
-  const SimResult& simulated = simulator.Run(assignment);
+  const PlacementScore simulated = ScoreSimulation(model, simulator.Run(assignment));
+  score.overflow_bytes = simulated.overflow_bytes;
   score.makespan_ns = simulated.makespan_ns;
-  for (DeviceId d = 0; d < model.num_devices(); ++d) {
-    const int64_t excess = simulated.peak_memory_bytes[d] - model.capacity_bytes[d];
-    if (excess > 0) score.overflow_bytes = SaturatingSum(score.overflow_bytes, excess);
-  }
   score.feasible = score.constraint_violations == 0 && score.overflow_bytes == 0;
   return score;
 }
@@ -39,9 +34,15 @@ PortfolioScore Score(Simulator& simulator, const Model& model, const Assignment&
 }  // namespace
 
 bool BetterScore(const PortfolioScore& a, const PortfolioScore& b) {
-  // Feasible answers have no violations and no overflow, so one lexicographic key orders everything.
-  return std::tie(a.constraint_violations, a.overflow_bytes, a.makespan_ns, a.member_index) <
-         std::tie(b.constraint_violations, b.overflow_bytes, b.makespan_ns, b.member_index);
+  // Feasible answers have no violations and no overflow, so one lexicographic key orders everything:
+  // violations, then the simulated score every algorithm uses, then the earlier member.
+  if (a.constraint_violations != b.constraint_violations) {
+    return a.constraint_violations < b.constraint_violations;
+  }
+  const PlacementScore as{a.overflow_bytes, a.makespan_ns}, bs{b.overflow_bytes, b.makespan_ns};
+  if (as.BetterThan(bs)) return true;
+  if (bs.BetterThan(as)) return false;
+  return a.member_index < b.member_index;
 }
 
 PortfolioScore ScoreForPortfolio(const Model& model, const Assignment& assignment, int32_t member_index) {
@@ -59,21 +60,6 @@ int64_t PortfolioSearchBudget(const PortfolioOptions& options, int64_t num_ops, 
 namespace {
 
 using portfolio::PortfolioScore;
-
-// A member's answer must be a complete, in-range assignment before the simulator may look at it.
-absl::Status CheckAssignment(const Model& model, const Assignment& assignment, std::string_view member) {
-  if (static_cast<int32_t>(assignment.size()) != model.num_ops()) {
-    return absl::InternalError(absl::StrCat("auto: member \"", std::string(member), "\" returned ",
-                                            assignment.size(), " devices for ", model.num_ops(), " ops"));
-  }
-  for (DeviceId d : assignment) {
-    if (d < 0 || d >= model.num_devices()) {
-      return absl::InternalError(absl::StrCat("auto: member \"", std::string(member), "\" returned device ",
-                                              d, " out of range"));
-    }
-  }
-  return absl::OkStatus();
-}
 
 // One answer on the table: a member's own, or the same after the memory stage.
 struct Candidate {
@@ -146,7 +132,7 @@ absl::StatusOr<PartitionResult> PortfolioPartitioner::Partition(const Model& mod
     }
     absl::StatusOr<PartitionResult> result = member.Partition(model, member_context);
     if (result.ok()) {
-      absl::Status valid = CheckAssignment(model, result->assignment, member.name());
+      absl::Status valid = CheckAssignmentComplete(model, result->assignment, member.name());
       if (!valid.ok()) result = valid;
     }
     if (!result.ok()) {

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -11,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "service/engine/partition/placement_rules.h"
 #include "service/engine/repair/range_max_tree.h"
+#include "service/engine/sim/placement_score.h"
 #include "service/engine/sim/simulator.h"
 
 namespace placement::engine {
@@ -18,12 +17,6 @@ namespace {
 
 using Kind = MemoryInterval::Kind;
 constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
-
-// PLACEMENT_REPAIR_DEBUG=1 traces rounds and candidates on stderr (development aid).
-bool DebugEnabled() {
-  static const bool enabled = std::getenv("PLACEMENT_REPAIR_DEBUG") != nullptr;
-  return enabled;
-}
 
 // One tentative change of a device's memory timeline.
 struct Charge {
@@ -648,15 +641,6 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
         for (EdgeId e = model_.in_begin(u); e < model_.in_end(u); ++e) rekey(model_.in_src[e]);
       });
     }
-    if (DebugEnabled()) {
-      std::fprintf(stderr, "  device %d slot %d t=%lld need %lld: %zu candidates, moved %d\n", d,
-                   slot, static_cast<long long>(t), static_cast<long long>(need),
-                   candidates_.size(), static_cast<int>(moved_here));
-      for (const Candidate& c : candidates_) {
-        std::fprintf(stderr, "    unit %d freed %lld key %g\n", c.unit,
-                     static_cast<long long>(c.freed_bytes), c.cost_key);
-      }
-    }
     if (!moved_here) break;
   }
   return moved;
@@ -676,7 +660,7 @@ RepairOutcome Repairer::Run(Assignment& assignment) {
   sim_options.record_memory_intervals = true;
 
   Assignment best = assignment;
-  int64_t best_overflow = kInf, best_makespan = kInf;
+  PlacementScore best_score{kInf, kInf};  // worse than any simulated assignment
   std::string best_reason;
   int32_t stalled = 0;
   for (round_ = 0; round_ < options_.max_rounds; ++round_) {
@@ -685,29 +669,21 @@ RepairOutcome Repairer::Run(Assignment& assignment) {
       break;
     }
     const SimResult& result = sim_.Run(assignment, sim_options);
-    int64_t overflow = 0, worst = 0;
+    const PlacementScore score = ScoreSimulation(model_, result);
+    int64_t worst = 0;
     DeviceId worst_device = kNone;
     for (DeviceId d = 0; d < devices; ++d) {
       const int64_t over = result.peak_memory_bytes[d] - model_.capacity_bytes[d];
-      if (over > 0) {
-        overflow += over;
-        if (over > worst) {
-          worst = over;
-          worst_device = d;
-        }
+      if (over > worst) {
+        worst = over;
+        worst_device = d;
       }
     }
     ++outcome.rounds;
-    if (DebugEnabled()) {
-      std::fprintf(stderr, "repair round %d: overflow %lld makespan %lld\n", round_,
-                   static_cast<long long>(overflow), static_cast<long long>(result.makespan_ns));
-    }
-    if (overflow < best_overflow ||
-        (overflow == best_overflow && result.makespan_ns < best_makespan)) {
-      stalled = overflow < best_overflow ? 0 : stalled + 1;
+    if (score.BetterThan(best_score)) {
+      stalled = score.overflow_bytes < best_score.overflow_bytes ? 0 : stalled + 1;
       best = assignment;
-      best_overflow = overflow;
-      best_makespan = result.makespan_ns;
+      best_score = score;
       best_reason.clear();
       if (worst_device != kNone) {
         best_reason = absl::StrFormat(
@@ -719,8 +695,8 @@ RepairOutcome Repairer::Run(Assignment& assignment) {
       ++stalled;
     }
     ReportProgress(static_cast<double>(round_ + 1) / options_.max_rounds,
-                   best_overflow == 0 ? best_makespan : 0);
-    if (overflow == 0 || stalled >= options_.max_stalled_rounds) break;
+                   best_score.Fits() ? best_score.makespan_ns : 0);
+    if (score.Fits() || stalled >= options_.max_stalled_rounds) break;
 
     IndexRound(result, assignment);
     std::vector<DeviceId> order;
@@ -748,9 +724,9 @@ RepairOutcome Repairer::Run(Assignment& assignment) {
     }
   }
   assignment = best;
-  outcome.fits = best_overflow == 0;
-  outcome.overflow_bytes = best_overflow;
-  outcome.makespan_ns = best_makespan;
+  outcome.fits = best_score.Fits();
+  outcome.overflow_bytes = best_score.overflow_bytes;
+  outcome.makespan_ns = best_score.makespan_ns;
   if (!outcome.fits) outcome.reason = best_reason;
   return outcome;
 }

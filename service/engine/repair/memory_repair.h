@@ -3,7 +3,7 @@
 // choosing the candidates that free the most bytes at the overflow point for the least estimated makespan
 // increase, to devices with room, until every device fits or no move can help.
 //
-// How (details in README.md): simulate with memory intervals; per device keep the memory timeline in a
+// How (in detail below): simulate with memory intervals; per device keep the memory timeline in a
 // range-add/range-max tree (range_max_tree.h); at the peak of an overflowing device list the units that
 // hold bytes there, estimate per target device the makespan increase (new transfers, queueing on the
 // target, speed difference, each against the op's slack in the simulated schedule) and check the target's
@@ -14,6 +14,63 @@
 // Example:
 //   RepairOutcome outcome = RepairMemory(model, context, assignment);  // assignment is updated in place
 //   if (!outcome.fits) Report(outcome.reason);
+//
+// The method in detail:
+//
+// The judge is the simulator (`sim/simulator.h`); the repair never invents its own memory model, it
+// re-simulates after every batch of moves.
+//
+// 1. **Simulate** with `record_memory_intervals`. Total overflow = Σ over devices of max(0, peak − capacity).
+//    Keep the best assignment seen (least overflow, then makespan). Done when nothing overflows.
+// 2. **Timeline per device**: slots at the distinct interval starts (the maximum of a piecewise-constant
+//    function whose rises all happen at interval starts is attained at one of them); initial values by a
+//    difference array; a `RangeAddMaxTree` over the slots. A tentative interval charge is an `Add(l, r, ±bytes)`,
+//    O(log T); the device's peak is `Max()`, O(1); where it is, `ArgMax()`, O(log T).
+// 3. For each overflowing device, largest overflow first, **at its peak slot t**:
+//    * **Candidates** = units (colocation groups, or single ops) that hold bytes at t: their persistent and
+//      temp buffers, their output (unless consumers staying on the device keep it alive after the producer
+//      finished), and received copies / outputs whose remaining holders at t all belong to one unit.
+//      Each candidate gets the bytes it would free at t.
+//    * **Cost of moving unit U from D to E**, estimated from the simulated schedule: new input arrivals over
+//      the (D, E) or (other, E) links, queueing on E (busy time of E in the window, from prefix sums over E's
+//      ops sorted by start), the speed difference, and the arrival delays it causes to consumers left
+//      behind — each measured against the op's **slack** (makespan − start − bottom level). The slack a move
+//      consumes is recorded, so a batch does not spend the same slack twice. A small weight on the transfer
+//      time created keeps cut edges few when several moves look free.
+//    * **Order**: cost per *useful* byte (min(freed, still needed)), in a heap; after each move the keys of
+//      the moved unit's neighbours are recomputed (a neighbour that follows it creates fewer transfers), so a
+//      batch grows contiguous regions instead of scattering single ops.
+//    * **Target**: an allowed device whose tree, after charging the unit's buffers (same times), the copies
+//      it now needs, and on D the copies left behind (and the shorter lifetimes of its producers' buffers),
+//      stays at or below `target_fill` × capacity; least estimated cost, then most room. If no target has
+//      room, a move that lowers the total overflow (a later step fixes the target); if still stuck for a
+//      whole round, one forced move per device to the roomiest device. A unit may not move straight back to
+//      the device it left for `tabu_rounds` rounds.
+//    * Apply charges until the peak fits, rescan when the peak moves (bounded by
+//      `max_peak_scans_per_device`).
+// 4. **Re-simulate** (next round). Stop when everything fits, after `max_rounds`, after `max_stalled_rounds`
+//    rounds without a new best, when no move is possible, or when the context says stop. Return the best
+//    assignment seen; `reason` names the worst device of it, the time of its peak and the bytes short.
+//
+// It never loops forever: rounds are bounded, each unit moves at most once per round, peak rescans are
+// bounded.
+//
+// Compared with the reference (../shared/docs/pardnn-reference.md §3, §8.14):
+//
+// | reference (Python v5 / C++) | here |
+// |---|---|
+// | overflow detected at a hard-coded 28 GiB while the limit is 30 GiB | each device's `capacity_bytes` (memory × (1 − headroom)) |
+// | dense K × L timeline, every tentative move rewrites slices and recomputes a max over the matrix | one segment tree per device, O(log T) per charge, O(1) peak |
+// | makespan impact not estimated (comm per byte proxy); normal ops only chosen when every other heap is empty (mixed-sign keys) | cost = estimated makespan increase from slack, queueing, speed and transfers, per useful byte, one ordering for all units |
+// | a moved op's own output bytes are not moved | every buffer of the unit moves; copies left behind and created are charged |
+// | `exit()` when an overflow cannot be addressed | `INFEASIBLE` reason as data, best assignment kept |
+// | C++ `handle_memory` ignores capacity and time | time-resolved, capacity-driven |
+//
+// Complexity:
+//
+// Per round: one simulation O((V + E) log V); indexing O(I log I) for I memory intervals; per examined peak
+// a scan of the device's intervals O(I_d) and, per candidate and target, O(deg(U)) for the estimate and
+// O(|charges| log T) for the room check. Rounds ≤ `max_rounds` (200).
 #ifndef PLACEMENT_SERVICE_ENGINE_REPAIR_MEMORY_REPAIR_H_
 #define PLACEMENT_SERVICE_ENGINE_REPAIR_MEMORY_REPAIR_H_
 

@@ -1,4 +1,4 @@
-// simulator.cc — event-driven list scheduler implementing api.md §2 (see simulator.h and README.md).
+// simulator.cc — event-driven list scheduler implementing api.md §2 (the semantics in detail: simulator.h).
 //
 // The constructor renumbers ops by depth ("rank", a topological order) and copies the graph in that
 // order: consumers then sit near their producers, which keeps the random accesses of
@@ -12,6 +12,10 @@
 //      online: per-device usage changes at event times and the peak is sampled once per distinct time,
 //      after every change at that time (which is what the half-open rule asks for).
 //   4. WriteResult: back to canonical ids.
+// Heaps are 4-ary (ready queues run thousands deep on wide graphs; 4-ary halves the depth); out-edges are
+// grouped per producer by destination device with a per-device slot array (no hashing); scratch is sized
+// on the first run and reused, so nothing is allocated per op once capacities are reached. Total
+// O((V + E) log V) time and O(V + E) memory. Figures: bench/README.md ("Engine foundation").
 #include "service/engine/sim/simulator.h"
 
 #include <algorithm>
@@ -25,7 +29,8 @@ namespace {
 constexpr int64_t kNsPerSecond = 1'000'000'000;
 
 // Crashes with a message: broken preconditions (an assignment out of range) and broken invariants are
-// programming errors, not input errors.
+// programming errors, not input errors; stderr is the one channel left before abort() (the engine reports
+// nothing else there).
 [[noreturn]] void Die(const char* message, long long value) {
   std::fprintf(stderr, "placement simulator: %s (%lld)\n", message, value);
   std::abort();

@@ -17,7 +17,7 @@
 //    or [start(u), finish(u)) when it has neither; a received copy (the transfer's bytes) on B over
 //    [arrival, last consumer on B finish). Intervals are half-open: memory freed at t is available at t.
 //  * Makespan = latest finish. Lower bound: see LowerBoundNs. When the makespan is 0 every interval is
-//    empty, so every peak is 0. Every decision in detail: service/engine/sim/README.md.
+//    empty, so every peak is 0. Every decision in detail: below.
 //
 // Complexity O((V + E) log V) per run; constructing a Simulator costs O(V + E) once per model (it keeps
 // a depth-ordered copy of the graph). A Simulator keeps scratch buffers: reuse one per thread; it is not
@@ -27,6 +27,69 @@
 //   Simulator sim(model);
 //   const SimResult& r = sim.Run(assignment);
 //   int64_t step = r.makespan_ns;
+//
+// Every decision in detail (an independent implementation that follows it agrees to the nanosecond and
+// the byte):
+//
+// **Op time.** Op v on device d takes `round(compute_ns / speed(d))`, halves away from zero
+// (`std::llround` of the double quotient; `ScaledComputeNs` in model.h). Speed 1.0 is exact.
+//
+// **Transfers.** Edges are the model's merged edges (parallel edges between two ops add their bytes). When
+// u on device A finishes, for every other device B hosting at least one consumer of u, exactly one transfer
+// of `max(bytes of u's edges into B)` leaves at `finish(u)` and arrives at
+// `finish(u) + latency(A,B) + round(bytes × 1e9 / bandwidth(A,B))`, the quotient rounded half up in exact
+// integer arithmetic. A 0-byte transfer (control edges only) still costs the latency and is counted in
+// `transfer_count` and in `transfers`. Transfers never slow each other down. An input from the same device
+// arrives at the producer's finish.
+//
+// **Priority.** The bottom level under the simulated assignment:
+// `bl(u) = time(u) + max(0, max over edges u→v of c(u,v) + bl(v))`, with `c = 0` on the same device and
+// otherwise the duration of the one transfer from u to v's device (so every consumer on that device sees the
+// duration of the largest edge into it). Higher bl first; ties by smaller OpId = smaller name in byte order.
+//
+// **Event order** (times are integer ns):
+// 1. At time t, every event is applied first: op finishes (the device becomes free, its successors' inputs
+//    become known) and, when memory is computed, transfer arrivals. An op whose last input arrives at t is
+//    ready at t.
+// 2. Then a pick round: every free device with a ready op starts its highest-priority one at t. "Devices pick
+//    in id order" is honoured trivially: a device only takes ops from its own queue, so no device's pick can
+//    change another's within a round.
+// 3. An op of zero duration finishes at its start time; its finish is an event at t, applied before the
+//    next pick round at t (so one device may run several zero-duration ops at one time, and an op made ready
+//    by one of them is seen only by the next round). Rounds repeat until nothing more happens at t.
+// 4. A device never idles while it has a ready op; there is no lookahead and no preemption.
+//
+// **Makespan** = latest finish (0 for an empty graph).
+//
+// **Memory** per device, as half-open intervals `[from, until)`:
+//
+// | what | bytes | interval |
+// |---|---|---|
+// | persistent | `persistent_bytes` of each op on d | `[0, makespan)` |
+// | temp | `temp_bytes` | `[start, finish)` |
+// | output of u | `output_bytes` | `[start(u), max(last finish of u's consumers on d, last arrival of u's transfers))`; `[start, finish)` when u has neither |
+// | received copy on B | the transfer's bytes | `[arrival, last finish of u's consumers on B)` |
+//
+// Memory freed at t is available to an allocation at t, and an empty interval (`from == until`) counts
+// nothing. Consequence worth knowing: when the makespan is 0 (every op takes no time), even persistent bytes
+// count nothing and every peak is 0. `peak_memory_bytes` is the largest total over time; `peak_time_ns` the
+// first time it is reached (0 when nothing is ever held). `MemoryFits` compares peaks to `capacity_bytes`
+// (= `floor(memory_bytes × (1 − memory_headroom))`, computed by the model builder).
+//
+// Recorded intervals (`record_memory_intervals`) omit intervals of 0 bytes or 0 length; `op` of a received
+// copy is the producer. They are in no particular order.
+//
+// **Lower bound** (`LowerBoundNs`): `max(P, W)`. P = longest path where each op takes
+// `round(compute_ns / fastest speed)` (rounded per op) and communication is free. W =
+// `llround(Σ compute_ns / Σ speed of all devices)`, the sum of compute in exact integer arithmetic then one
+// double division. P never exceeds a simulated makespan (rounding is monotone in speed). W can exceed it by
+// rounding alone when op times are rounded down (e.g. four 1 ns ops on two devices of speed 3 take 0 ns each
+// while W = round(4/6) = 1): the contract defines the bound this way, so it is reported as defined.
+//
+// **Critical path** (`CriticalPath`): starting at the smallest-id op finishing at the makespan, step to
+// whichever determined the op's start — an input whose arrival equals the start, or the op that ran just
+// before on the same device (`SimResult::previous_on_device`) if it finished at the start — taking the
+// smallest OpId on ties; stop at an op that starts at 0 with no such predecessor. The path runs first to last.
 #ifndef PLACEMENT_SERVICE_ENGINE_SIM_SIMULATOR_H_
 #define PLACEMENT_SERVICE_ENGINE_SIM_SIMULATOR_H_
 

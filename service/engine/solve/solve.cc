@@ -1,13 +1,12 @@
 #include "service/engine/solve/solve.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "service/engine/model/digest.h"
 #include "service/engine/model/model_builder.h"
 #include "service/engine/sim/constraints.h"
+#include "service/engine/sim/placement_score.h"
 #include "service/engine/solve/algorithm_registry.h"
 
 namespace placement::engine {
@@ -88,9 +87,7 @@ absl::StatusOr<std::string> RequestDigestFor(const Model& model,
                                              const v1::PlacementOptions& options) {
   absl::StatusOr<const Partitioner*> partitioner = LookUp(options.algorithm());
   if (!partitioner.ok()) return partitioner.status();
-  return RequestDigestHex(model, DigestOptions{std::string((*partitioner)->name()),
-                                               std::string((*partitioner)->version()),
-                                               options.seed()});
+  return RequestDigestHex(model, (*partitioner)->name(), (*partitioner)->version(), options.seed());
 }
 
 absl::StatusOr<v1::Placement> Solve(const Model& model, const v1::PlacementOptions& options,
@@ -101,18 +98,15 @@ absl::StatusOr<v1::Placement> Solve(const Model& model, const v1::PlacementOptio
 
   SolveContext local = context;
   local.seed = options.seed();
-  const absl::Time start = absl::Now();
+  // The context's clock, like the deadline: a test's fake clock sees the same time as the algorithm.
+  const absl::Time start = context.Now();
   absl::StatusOr<PartitionResult> result = partitioner.Partition(model, local);
   if (!result.ok()) return result.status();
-  const absl::Duration solve_time = absl::Now() - start;
+  const absl::Duration solve_time = context.Now() - start;
 
   // A partitioner handing back a malformed assignment is a bug, not bad input.
-  if (static_cast<int32_t>(result->assignment.size()) != model.num_ops() ||
-      std::any_of(result->assignment.begin(), result->assignment.end(),
-                  [&](DeviceId d) { return d < 0 || d >= model.num_devices(); })) {
-    return absl::InternalError(
-        absl::StrCat("algorithm ", std::string(partitioner.name()), " returned a malformed assignment"));
-  }
+  const absl::Status complete = CheckAssignmentComplete(model, result->assignment, partitioner.name());
+  if (!complete.ok()) return complete;
 
   v1::Placement placement = ScoreAssignment(model, result->assignment);
   v1::Provenance* provenance = placement.mutable_provenance();
@@ -123,10 +117,8 @@ absl::StatusOr<v1::Placement> Solve(const Model& model, const v1::PlacementOptio
   provenance->set_algorithm_version(std::string(partitioner.version()));
   const std::string graph_digest = GraphDigestHex(model);
   provenance->set_graph_digest(graph_digest);
-  provenance->set_request_digest(RequestDigestHex(
-      model, graph_digest,
-      DigestOptions{std::string(partitioner.name()), std::string(partitioner.version()),
-                    options.seed()}));
+  provenance->set_request_digest(RequestDigestHex(model, partitioner.name(), partitioner.version(),
+                                                  options.seed(), graph_digest));
   provenance->set_cache(v1::MISS);
   provenance->set_solve_ns(absl::ToInt64Nanoseconds(solve_time));
   provenance->set_ccr(result->ccr);

@@ -68,6 +68,22 @@ TEST(SolveTest, FillsProvenanceAndMapsDevicesToRequestOrder) {
   EXPECT_EQ(*digest, provenance.request_digest());
 }
 
+// solve_ns comes from the context's clock, never the wall clock: a fake clock that moves 7 ms per reading
+// (round_robin reads none) gives exactly 7 ms.
+TEST(SolveTest, SolveTimeIsReadFromTheContextsClock) {
+  absl::StatusOr<Model> model = BuildModel(TwoOpRequest());
+  ASSERT_TRUE(model.ok()) << model.status();
+  v1::PlacementOptions options;
+  options.set_algorithm("round_robin");
+  int64_t readings = 0;
+  SolveContext context;
+  context.now = [&readings] { return absl::UnixEpoch() + absl::Milliseconds(7 * ++readings); };
+  absl::StatusOr<v1::Placement> placement = Solve(*model, options, context);
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  EXPECT_EQ(placement->provenance().solve_ns(), 7'000'000);
+  EXPECT_EQ(readings, 2);
+}
+
 TEST(SolveTest, EveryAlgorithmGivesAFeasiblePlacementOfASmallGraph) {
   const v1::PlaceRequest request = TwoOpRequest();
   absl::StatusOr<Model> model = BuildModel(request);

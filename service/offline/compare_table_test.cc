@@ -1,10 +1,10 @@
-#include "service/engine/baselines/compare_table.h"
+#include "service/offline/compare_table.h"
 
 #include <string>
 
 #include "gtest/gtest.h"
 
-namespace placement::engine {
+namespace placement::offline {
 namespace {
 
 CompareReport SampleReport() {
@@ -154,4 +154,4 @@ TEST(CompareTableTest, HumanUnits) {
 }
 
 }  // namespace
-}  // namespace placement::engine
+}  // namespace placement::offline

@@ -11,8 +11,8 @@
 //   report.request = "bert.json";
 //   report.rows.push_back(CompareRowFromPlacement("pardnn", placement));
 //   std::cout << FormatCompareReport(report, CompareFormat::kText);
-#ifndef PLACEMENT_SERVICE_ENGINE_BASELINES_COMPARE_TABLE_H_
-#define PLACEMENT_SERVICE_ENGINE_BASELINES_COMPARE_TABLE_H_
+#ifndef PLACEMENT_SERVICE_OFFLINE_COMPARE_TABLE_H_
+#define PLACEMENT_SERVICE_OFFLINE_COMPARE_TABLE_H_
 
 #include <cstdint>
 #include <string>
@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "placement/v1/placement.pb.h"
 
-namespace placement::engine {
+namespace placement::offline {
 
 struct CompareRow {
   std::string algorithm;  // as requested, e.g. "auto"
@@ -70,6 +70,6 @@ std::string FormatCompareReport(const CompareReport& report, CompareFormat forma
 std::string FormatDurationNs(int64_t ns);
 std::string FormatBytes(int64_t bytes);
 
-}  // namespace placement::engine
+}  // namespace placement::offline
 
-#endif  // PLACEMENT_SERVICE_ENGINE_BASELINES_COMPARE_TABLE_H_
+#endif  // PLACEMENT_SERVICE_OFFLINE_COMPARE_TABLE_H_

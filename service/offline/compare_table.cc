@@ -1,4 +1,4 @@
-#include "service/engine/baselines/compare_table.h"
+#include "service/offline/compare_table.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
-namespace placement::engine {
+namespace placement::offline {
 namespace {
 
 // Above this many devices the text table shows max and mean instead of one figure per device.
@@ -335,4 +335,4 @@ std::string FormatBytes(int64_t bytes) {
   return absl::StrFormat("%.1f %s", value, kUnits[unit]);
 }
 
-}  // namespace placement::engine
+}  // namespace placement::offline

@@ -1,0 +1,52 @@
+// placement_score.h — how every algorithm compares two of its own answers, from their simulations: the
+// memory overflow first (an answer that fits beats any that does not; among those that do not, the one
+// short of fewer bytes is closer to fitting), then the simulated makespan. Also the precondition of
+// every simulation of an algorithm's answer: one device per op, every device in range.
+//
+// One definition, so that pardnn's stages, its refinement and the `auto` portfolio can never disagree on
+// which of two answers is the better one.
+//
+// Example:
+//   Simulator sim(model);
+//   const PlacementScore a = ScoreSimulation(model, sim.Run(first));
+//   const PlacementScore b = ScoreSimulation(model, sim.Run(second));
+//   if (b.BetterThan(a)) keep(second);
+#ifndef PLACEMENT_SERVICE_ENGINE_SIM_PLACEMENT_SCORE_H_
+#define PLACEMENT_SERVICE_ENGINE_SIM_PLACEMENT_SCORE_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "service/engine/model/model.h"
+#include "service/engine/sim/simulator.h"
+
+namespace placement::engine {
+
+struct PlacementScore {
+  // Sum over devices of max(0, peak memory - capacity), saturating at INT64_MAX; 0 = every device fits.
+  int64_t overflow_bytes = 0;
+  int64_t makespan_ns = 0;
+
+  bool Fits() const { return overflow_bytes == 0; }
+  // Less overflow first, then a shorter step. Equal scores are not better: the incumbent stays.
+  bool BetterThan(const PlacementScore& other) const {
+    if (overflow_bytes != other.overflow_bytes) return overflow_bytes < other.overflow_bytes;
+    return makespan_ns < other.makespan_ns;
+  }
+  // The score nothing is worse than, for "no answer yet".
+  static PlacementScore Worst() { return PlacementScore{INT64_MAX, INT64_MAX}; }
+};
+
+// The score of a simulation of an assignment of `model` (its peaks against model.capacity_bytes).
+PlacementScore ScoreSimulation(const Model& model, const SimResult& simulated);
+
+// OK when `assignment` has one entry per op of `model` and every entry names one of its devices: what an
+// algorithm must hand back before the simulator may look at it. Otherwise INTERNAL (a broken algorithm,
+// not bad input), naming `algorithm` and the first problem.
+absl::Status CheckAssignmentComplete(const Model& model, const Assignment& assignment,
+                                     std::string_view algorithm);
+
+}  // namespace placement::engine
+
+#endif  // PLACEMENT_SERVICE_ENGINE_SIM_PLACEMENT_SCORE_H_

@@ -1,0 +1,99 @@
+// Tests of PlacementScore (its order), ScoreSimulation (overflow summed over devices, saturating) and
+// CheckAssignmentComplete (size and range).
+#include "service/engine/sim/placement_score.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "placement/v1/placement.pb.h"
+#include "service/engine/model/model_builder.h"
+
+namespace placement::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(PlacementScoreTest, LessOverflowWinsBeforeAShorterStep) {
+  const PlacementScore fits_slow{0, 900}, fits_fast{0, 100}, short_of_10{10, 50}, short_of_20{20, 10};
+  EXPECT_TRUE(fits_fast.BetterThan(fits_slow));
+  EXPECT_FALSE(fits_slow.BetterThan(fits_fast));
+  EXPECT_TRUE(fits_slow.BetterThan(short_of_10));  // fitting beats any overflow, however fast
+  EXPECT_TRUE(short_of_10.BetterThan(short_of_20));
+  EXPECT_FALSE(short_of_20.BetterThan(short_of_10));
+  EXPECT_TRUE((PlacementScore{10, 40}).BetterThan(short_of_10));  // same overflow: the shorter step
+}
+
+TEST(PlacementScoreTest, EqualIsNotBetterAndWorstLosesToEverything) {
+  const PlacementScore a{5, 7};
+  EXPECT_FALSE(a.BetterThan(a));
+  EXPECT_TRUE(a.BetterThan(PlacementScore::Worst()));
+  EXPECT_FALSE(PlacementScore::Worst().BetterThan(a));
+  EXPECT_TRUE((PlacementScore{0, 0}).Fits());
+  EXPECT_FALSE(a.Fits());
+}
+
+// Two devices with 1000 and 1550 bytes; `a` and `b` hold 1500 persistent bytes each, `c` 100.
+Model TwoDeviceModel() {
+  v1::PlaceRequest request;
+  for (const auto& [name, bytes] : {std::pair<std::string, int64_t>{"a", 1500}, {"b", 1500}, {"c", 100}}) {
+    v1::Op* op = request.mutable_graph()->add_ops();
+    op->set_name(name);
+    op->set_compute_ns(10);
+    op->set_persistent_bytes(bytes);
+  }
+  for (const auto& [name, bytes] : {std::pair<std::string, int64_t>{"d0", 1000}, {"d1", 1550}}) {
+    v1::Device* device = request.mutable_cluster()->add_devices();
+    device->set_name(name);
+    device->set_kind("gpu");
+    device->set_node("n0");
+    device->set_memory_bytes(bytes);
+  }
+  request.mutable_cluster()->mutable_intra_node()->set_bandwidth_bytes_per_second(1'000'000'000);
+  absl::StatusOr<Model> model = BuildModel(request);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return *std::move(model);
+}
+
+TEST(ScoreSimulationTest, SumsWhatEachDeviceIsShortAndTakesTheMakespan) {
+  const Model model = TwoDeviceModel();  // canonical ids follow names: a = 0, b = 1, c = 2
+  Simulator simulator(model);
+  // d0 holds a + c = 1600 (600 short), d1 holds b = 1500 (fits).
+  const SimResult& one_short = simulator.Run({0, 1, 0});
+  PlacementScore score = ScoreSimulation(model, one_short);
+  EXPECT_EQ(score.overflow_bytes, 600);
+  EXPECT_EQ(score.makespan_ns, one_short.makespan_ns);
+  // d0 holds nothing, d1 holds 3100 (1550 short); serial on one device.
+  score = ScoreSimulation(model, simulator.Run({1, 1, 1}));
+  EXPECT_EQ(score.overflow_bytes, 1550);
+  EXPECT_EQ(score.makespan_ns, 30);
+  // d0 holds a = 1500 (500 short), d1 holds b + c = 1600 (50 short): the shortfalls add up.
+  EXPECT_EQ(ScoreSimulation(model, simulator.Run({0, 1, 1})).overflow_bytes, 500 + 50);
+}
+
+TEST(ScoreSimulationTest, OverflowSaturatesInsteadOfWrapping) {
+  const Model model = TwoDeviceModel();
+  SimResult huge;
+  huge.makespan_ns = 1;
+  huge.peak_memory_bytes = {INT64_MAX, INT64_MAX};
+  EXPECT_EQ(ScoreSimulation(model, huge).overflow_bytes, INT64_MAX);
+}
+
+TEST(CheckAssignmentCompleteTest, AcceptsOneInRangeDevicePerOp) {
+  const Model model = TwoDeviceModel();
+  EXPECT_TRUE(CheckAssignmentComplete(model, {0, 1, 1}, "x").ok());
+}
+
+TEST(CheckAssignmentCompleteTest, NamesTheAlgorithmAndTheProblem) {
+  const Model model = TwoDeviceModel();
+  absl::Status short_one = CheckAssignmentComplete(model, {0, 1}, "heft");
+  EXPECT_EQ(short_one.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(short_one.message()), HasSubstr("\"heft\" returned 2 devices for 3 ops"));
+  absl::Status out_of_range = CheckAssignmentComplete(model, {0, 2, 1}, "pipeline");
+  EXPECT_EQ(out_of_range.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(out_of_range.message()), HasSubstr("returned device 2 for op \"b\""));
+  EXPECT_FALSE(CheckAssignmentComplete(model, {kNone, 0, 0}, "m_etf").ok());
+}
+
+}  // namespace
+}  // namespace placement::engine
