@@ -86,7 +86,8 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
   core_ = std::make_unique<core::PlacementCore>(std::move(core_options), catalog_.get(), results,
                                           jobs_.get(), operations_.get(), metrics_.get());
   if (redis_ != nullptr) {
-    absl::StatusOr<std::pair<std::string, int>> redis = cache::ParseRedisAddress(options_.redis_address);
+    absl::StatusOr<std::pair<std::string, int>> redis =
+        cache::ParseRedisAddress(options_.redis_address);  // parsed fine above (redis_ is set)
     shared_redis_ = std::make_unique<shared_ops::RedisClient>(shared_ops::RedisClientOptions{
         .host = redis->first,
         .port = redis->second,
@@ -269,8 +270,8 @@ void PlacementServer::Shutdown() {
   }
   jobs_->StopAdmitting();
   if (coordinator_ != nullptr) {
-    // The jobs this replica runs for the cluster: another replica takes them over within about a
-    // second, so that a rolling restart loses nothing.
+    // The jobs this replica runs for the cluster: another replica takes them over within about half
+    // a second, so that a rolling restart loses nothing.
     coordinator_->HandBack();
   }
   service_->Drain();

@@ -380,5 +380,16 @@ TEST_F(SharedOperationsTest, RollingRestartOfThreeReplicasLosesNothing) {
   for (std::unique_ptr<ServerProcess>& replica : replicas) StopServer(*replica);
 }
 
+TEST_F(SharedOperationsTest, LeaseAndPollIntervalOutsideTheirRangesAreRefused) {
+  for (const char* flag : {"--operation_lease=500ms", "--operation_lease=11s",
+                           "--operation_poll_interval=1ms", "--operation_poll_interval=1m"}) {
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server =
+        ServerProcess::Start({absl::StrCat("--redis=", redis_->address()), flag});
+    ASSERT_FALSE(server.ok()) << flag;
+    EXPECT_NE(std::string(server.status().message()).find("must be in ["), std::string::npos)
+        << server.status();
+  }
+}
+
 }  // namespace
 }  // namespace placement::e2e
