@@ -361,7 +361,7 @@ absl::StatusOr<SubmitOutcome> OperationStore::Submit(const OperationRecord& oper
       kSubmitScript,
       {JobKey(job.job_key), RequestKey(job.job_key), OperationKey(operation.name), StreamKey(),
        absl::StrCat(Prefix(), "jobops:", job.job_key)},
-      args);
+      args, RedisClient::TransferAllowance(job.serialized_request.size()));
   if (!reply.ok()) return reply.status();
   if (reply->type != RedisValue::Type::kArray || reply->elements.size() != 3) {
     return absl::InternalError("redis: unexpected reply to the submit script");
@@ -391,7 +391,8 @@ absl::Status OperationStore::RecordDone(const OperationRecord& operation,
   absl::StatusOr<std::vector<RedisValue>> replies =
       redis_->Pipeline({{"SET", operation.result_key, result_value, "PX", Ms(value_ttl)},
                         std::move(hset),
-                        {"PEXPIRE", OperationKey(operation.name), Ms(ttl)}});
+                        {"PEXPIRE", OperationKey(operation.name), Ms(ttl)}},
+                       RedisClient::TransferAllowance(result_value.size()));
   if (!replies.ok()) return replies.status();
   for (const RedisValue& reply : *replies) {
     if (reply.type == RedisValue::Type::kError) {
@@ -527,7 +528,8 @@ absl::StatusOr<bool> OperationStore::Complete(const Completion& completion) {
        Ms(completion.ttl_after_done), absl::StrCat(static_cast<int>(completion.error.code())),
        std::string(completion.error.message()),
        absl::StrCat(absl::ToInt64Nanoseconds(completion.queue_time)),
-       absl::StrCat(absl::ToInt64Nanoseconds(completion.solve_time))});
+       absl::StrCat(absl::ToInt64Nanoseconds(completion.solve_time))},
+      RedisClient::TransferAllowance(completion.result_value.size()));
   if (!reply.ok()) return reply.status();
   return reply->integer == 1;
 }

@@ -131,10 +131,14 @@ void RedisClient::Release(Connection connection, bool healthy) {
   }
 }
 
+absl::Duration RedisClient::TransferAllowance(size_t bytes) {
+  return absl::Milliseconds(static_cast<double>(bytes) / 50e3);
+}
+
 absl::StatusOr<std::vector<RedisValue>> RedisClient::RoundTrip(
-    const std::vector<std::vector<std::string>>& commands) {
+    const std::vector<std::vector<std::string>>& commands, absl::Duration extra) {
   round_trips_.fetch_add(1, std::memory_order_relaxed);
-  absl::StatusOr<Connection> connection = Acquire(absl::Now() + options_.timeout);
+  absl::StatusOr<Connection> connection = Acquire(absl::Now() + options_.timeout + extra);
   if (!connection.ok()) return connection.status();
   redisContext* context = connection->get();
   std::vector<const char*> argv;
@@ -170,13 +174,13 @@ absl::StatusOr<std::vector<RedisValue>> RedisClient::RoundTrip(
 }
 
 absl::StatusOr<std::vector<RedisValue>> RedisClient::Pipeline(
-    const std::vector<std::vector<std::string>>& commands) {
+    const std::vector<std::vector<std::string>>& commands, absl::Duration extra) {
   if (commands.empty()) return std::vector<RedisValue>();
-  return RoundTrip(commands);
+  return RoundTrip(commands, extra);
 }
 
 absl::StatusOr<RedisValue> RedisClient::Command(const std::vector<std::string>& args) {
-  absl::StatusOr<std::vector<RedisValue>> replies = RoundTrip({args});
+  absl::StatusOr<std::vector<RedisValue>> replies = RoundTrip({args}, absl::ZeroDuration());
   if (!replies.ok()) return replies.status();
   RedisValue& reply = replies->front();
   if (reply.type == RedisValue::Type::kError) {
@@ -187,18 +191,19 @@ absl::StatusOr<RedisValue> RedisClient::Command(const std::vector<std::string>& 
 
 absl::StatusOr<RedisValue> RedisClient::Script(absl::string_view source,
                                                const std::vector<std::string>& keys,
-                                               const std::vector<std::string>& args) {
+                                               const std::vector<std::string>& args,
+                                               absl::Duration extra) {
   std::vector<std::string> command = {"EVALSHA", ScriptSha1(source), absl::StrCat(keys.size())};
   command.insert(command.end(), keys.begin(), keys.end());
   command.insert(command.end(), args.begin(), args.end());
-  absl::StatusOr<std::vector<RedisValue>> replies = RoundTrip({command});
+  absl::StatusOr<std::vector<RedisValue>> replies = RoundTrip({command}, extra);
   if (!replies.ok()) return replies.status();
   if (replies->front().type == RedisValue::Type::kError &&
       absl::StartsWith(replies->front().str, "NOSCRIPT")) {
     // Redis restarted (or flushed its script cache): send the source once; it is cached again.
     command[0] = "EVAL";
     command[1] = std::string(source);
-    replies = RoundTrip({command});
+    replies = RoundTrip({command}, extra);
     if (!replies.ok()) return replies.status();
   }
   RedisValue& reply = replies->front();

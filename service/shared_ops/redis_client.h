@@ -68,11 +68,15 @@ class RedisClient {
   // One command. An error reply is INTERNAL (the connection stays usable).
   absl::StatusOr<RedisValue> Command(const std::vector<std::string>& args);
   // Several commands in one round trip; the replies in order (error replies are kError values).
-  absl::StatusOr<std::vector<RedisValue>> Pipeline(const std::vector<std::vector<std::string>>& commands);
+  absl::StatusOr<std::vector<RedisValue>> Pipeline(const std::vector<std::vector<std::string>>& commands,
+                                                   absl::Duration extra = absl::ZeroDuration());
   // EVALSHA of `source` (EVAL when Redis answers NOSCRIPT, e.g. after a restart). An error reply is
-  // INTERNAL.
+  // INTERNAL. `extra` is added to the timeout (a script that carries megabytes needs longer).
   absl::StatusOr<RedisValue> Script(absl::string_view source, const std::vector<std::string>& keys,
-                                    const std::vector<std::string>& args);
+                                    const std::vector<std::string>& args,
+                                    absl::Duration extra = absl::ZeroDuration());
+  // Time to add to the timeout for sending `bytes` (at a conservative 50 MB/s).
+  static absl::Duration TransferAllowance(size_t bytes);
 
   // Round trips tried (successful or not), for the metric and the benchmark's figure.
   int64_t round_trips() const { return round_trips_.load(std::memory_order_relaxed); }
@@ -89,7 +93,7 @@ class RedisClient {
   absl::Status Fail(absl::string_view what) ABSL_LOCKS_EXCLUDED(mu_);
   // Sends `commands` on one connection and reads as many replies.
   absl::StatusOr<std::vector<RedisValue>> RoundTrip(
-      const std::vector<std::vector<std::string>>& commands);
+      const std::vector<std::vector<std::string>>& commands, absl::Duration extra);
 
   const RedisClientOptions options_;
   absl::Mutex mu_;

@@ -391,5 +391,27 @@ TEST_F(SharedOperationsTest, LeaseAndPollIntervalOutsideTheirRangesAreRefused) {
   }
 }
 
+TEST_F(SharedOperationsTest, ALargeRequestIsSharedToo) {
+  std::unique_ptr<ServerProcess> a = StartReplica();
+  std::unique_ptr<ServerProcess> b = StartReplica();
+  ASSERT_TRUE(a && b);
+  auto on_a = Client(*a);
+  auto on_b = Client(*b);
+  // Megabytes in Redis (the request for a takeover, then the result): still one round trip each.
+  const v1::PlaceRequest request = RandomRequest(100'000, FreshSeed(), "m_topo");
+  absl::StatusOr<v1::Operation> submitted = on_a->Submit(request);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  absl::StatusOr<v1::Operation> done =
+      on_b->WaitUntilDone(submitted->name(), absl::Now() + absl::Seconds(60));
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_TRUE(done->has_response()) << done->error().message();
+  EXPECT_EQ(done->response().placement().device_size(), 100'000);
+  EXPECT_EQ(Metric(*a, "placement_shared_operations_fallback_total{reason=\"submit\"}"), 0);
+  on_a.reset();
+  on_b.reset();
+  StopServer(*a);
+  StopServer(*b);
+}
+
 }  // namespace
 }  // namespace placement::e2e
