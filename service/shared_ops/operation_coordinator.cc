@@ -35,6 +35,9 @@ bool LooksLikeOperationName(const std::string& name) {
   return true;
 }
 
+constexpr absl::Duration kConsumerCleanupInterval = absl::Minutes(1);
+constexpr absl::Duration kConsumerIdleBeforeForgotten = absl::Hours(1);
+
 bool Finite(absl::Duration duration) {
   return duration > absl::ZeroDuration() && duration != absl::InfiniteDuration();
 }
@@ -397,6 +400,7 @@ void OperationCoordinator::Loop() {
   absl::Time next_cancel_poll = now;
   absl::Time next_renewal = now + options_.lease / 3;
   absl::Time next_takeover = now + options_.takeover_interval;
+  absl::Time next_consumer_cleanup = now + kConsumerCleanupInterval;
   while (true) {
     const absl::Time wake = std::min({next_poll, next_cancel_poll, next_renewal, next_takeover});
     {
@@ -424,6 +428,11 @@ void OperationCoordinator::Loop() {
     if (now >= next_takeover) {
       TakeOverExpired();
       next_takeover = now + options_.takeover_interval;
+    }
+    if (now >= next_consumer_cleanup) {
+      // Every process start adds a consumer to the group; those of replicas long gone go.
+      (void)background_->ForgetIdleConsumers(kConsumerIdleBeforeForgotten);
+      next_consumer_cleanup = now + kConsumerCleanupInterval;
     }
   }
 }

@@ -160,6 +160,23 @@ redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'state', 'queued', 'stage', 'queue
 return {request, redis.call('HGET', KEYS[1], 'tenant') or ''}
 )lua";
 
+// KEYS: stream. ARGV: group, consumer (kept), idle ms.
+constexpr char kForgetConsumersScript[] = R"lua(
+local ok, consumers = pcall(redis.call, 'XINFO', 'CONSUMERS', KEYS[1], ARGV[1])
+if not ok then return 0 end
+local removed = 0
+for _, consumer in ipairs(consumers) do
+  local info = {}
+  for i = 1, #consumer, 2 do info[consumer[i]] = consumer[i + 1] end
+  if info['name'] ~= ARGV[2] and tonumber(info['pending']) == 0 and
+     tonumber(info['idle']) >= tonumber(ARGV[3]) then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], info['name'])
+    removed = removed + 1
+  end
+end
+return removed
+)lua";
+
 // ARGV: consumer, then (job key, state, stage, fraction, best) per job.
 constexpr char kProgressScript[] = R"lua(
 for i = 2, #ARGV, 5 do
@@ -489,6 +506,15 @@ absl::StatusOr<std::optional<TakenJob>> OperationStore::TakeOver(const ClaimedEn
   }
   return std::optional<TakenJob>(
       TakenJob{std::move(reply->elements[0].str), std::move(reply->elements[1].str)});
+}
+
+absl::StatusOr<int64_t> OperationStore::ForgetIdleConsumers(absl::Duration idle) {
+  absl::StatusOr<RedisValue> reply =
+      redis_->Script(kForgetConsumersScript, {StreamKey()},
+                     {kGroup, options_.consumer,
+                      absl::StrCat(std::max<int64_t>(0, absl::ToInt64Milliseconds(idle)))});
+  if (!reply.ok()) return reply.status();
+  return reply->integer;
 }
 
 absl::Status OperationStore::WriteProgress(const std::vector<ProgressUpdate>& updates) {

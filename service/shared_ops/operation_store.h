@@ -178,6 +178,10 @@ class OperationStore {
   // the job has ended, is cancelled or is gone (its entry is then removed).
   absl::StatusOr<std::optional<TakenJob>> TakeOver(const ClaimedEntry& entry);
 
+  // Removes the group's consumers (replicas) with nothing pending that were idle for `idle`: every
+  // process start adds one. Returns how many went.
+  absl::StatusOr<int64_t> ForgetIdleConsumers(absl::Duration idle);
+
   // Progress of jobs this replica owns (writes skip jobs it no longer owns).
   absl::Status WriteProgress(const std::vector<ProgressUpdate>& updates);
   // The cancel flags of `job_keys`, in order.

@@ -361,5 +361,38 @@ TEST(OperationStoreTest, RedisDownIsUnavailable) {
   EXPECT_TRUE(last.ok()) << last;
 }
 
+TEST(OperationStoreTest, IdleConsumersWithNothingPendingAreForgotten) {
+  START_REDIS_OR_SKIP(redis);
+  Replica a(redis.port(), "a"), b(redis.port(), "b"), gone(redis.port(), "gone");
+  // No stream yet: nothing to do, no error.
+  absl::StatusOr<int64_t> removed = a.store.ForgetIdleConsumers(absl::ZeroDuration());
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 0);
+  // "gone" ran a job to its end; "b" still owns one.
+  absl::StatusOr<SubmitOutcome> done = gone.store.Submit(Op("operations/1", "k1"), Job("k1"));
+  ASSERT_TRUE(done.ok());
+  ASSERT_TRUE(gone.store
+                  .Complete({.job_key = "k1", .entry_id = done->entry_id, .result_key = "t:v",
+                             .result_value = "v", .result_ttl = absl::Minutes(1),
+                             .ttl_after_done = absl::Minutes(1)})
+                  .ok());
+  absl::StatusOr<SubmitOutcome> owned = b.store.Submit(Op("operations/2", "k2"), Job("k2"));
+  ASSERT_TRUE(owned.ok());
+  removed = a.store.ForgetIdleConsumers(absl::ZeroDuration());
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 1);
+  // b's entry is still b's (its lease is intact).
+  absl::StatusOr<std::vector<std::string>> kept = b.store.Renew({owned->entry_id});
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(*kept, std::vector<std::string>{owned->entry_id});
+  absl::StatusOr<std::vector<ClaimedEntry>> claimed = a.store.ClaimExpired(absl::Seconds(5), 4);
+  ASSERT_TRUE(claimed.ok());
+  EXPECT_TRUE(claimed->empty());
+  // An idle bound that nobody reaches removes nobody.
+  removed = a.store.ForgetIdleConsumers(absl::Hours(1));
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(*removed, 0);
+}
+
 }  // namespace
 }  // namespace placement::shared_ops
