@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -20,9 +21,6 @@
 
 namespace placement::client {
 namespace {
-
-constexpr char kRetryInfoTypeUrl[] = "type.googleapis.com/placement.v1.RetryInfo";
-constexpr char kBadRequestTypeUrl[] = "type.googleapis.com/placement.v1.BadRequest";
 
 std::chrono::system_clock::time_point ToChrono(absl::Time t) {
   if (t == absl::InfiniteFuture()) return std::chrono::system_clock::time_point::max();
@@ -135,27 +133,6 @@ absl::Status FromStatusProto(const v1::Status& status) {
   if (status.code() == 0) return absl::OkStatus();
   return AddDetails(absl::Status(static_cast<absl::StatusCode>(status.code()), status.message()),
                     status);
-}
-
-std::optional<absl::Duration> RetryDelayOf(const absl::Status& status) {
-  auto payload = status.GetPayload(kRetryInfoTypeUrl);
-  if (!payload.has_value()) return std::nullopt;
-  v1::RetryInfo info;
-  if (!info.ParseFromString(std::string(*payload))) return std::nullopt;
-  return absl::Seconds(info.retry_delay().seconds()) +
-         absl::Nanoseconds(info.retry_delay().nanos());
-}
-
-std::vector<std::pair<std::string, std::string>> FieldViolationsOf(const absl::Status& status) {
-  std::vector<std::pair<std::string, std::string>> violations;
-  auto payload = status.GetPayload(kBadRequestTypeUrl);
-  if (!payload.has_value()) return violations;
-  v1::BadRequest bad_request;
-  if (!bad_request.ParseFromString(std::string(*payload))) return violations;
-  for (const v1::FieldViolation& v : bad_request.field_violations()) {
-    violations.emplace_back(v.field(), v.description());
-  }
-  return violations;
 }
 
 std::string StatusLine(const absl::Status& status) {

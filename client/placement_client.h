@@ -25,10 +25,7 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -36,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "placement/v1/placement_service.grpc.pb.h"
+#include "service/common/status_payloads.h"
 
 namespace placement::client {
 
@@ -49,7 +47,7 @@ struct RetryOptions {
   double jitter = 0.2;
 };
 
-// Metadata key carrying the request digest, for cache-affine routing by a hashing proxy
+// Metadata key carrying the routing key (routing_digest.h), for cache-affine routing by a hashing proxy
 // (deploy/nginx/placement.conf hashes on it; deploy/README.md shows the Envoy equivalent).
 inline constexpr char kDigestHeader[] = "x-placement-digest";
 
@@ -85,9 +83,9 @@ struct ClientOptions {
   // Cache-affine routing: when set, Place and Submit send its result as `x-placement-digest`, so that
   // a proxy hashing on that header sends identical requests to the same replica (whose cache has the
   // answer); later calls about an operation this client submitted carry the same header, so they
-  // reach the replica that holds the operation. Use RequestDigestOf (client/request_digest.h,
-  // library placement_routing), which computes exactly the server's request_digest. An error result sends no header (the proxy then balances
-  // the call like any other).
+  // reach the replica that holds the operation. Use RoutingDigestOf (client/routing_digest.h,
+  // library placement_routing): a digest of the request's content, the same in any op order. An
+  // error result sends no header (the proxy then balances the call like any other).
   std::function<absl::StatusOr<std::string>(const v1::PlaceRequest&)> routing_digest = nullptr;
 };
 
@@ -173,10 +171,10 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 // An operation's error as an absl::Status (OK when it has none).
 absl::Status FromStatusProto(const v1::Status& status);
 
-// The server's retry hint, if the status carries one.
-std::optional<absl::Duration> RetryDelayOf(const absl::Status& status);
-// The server's field violations (INVALID_ARGUMENT), as (field, description) pairs.
-std::vector<std::pair<std::string, std::string>> FieldViolationsOf(const absl::Status& status);
+// The server's retry hint and field violations (INVALID_ARGUMENT, as (field, description) pairs), read
+// from the payloads FromGrpcStatus keeps, by the functions the server wrote them with.
+using common::FieldViolationsOf;
+using common::RetryDelayOf;
 
 // "CODE_NAME: message" — how placementctl prints errors.
 std::string StatusLine(const absl::Status& status);

@@ -36,8 +36,9 @@
 #include "client/credential_flags.h"
 #include "client/placement_client.h"
 #include "client/progress_bar.h"
-#include "client/request_digest.h"
+#include "client/routing_digest.h"
 #include "service/engine/io/message_io.h"
+#include "service/engine/io/placement_file.h"
 #include "service/engine/model/model_builder.h"
 #include "service/report/report.h"
 #include "service/report/text_summary.h"
@@ -60,8 +61,9 @@ ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(5),
 ABSL_FLAG(int, retries, 4, "Retries on UNAVAILABLE (exponential backoff, honouring RetryInfo).");
 ABSL_FLAG(int, max_message_bytes, 256 << 20, "Largest message sent or received.");
 ABSL_FLAG(bool, digest_header, false,
-          "Send the request digest as x-placement-digest (computed here, like the server does), so "
-          "a hashing router (deploy/nginx/placement.conf) sends identical requests to one replica.");
+          "Send the request's routing key (a digest of its content, computed here) as "
+          "x-placement-digest, so a hashing router (deploy/nginx/placement.conf) sends identical "
+          "requests to one replica.");
 ABSL_FLAG(std::string, format, "auto",
           "What place, wait and evaluate print: auto (a short summary when standard output is a "
           "terminal, else JSON), json (always; byte for byte what scripts always got), summary.");
@@ -272,25 +274,13 @@ int RunSubmit(PlacementClient& client) {
   return Emit(*operation);
 }
 
-// Reads a Placement, accepting a PlaceResponse or EvaluateResponse wrapper too.
-absl::StatusOr<v1::Placement> ReadPlacement(const std::string& path) {
-  absl::StatusOr<v1::Placement> placement = engine::ReadMessageFile<v1::Placement>(path);
-  if (placement.ok()) return placement;
-  if (auto response = engine::ReadMessageFile<v1::PlaceResponse>(path); response.ok()) {
-    return response->placement();
-  }
-  if (auto response = engine::ReadMessageFile<v1::EvaluateResponse>(path); response.ok()) {
-    return response->placement();
-  }
-  return placement.status();
-}
-
 int RunEvaluate(PlacementClient& client) {
   if (absl::GetFlag(FLAGS_placement).empty()) return Usage("--placement=FILE is required");
   v1::PlaceRequest request;
   int exit_code = 0;
   if (!ReadRequest(&request, &exit_code)) return exit_code;
-  absl::StatusOr<v1::Placement> placement = ReadPlacement(absl::GetFlag(FLAGS_placement));
+  absl::StatusOr<v1::Placement> placement =
+      engine::ReadPlacementFile(absl::GetFlag(FLAGS_placement));
   if (!placement.ok()) {
     std::fprintf(stderr, "%s\n", StatusLine(placement.status()).c_str());
     return kExitNoInput;
@@ -405,7 +395,7 @@ int main(int argc, char** argv) {
   options.default_timeout = absl::GetFlag(FLAGS_timeout);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   if (absl::GetFlag(FLAGS_digest_header)) {
-    options.routing_digest = placement::client::RequestDigestOf;
+    options.routing_digest = placement::client::RoutingDigestOf;
   }
   options.retry.max_attempts = 1 + std::max(0, absl::GetFlag(FLAGS_retries));
   if (absl::Status applied = placement::client::ApplyCredentialFlags(&options); !applied.ok()) {

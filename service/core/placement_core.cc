@@ -6,10 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "service/cache/canonical_order.h"
+#include "service/common/status_payloads.h"
 #include "service/core/log_line.h"
 #include "service/core/status_proto.h"
 #include "service/engine/solve/solve.h"
-#include "service/jobs/status_payloads.h"
 
 namespace placement::core {
 namespace {
@@ -25,7 +25,7 @@ absl::Status InvalidRequest(const std::vector<std::pair<std::string, std::string
   for (const auto& [field, description] : violations) {
     lines.push_back(field.empty() ? description : absl::StrCat(field, ": ", description));
   }
-  return jobs::WithFieldViolations(absl::InvalidArgumentError(absl::StrJoin(lines, "\n")),
+  return common::WithFieldViolations(absl::InvalidArgumentError(absl::StrJoin(lines, "\n")),
                                    violations);
 }
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "service/jobs/status_payloads.h"
+#include "service/common/status_payloads.h"
 
 namespace placement::core {
 
@@ -17,14 +17,10 @@ v1::Status StatusToProto(const absl::Status& status) {
   v1::Status proto;
   proto.set_code(static_cast<int32_t>(status.code()));
   proto.set_message(TruncatedMessage(status.message()));
-  if (auto retry = jobs::RetryDelayOf(status)) {
-    v1::RetryInfo info;
-    const int64_t nanos = absl::ToInt64Nanoseconds(*retry);
-    info.mutable_retry_delay()->set_seconds(nanos / 1'000'000'000);
-    info.mutable_retry_delay()->set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
-    proto.add_details()->PackFrom(info);
+  if (auto retry = common::RetryInfoOf(status)) {
+    proto.add_details()->PackFrom(*retry);
   }
-  if (auto bad_request = jobs::BadRequestOf(status)) {
+  if (auto bad_request = common::BadRequestOf(status)) {
     proto.add_details()->PackFrom(*bad_request);
   }
   return proto;

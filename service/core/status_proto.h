@@ -1,8 +1,8 @@
 // status_proto.h — absl::Status ↔ placement.v1.Status (the google.rpc.Status-shaped message).
 //
 // Used for the `error` of a finished Operation and, by status_mapping.h, for the
-// grpc-status-details-bin trailer. Known payloads (status_payloads.h: RetryInfo, BadRequest) become
-// `google.protobuf.Any` details; messages are truncated to kMaxStatusMessageBytes.
+// grpc-status-details-bin trailer. Known payloads (service/common/status_payloads.h: RetryInfo,
+// BadRequest) become `google.protobuf.Any` details; messages are truncated to kMaxStatusMessageBytes.
 //
 // Example:
 //   v1::Status proto = StatusToProto(absl::InvalidArgumentError("graph.ops[3].name: empty"));

@@ -4,8 +4,8 @@
 // `request_digest`: single-flight, reported as coalesced) or admits a new job. Admission is bounded by two
 // resources (the ScyllaDB semaphore model): the number of jobs waiting for a worker and the estimated
 // memory of all queued and running jobs; when either is exhausted the caller gets UNAVAILABLE with a
-// RetryInfo payload (status_payloads.h). A caller whose deadline leaves less than `min_time_budget` gets
-// DEADLINE_EXCEEDED at once instead of queueing doomed work.
+// RetryInfo payload (common/status_payloads.h). A caller whose deadline leaves less than
+// `min_time_budget` gets DEADLINE_EXCEEDED at once instead of queueing doomed work.
 //
 // Every Acquire() that succeeds must be balanced by one Release() (the caller stopped waiting: its RPC
 // finished, was cancelled, or its operation was cancelled). When the last waiter of an unfinished job

@@ -11,7 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "service/jobs/status_payloads.h"
+#include "service/common/status_payloads.h"
 
 namespace placement::jobs {
 namespace {
@@ -183,7 +183,7 @@ TEST(JobManagerTest, FullQueueIsUnavailableWithARetryDelay) {
   ASSERT_FALSE(rejected.ok());
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(rejected.status().message()), HasSubstr("queue is full"));
-  EXPECT_EQ(RetryDelayOf(rejected.status()), absl::Seconds(2));
+  EXPECT_EQ(common::RetryDelayOf(rejected.status()), absl::Seconds(2));
   EXPECT_EQ(observer.rejections(), std::vector<std::string>{"queue_full"});
 
   // Joining an in-flight job needs no queue slot.
@@ -411,7 +411,7 @@ TEST(JobManagerTest, TenantQueueLimitIsResourceExhaustedForThatTenantOnly) {
   ASSERT_FALSE(rejected.ok());
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(rejected.status().message()), HasSubstr("tenant \"a\""));
-  EXPECT_EQ(RetryDelayOf(rejected.status()), absl::Seconds(3));
+  EXPECT_EQ(common::RetryDelayOf(rejected.status()), absl::Seconds(3));
   EXPECT_EQ(observer.rejections(), std::vector<std::string>{"tenant_queued"});
   EXPECT_EQ(observer.tenant_rejections(), std::vector<std::string>{"a/queued"});
 
@@ -522,7 +522,7 @@ TEST(JobManagerTest, StopAdmittingAnswersUnavailable) {
   absl::StatusOr<Admission> rejected = jobs.Acquire(Spec("a", Immediate(1)));
   ASSERT_FALSE(rejected.ok());
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_TRUE(RetryDelayOf(rejected.status()).has_value());
+  EXPECT_TRUE(common::RetryDelayOf(rejected.status()).has_value());
 }
 
 TEST(JobManagerTest, ShutdownEndsQueuedAndRunningJobs) {

@@ -8,7 +8,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "service/jobs/status_payloads.h"
+#include "service/common/status_payloads.h"
 
 namespace placement::jobs {
 namespace {
@@ -312,7 +312,7 @@ absl::StatusOr<std::shared_ptr<Operation>> OperationRegistry::Insert(std::shared
     ++evicted_early_;
   }
   if (index_->by_name.size() >= options_.max_operations) {
-    return WithRetryDelay(
+    return common::WithRetryDelay(
         absl::UnavailableError(absl::StrCat(
             "too many operations are running (", index_->by_name.size(),
             ", the limit of --max_operations); retry once one has finished")),

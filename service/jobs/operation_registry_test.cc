@@ -9,7 +9,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "service/jobs/status_payloads.h"
+#include "service/common/status_payloads.h"
 
 namespace placement::jobs {
 namespace {
@@ -280,7 +280,7 @@ TEST_F(OperationRegistryTest, AFullTableOfRunningOperationsIsUnavailableUntilOne
       registry_.AddDone(OpSpec("d"), MakePlacement(1), v1::HIT);
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(rejected.status().message()), HasSubstr("retry once one has finished"));
-  EXPECT_TRUE(RetryDelayOf(rejected.status()).has_value());
+  EXPECT_TRUE(common::RetryDelayOf(rejected.status()).has_value());
   release.Notify();
   AwaitDone(pending[0]);
   EXPECT_TRUE(registry_.AddDone(OpSpec("d"), MakePlacement(1), v1::HIT).ok());

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "service/jobs/status_payloads.h"
+#include "service/common/status_payloads.h"
 
 namespace placement::jobs {
 
@@ -66,7 +66,7 @@ absl::Status TenantRateLimiter::Admit(const std::string& tenant, const TenantLim
     }
     if (bucket.TryTake(now, &wait)) return absl::OkStatus();
   }
-  return WithRetryDelay(
+  return common::WithRetryDelay(
       absl::ResourceExhaustedError(absl::StrFormat(
           "tenant \"%s\" exceeded its request rate (%g calls/s, burst %g); retry in %d ms", tenant,
           limits.rate_qps, burst, absl::ToInt64Milliseconds(wait))),

@@ -57,8 +57,8 @@ class TenantRateLimiter {
   explicit TenantRateLimiter(const Clock* clock = nullptr);
 
   // Counts one call of `tenant`. OK when `limits.rate_qps` is 0 (unlimited) or a token was there;
-  // otherwise RESOURCE_EXHAUSTED with a RetryInfo payload (status_payloads.h) of the time until the
-  // next token. A change of the tenant's limits applies from this call on.
+  // otherwise RESOURCE_EXHAUSTED with a RetryInfo payload (common/status_payloads.h) of the time until
+  // the next token. A change of the tenant's limits applies from this call on.
   absl::Status Admit(const std::string& tenant, const TenantLimits& limits)
       ABSL_LOCKS_EXCLUDED(mu_);
 

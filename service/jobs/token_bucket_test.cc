@@ -4,8 +4,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "service/common/status_payloads.h"
 #include "service/jobs/clock.h"
-#include "service/jobs/status_payloads.h"
 
 namespace placement::jobs {
 namespace {
@@ -81,7 +81,7 @@ TEST(TenantRateLimiterTest, EachTenantHasItsOwnBucket) {
   absl::Status refused = limiter.Admit("a", limits);
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(refused.message()), HasSubstr("tenant \"a\" exceeded its request rate"));
-  EXPECT_EQ(RetryDelayOf(refused), absl::Seconds(1));
+  EXPECT_EQ(common::RetryDelayOf(refused), absl::Seconds(1));
   // Tenant b is not affected by a's calls.
   EXPECT_TRUE(limiter.Admit("b", limits).ok());
 

@@ -21,6 +21,7 @@
 #include "placement/v1/placement_service.pb.h"
 #include "service/engine/importers/exporters.h"
 #include "service/engine/io/message_io.h"
+#include "service/engine/io/placement_file.h"
 #include "service/offline/offline_commands.h"
 
 namespace placement::offline {
@@ -33,18 +34,6 @@ int Usage(const std::string& message) {
                "--out=DIR   (the graph as ParDNN's input folder)\n",
                message.c_str(), absl::StrJoin(engine::importers::ExportFormats(), "|").c_str());
   return 2;
-}
-
-absl::StatusOr<v1::Placement> ReadAnyPlacement(const std::string& path) {
-  absl::StatusOr<v1::Placement> placement = engine::ReadMessageFile<v1::Placement>(path);
-  if (placement.ok()) return placement;
-  if (auto response = engine::ReadMessageFile<v1::PlaceResponse>(path); response.ok()) {
-    return response->placement();
-  }
-  if (auto response = engine::ReadMessageFile<v1::EvaluateResponse>(path); response.ok()) {
-    return response->placement();
-  }
-  return placement.status();
 }
 
 // Writes the reference's input files for the request's graph into `dir`.
@@ -82,7 +71,7 @@ int RunExport(const std::vector<std::string>& args) {
   absl::StatusOr<v1::PlaceRequest> request = engine::ReadMessageFile<v1::PlaceRequest>(request_path);
   if (!request.ok()) return Fail(request.status());
   if (input_folder) return ExportParDnnFolder(*request, absl::GetFlag(FLAGS_out));
-  absl::StatusOr<v1::Placement> placement = ReadAnyPlacement(placement_path);
+  absl::StatusOr<v1::Placement> placement = engine::ReadPlacementFile(placement_path);
   if (!placement.ok()) return Fail(placement.status());
   absl::StatusOr<std::string> text = engine::importers::ExportPlacement(to, *request, *placement);
   if (!text.ok()) return Fail(text.status());

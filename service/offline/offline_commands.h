@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "placement/v1/placement.pb.h"
+#include "service/engine/io/placement_file.h"
 #include "service/engine/model/model.h"
 
 ABSL_DECLARE_FLAG(std::string, request);
@@ -59,7 +60,7 @@ absl::StatusOr<v1::Placement> SolveWithin(const engine::Model& model, const v1::
                                           absl::Duration limit);
 
 // Reads a Placement file, accepting a PlaceResponse or EvaluateResponse wrapper too.
-absl::StatusOr<v1::Placement> ReadPlacementFile(const std::string& path);
+using engine::ReadPlacementFile;
 
 }  // namespace placement::offline
 

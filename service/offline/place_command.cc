@@ -68,21 +68,6 @@ bool FormatFlagIsValid() {
 
 }  // namespace
 
-// Reads a Placement, accepting a PlaceResponse or EvaluateResponse wrapper too.
-absl::StatusOr<v1::Placement> ReadPlacementFile(const std::string& path) {
-  absl::StatusOr<v1::Placement> placement = ReadMessageFile<v1::Placement>(path);
-  if (placement.ok()) return placement;
-  if (absl::StatusOr<v1::PlaceResponse> response = ReadMessageFile<v1::PlaceResponse>(path);
-      response.ok()) {
-    return response->placement();
-  }
-  if (absl::StatusOr<v1::EvaluateResponse> response = ReadMessageFile<v1::EvaluateResponse>(path);
-      response.ok()) {
-    return response->placement();
-  }
-  return placement.status();
-}
-
 int RunPlace(const std::vector<std::string>& args) {
   const std::string path = absl::GetFlag(FLAGS_request);
   if (path.empty()) return UsageError("place: --request=FILE is required");

@@ -12,8 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "service/engine/solve/score_assignment.h"
 #include "service/offline/compare_table.h"
-#include "service/engine/solve/solve.h"
 
 namespace placement::report {
 namespace {

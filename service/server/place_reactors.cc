@@ -9,7 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "service/jobs/status_payloads.h"
+#include "service/common/status_payloads.h"
 #include "service/server/first_wins.h"
 #include "service/server/raw_call.h"
 #include "service/server/status_mapping.h"
@@ -105,7 +105,7 @@ class JobWaitReactor : public grpc::ServerUnaryReactor {
   }
 
   absl::Status ShuttingDown() const {
-    return jobs::WithRetryDelay(
+    return common::WithRetryDelay(
         absl::UnavailableError("the server is shutting down and the answer was not ready within "
                                "its grace period; retry (another replica, or this one once it "
                                "is back)"),

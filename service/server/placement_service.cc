@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "service/jobs/status_payloads.h"
+#include "service/common/status_payloads.h"
 #include "service/server/operation_reactors.h"
 #include "service/server/place_reactors.h"
 #include "service/server/raw_call.h"
@@ -110,7 +110,7 @@ PlacementServiceImpl::PlacementServiceImpl(core::PlacementCore* core, ServiceMet
 }
 
 absl::Status PlacementServiceImpl::OffloadQueueFull() const {
-  return jobs::WithRetryDelay(
+  return common::WithRetryDelay(
       absl::UnavailableError(absl::StrCat("the server is busy (", options_.offload_max_queued,
                                           " calls wait to start); retry later")),
       options_.retry_delay);

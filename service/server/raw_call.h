@@ -29,7 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "service/jobs/status_payloads.h"
+#include "service/common/status_payloads.h"
 #include "service/server/placement_service.h"
 #include "service/server/request_log.h"
 #include "service/server/service_metrics.h"
@@ -112,7 +112,7 @@ absl::StatusOr<std::shared_ptr<Exchange<Request, Response>>> Open(
   const int64_t estimate = static_cast<int64_t>(in->Length()) * kDecodedBytesPerWireByte;
   if (!service->decoding().TryReserve(estimate)) {
     if (service->metrics() != nullptr) service->metrics()->RecordDecodingRejected();
-    return jobs::WithRetryDelay(
+    return common::WithRetryDelay(
         absl::UnavailableError(absl::StrCat(
             "the server is decoding other large requests (--max_decoding_bytes=",
             service->options().max_decoding_bytes, " would be exceeded); retry later")),

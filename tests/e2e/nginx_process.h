@@ -9,7 +9,7 @@
 // Example:
 //   absl::StatusOr<std::unique_ptr<NginxProcess>> router = NginxProcess::Start({a->port(), b->port()});
 //   if (absl::IsNotFound(router.status())) GTEST_SKIP() << router.status();
-//   PlacementClient client({.target = (*router)->address(), .routing_digest = RequestDigestOf});
+//   PlacementClient client({.target = (*router)->address(), .routing_digest = RoutingDigestOf});
 #ifndef PLACEMENT_TESTS_E2E_NGINX_PROCESS_H_
 #define PLACEMENT_TESTS_E2E_NGINX_PROCESS_H_
 

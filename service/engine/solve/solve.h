@@ -20,6 +20,7 @@
 #include "service/engine/model/model_builder.h"
 #include "service/engine/partition/partitioner.h"
 #include "service/engine/sim/simulator.h"
+#include "service/engine/solve/score_assignment.h"  // ScoreAssignment, for Solve's callers
 
 namespace placement::engine {
 
@@ -29,11 +30,6 @@ namespace placement::engine {
 // graph_digest, request_digest, solve_ns, ccr, dop, time_limited.
 absl::StatusOr<v1::Placement> Solve(const Model& model, const v1::PlacementOptions& options,
                                     const SolveContext& context);
-
-// Simulates `assignment` (canonical op ids) and fills device (request order), outcome, reason and
-// metrics. Constraint violations make the outcome INFEASIBLE and are listed in `problems` if non-null.
-v1::Placement ScoreAssignment(const Model& model, const Assignment& assignment,
-                              std::vector<v1::ConstraintViolation>* problems = nullptr);
 
 // Evaluate RPC / `placement_offline evaluate`: validates the request (graph, cluster, one device index per
 // op in range, within `limits`) and scores the assignment. INVALID_ARGUMENT with field paths for

@@ -1,8 +1,8 @@
-#include "service/jobs/status_payloads.h"
+#include "service/common/status_payloads.h"
 
 #include "absl/strings/cord.h"
 
-namespace placement::jobs {
+namespace placement::common {
 
 absl::Status WithRetryDelay(absl::Status status, absl::Duration delay) {
   v1::RetryInfo info;
@@ -13,13 +13,19 @@ absl::Status WithRetryDelay(absl::Status status, absl::Duration delay) {
   return status;
 }
 
-std::optional<absl::Duration> RetryDelayOf(const absl::Status& status) {
+std::optional<v1::RetryInfo> RetryInfoOf(const absl::Status& status) {
   auto payload = status.GetPayload(kRetryInfoTypeUrl);
   if (!payload.has_value()) return std::nullopt;
   v1::RetryInfo info;
   if (!info.ParseFromString(std::string(*payload))) return std::nullopt;
-  return absl::Seconds(info.retry_delay().seconds()) +
-         absl::Nanoseconds(info.retry_delay().nanos());
+  return info;
+}
+
+std::optional<absl::Duration> RetryDelayOf(const absl::Status& status) {
+  std::optional<v1::RetryInfo> info = RetryInfoOf(status);
+  if (!info.has_value()) return std::nullopt;
+  return absl::Seconds(info->retry_delay().seconds()) +
+         absl::Nanoseconds(info->retry_delay().nanos());
 }
 
 absl::Status WithFieldViolations(
@@ -42,4 +48,14 @@ std::optional<v1::BadRequest> BadRequestOf(const absl::Status& status) {
   return bad_request;
 }
 
-}  // namespace placement::jobs
+std::vector<std::pair<std::string, std::string>> FieldViolationsOf(const absl::Status& status) {
+  std::vector<std::pair<std::string, std::string>> violations;
+  if (std::optional<v1::BadRequest> bad_request = BadRequestOf(status)) {
+    for (const v1::FieldViolation& v : bad_request->field_violations()) {
+      violations.emplace_back(v.field(), v.description());
+    }
+  }
+  return violations;
+}
+
+}  // namespace placement::common

@@ -1,0 +1,93 @@
+#include "service/engine/io/placement_file.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "placement/v1/placement_service.pb.h"
+#include "service/engine/io/message_io.h"
+
+namespace placement::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::Placement SamplePlacement() {
+  v1::Placement placement;
+  placement.add_device(1);
+  placement.add_device(0);
+  placement.add_device(1);
+  placement.set_outcome(v1::FEASIBLE);
+  placement.mutable_metrics()->set_makespan_ns(1155);
+  placement.mutable_provenance()->set_algorithm("heft");
+  return placement;
+}
+
+class PlacementFileTest : public ::testing::Test {
+ protected:
+  // A fresh path in the temp directory, removed after the test.
+  std::string Path(const std::string& name) {
+    paths_.push_back((std::filesystem::temp_directory_path() /
+                      ("placement_file_test_" + std::to_string(::getpid()) + "_" + name))
+                         .string());
+    return paths_.back();
+  }
+  void TearDown() override {
+    for (const std::string& path : paths_) std::remove(path.c_str());
+  }
+
+ private:
+  std::vector<std::string> paths_;
+};
+
+TEST_F(PlacementFileTest, ReadsABarePlacementOrOneInsideAResponse) {
+  const v1::Placement placement = SamplePlacement();
+  v1::PlaceResponse place_response;
+  *place_response.mutable_placement() = placement;
+  v1::EvaluateResponse evaluate_response;
+  *evaluate_response.mutable_placement() = placement;
+  evaluate_response.add_violations()->set_field("device[0]");
+  for (const char* extension : {".json", ".json.gz"}) {
+    const std::string bare = Path(std::string("bare") + extension);
+    const std::string placed = Path(std::string("place") + extension);
+    const std::string evaluated = Path(std::string("evaluate") + extension);
+    ASSERT_TRUE(WriteMessageFile(placement, bare).ok());
+    ASSERT_TRUE(WriteMessageFile(place_response, placed).ok());
+    ASSERT_TRUE(WriteMessageFile(evaluate_response, evaluated).ok());
+    for (const std::string& path : {bare, placed, evaluated}) {
+      absl::StatusOr<v1::Placement> read = ReadPlacementFile(path);
+      ASSERT_TRUE(read.ok()) << path << ": " << read.status();
+      EXPECT_EQ(read->SerializeAsString(), placement.SerializeAsString()) << path;
+    }
+  }
+}
+
+TEST_F(PlacementFileTest, BinaryPlacementRoundTrips) {
+  const std::string path = Path("bare.pb");
+  ASSERT_TRUE(WriteMessageFile(SamplePlacement(), path).ok());
+  absl::StatusOr<v1::Placement> read = ReadPlacementFile(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->SerializeAsString(), SamplePlacement().SerializeAsString());
+}
+
+TEST_F(PlacementFileTest, SomethingElseIsAnErrorNamingTheFile) {
+  const std::string path = Path("request.json");
+  v1::PlaceRequest request;
+  request.mutable_graph()->add_ops()->set_name("a");
+  ASSERT_TRUE(WriteMessageFile(request, path).ok());
+  absl::StatusOr<v1::Placement> read = ReadPlacementFile(path);
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr(path));
+
+  absl::StatusOr<v1::Placement> missing = ReadPlacementFile(Path("missing.json"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("missing.json"));
+}
+
+}  // namespace
+}  // namespace placement::engine

@@ -1,0 +1,75 @@
+#include "service/engine/solve/score_assignment.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "service/engine/sim/constraints.h"
+#include "service/engine/sim/simulator.h"
+
+namespace placement::engine {
+namespace {
+
+std::string OverflowReason(const Model& model, const SimResult& sim) {
+  std::vector<std::string> parts;
+  for (DeviceId d = 0; d < model.num_devices(); ++d) {
+    const int64_t peak = sim.peak_memory_bytes[d];
+    const int64_t capacity = model.capacity_bytes[d];
+    if (peak <= capacity) continue;
+    parts.push_back(absl::StrCat("device \"", model.device_name[d], "\" needs ", peak,
+                                 " bytes at t=", sim.peak_time_ns[d], " ns but may use ", capacity,
+                                 " (", peak - capacity, " bytes short)"));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+}  // namespace
+
+v1::Placement ScoreAssignment(const Model& model, const Assignment& assignment,
+                              std::vector<v1::ConstraintViolation>* problems) {
+  v1::Placement placement;
+  auto* device = placement.mutable_device();
+  device->Resize(model.num_ops(), 0);
+  for (OpId v = 0; v < model.num_ops(); ++v) device->Set(model.request_index[v], assignment[v]);
+
+  Simulator simulator(model);
+  const SimResult& sim = simulator.Run(assignment);
+
+  v1::PlacementMetrics* metrics = placement.mutable_metrics();
+  metrics->set_makespan_ns(sim.makespan_ns);
+  metrics->set_lower_bound_ns(LowerBoundNs(model));
+  metrics->set_transfer_bytes(sim.transfer_bytes);
+  metrics->set_transfer_count(sim.transfer_count);
+  for (DeviceId d = 0; d < model.num_devices(); ++d) {
+    v1::DeviceMetrics* m = metrics->add_devices();
+    m->set_peak_memory_bytes(sim.peak_memory_bytes[d]);
+    m->set_busy_ns(sim.busy_ns[d]);
+    m->set_op_count(sim.op_count[d]);
+    m->set_capacity_bytes(model.capacity_bytes[d]);
+    m->set_peak_time_ns(sim.peak_time_ns[d]);
+  }
+
+  std::vector<std::string> reasons;
+  const std::vector<ConstraintProblem> broken = CheckConstraints(model, assignment);
+  for (const ConstraintProblem& problem : broken) {
+    if (problems != nullptr) {
+      v1::ConstraintViolation violation;
+      violation.set_field(absl::StrCat("device[", model.request_index[problem.op], "]"));
+      violation.set_description(problem.description);
+      problems->push_back(std::move(violation));
+    }
+  }
+  if (!broken.empty()) {
+    reasons.push_back(absl::StrCat(broken.size(), " constraint violation(s), first: ",
+                                   broken.front().description));
+  }
+  if (!sim.MemoryFits(model)) reasons.push_back(OverflowReason(model, sim));
+  placement.set_outcome(reasons.empty() ? v1::FEASIBLE : v1::INFEASIBLE);
+  placement.set_reason(absl::StrJoin(reasons, "; "));
+  return placement;
+}
+
+}  // namespace placement::engine

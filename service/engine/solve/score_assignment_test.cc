@@ -1,0 +1,98 @@
+#include "service/engine/solve/score_assignment.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "service/engine/model/model_builder.h"
+#include "service/engine/sim/simulator.h"
+#include "tests/testutil/random_graph.h"
+
+namespace placement::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Ops in scrambled name order, so request order, canonical order and topological order all differ.
+v1::PlaceRequest RandomRequest(uint64_t seed) {
+  testutil::RandomGraphOptions options;
+  options.num_ops = 40;
+  options.num_devices = 3;
+  options.seed = seed;
+  return testutil::RandomLayeredRequest(options);
+}
+
+// Device of canonical op v: a deterministic spread over the devices.
+Assignment Spread(const Model& model) {
+  Assignment assignment(model.num_ops());
+  for (OpId v = 0; v < model.num_ops(); ++v) assignment[v] = (v * 7 + 1) % model.num_devices();
+  return assignment;
+}
+
+// The placement is the simulator's verdict, with devices listed in the caller's op order.
+TEST(ScoreAssignmentTest, MetricsAreTheSimulatorsAndDevicesFollowRequestOrder) {
+  for (uint64_t seed : {1, 2, 3}) {
+    absl::StatusOr<Model> model = BuildModel(RandomRequest(seed));
+    ASSERT_TRUE(model.ok()) << model.status();
+    const Assignment assignment = Spread(*model);
+    const v1::Placement placement = ScoreAssignment(*model, assignment);
+
+    ASSERT_EQ(placement.device_size(), model->num_ops());
+    for (int32_t i = 0; i < placement.device_size(); ++i) {
+      EXPECT_EQ(placement.device(i), assignment[model->op_of_request_index[i]]) << i;
+    }
+    Simulator simulator(*model);
+    const SimResult& sim = simulator.Run(assignment);
+    const v1::PlacementMetrics& metrics = placement.metrics();
+    EXPECT_EQ(metrics.makespan_ns(), sim.makespan_ns);
+    EXPECT_EQ(metrics.lower_bound_ns(), LowerBoundNs(*model));
+    EXPECT_EQ(metrics.transfer_bytes(), sim.transfer_bytes);
+    EXPECT_EQ(metrics.transfer_count(), sim.transfer_count);
+    ASSERT_EQ(metrics.devices_size(), model->num_devices());
+    for (DeviceId d = 0; d < model->num_devices(); ++d) {
+      EXPECT_EQ(metrics.devices(d).peak_memory_bytes(), sim.peak_memory_bytes[d]);
+      EXPECT_EQ(metrics.devices(d).peak_time_ns(), sim.peak_time_ns[d]);
+      EXPECT_EQ(metrics.devices(d).busy_ns(), sim.busy_ns[d]);
+      EXPECT_EQ(metrics.devices(d).op_count(), sim.op_count[d]);
+      EXPECT_EQ(metrics.devices(d).capacity_bytes(), model->capacity_bytes[d]);
+    }
+    EXPECT_EQ(placement.outcome(), v1::FEASIBLE) << placement.reason();
+    EXPECT_EQ(placement.reason(), "");
+  }
+}
+
+TEST(ScoreAssignmentTest, BrokenPinIsInfeasibleAndListedByRequestIndex) {
+  v1::PlaceRequest request = RandomRequest(4);
+  request.mutable_graph()->mutable_ops(5)->set_pinned_device(request.cluster().devices(2).name());
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<v1::ConstraintViolation> problems;
+  const v1::Placement placement =
+      ScoreAssignment(*model, Assignment(model->num_ops(), 0), &problems);
+  EXPECT_EQ(placement.outcome(), v1::INFEASIBLE);
+  EXPECT_THAT(placement.reason(), HasSubstr("1 constraint violation(s)"));
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].field(), "device[5]");
+  EXPECT_THAT(problems[0].description(), HasSubstr(request.graph().ops(5).name()));
+}
+
+TEST(ScoreAssignmentTest, OverflowNamesTheDeviceAndTheBytesShort) {
+  v1::PlaceRequest request = RandomRequest(5);
+  absl::StatusOr<Model> roomy = BuildModel(request);
+  ASSERT_TRUE(roomy.ok()) << roomy.status();
+  const Assignment all_on_first(roomy->num_ops(), 0);
+  const int64_t peak = ScoreAssignment(*roomy, all_on_first).metrics().devices(0).peak_memory_bytes();
+  ASSERT_GT(peak, 100);
+
+  request.mutable_cluster()->mutable_devices(0)->set_memory_bytes(peak - 100);
+  absl::StatusOr<Model> tight = BuildModel(request);
+  ASSERT_TRUE(tight.ok()) << tight.status();
+  const v1::Placement placement = ScoreAssignment(*tight, all_on_first);
+  EXPECT_EQ(placement.outcome(), v1::INFEASIBLE);
+  EXPECT_THAT(placement.reason(), HasSubstr("\"" + request.cluster().devices(0).name() + "\""));
+  EXPECT_THAT(placement.reason(), HasSubstr("100 bytes short"));
+}
+
+}  // namespace
+}  // namespace placement::engine
