@@ -200,13 +200,16 @@ jobs::JobWork PlacementCore::MakeSolveWork(std::shared_ptr<const PreparedRequest
   };
 }
 
+std::string PlacementCore::SingleFlightKey(const PreparedRequest& prepared) {
+  // The key covers the time limit: a caller with a larger budget must not be handed a result cut
+  // short by someone else's smaller one.
+  return absl::StrCat(prepared.request_digest, "@", absl::ToInt64Nanoseconds(prepared.time_limit));
+}
+
 jobs::JobSpec PlacementCore::MakeJobSpec(std::shared_ptr<const PreparedRequest> prepared,
                                          absl::Time deadline, const std::string& tenant) {
   jobs::JobSpec spec;
-  // The single-flight key covers the time limit: a caller with a larger budget must not be handed a
-  // result cut short by someone else's smaller one.
-  spec.request_digest = absl::StrCat(prepared->request_digest, "@",
-                                     absl::ToInt64Nanoseconds(prepared->time_limit));
+  spec.request_digest = SingleFlightKey(*prepared);
   spec.tenant = tenant;
   if (options_.tenant_limits) spec.tenant_limits = options_.tenant_limits(tenant);
   spec.algorithm = prepared->algorithm->name();
@@ -280,8 +283,25 @@ absl::StatusOr<std::shared_ptr<jobs::Operation>> PlacementCore::Submit(
                                                p.model->num_devices(), p.time_limit)) {
       CountLookup(v1::HIT);
       *cache = v1::HIT;
-      return operations_->AddDone(std::move(spec), std::move(hit), v1::HIT);
+      absl::StatusOr<std::shared_ptr<jobs::Operation>> done =
+          operations_->AddDone(std::move(spec), std::move(hit), v1::HIT);
+      if (done.ok() && shared_ != nullptr) shared_->RecordDone(**done, p.model->num_devices());
+      return done;
     }
+  }
+  if (shared_ != nullptr) {
+    shared_ops::SharedSubmit submit;
+    submit.operation = std::move(spec);
+    submit.job_key = SingleFlightKey(p);
+    submit.num_devices = p.model->num_devices();
+    submit.time_limit = p.time_limit;
+    submit.serialized_request = request.SerializeAsString();
+    submit.make_job = [this, prepared = *prepared, tenant] {
+      return MakeJobSpec(prepared, absl::InfiniteFuture(), tenant);
+    };
+    absl::StatusOr<std::shared_ptr<jobs::Operation>> op = shared_->Submit(std::move(submit), cache);
+    if (op.ok()) CountLookup(*cache);
+    return op;
   }
   absl::StatusOr<jobs::Admission> admission =
       jobs_->Acquire(MakeJobSpec(*std::move(prepared), absl::InfiniteFuture(), tenant));
@@ -293,12 +313,27 @@ absl::StatusOr<std::shared_ptr<jobs::Operation>> PlacementCore::Submit(
 
 absl::StatusOr<std::shared_ptr<jobs::Operation>> PlacementCore::FindOperation(
     const std::string& name, const std::string& tenant) {
+  if (shared_ != nullptr) return shared_->Find(name, tenant);
   return operations_->Find(name, tenant);
 }
 
 absl::StatusOr<std::shared_ptr<jobs::Operation>> PlacementCore::CancelOperation(
     const std::string& name, const std::string& tenant) {
+  if (shared_ != nullptr) return shared_->Cancel(name, tenant);
   return operations_->Cancel(name, tenant);
+}
+
+absl::StatusOr<shared_ops::RebuiltJob> PlacementCore::RebuildSharedJob(
+    const std::string& serialized_request, const std::string& tenant) {
+  v1::PlaceRequest request;
+  if (!request.ParseFromString(serialized_request)) {
+    return absl::InvalidArgumentError("the shared request does not parse as a PlaceRequest");
+  }
+  absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = Prepare(request);
+  if (!prepared.ok()) return prepared.status();
+  std::string request_digest = (*prepared)->request_digest;
+  return shared_ops::RebuiltJob{MakeJobSpec(*std::move(prepared), absl::InfiniteFuture(), tenant),
+                                std::move(request_digest)};
 }
 
 void PlacementCore::FillOperation(const jobs::Operation& operation, v1::Operation* out) const {

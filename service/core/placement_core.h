@@ -38,6 +38,7 @@
 #include "service/engine/model/model_builder.h"
 #include "service/jobs/job_manager.h"
 #include "service/jobs/operation_registry.h"
+#include "service/shared_ops/operation_coordinator.h"
 
 namespace placement::core {
 
@@ -148,6 +149,16 @@ class PlacementCore {
 
   v1::ListAlgorithmsResponse ListAlgorithms() const;
 
+  // With --redis: SubmitPlacement and the operation calls go through `shared` (service/shared_ops/), so
+  // that every replica sees, follows, cancels and takes over every operation. Null (the default) =
+  // operations stay in this process, as without Redis. Set before serving; `shared` outlives the core's
+  // callers.
+  void ShareOperations(shared_ops::OperationCoordinator* shared) { shared_ = shared; }
+  // For `shared`: the job of a request another replica submitted (a serialized PlaceRequest), to take it
+  // over when that replica went away. INVALID_ARGUMENT when it does not parse or validate here.
+  absl::StatusOr<shared_ops::RebuiltJob> RebuildSharedJob(const std::string& serialized_request,
+                                                          const std::string& tenant);
+
   const PlacementCoreOptions& options() const { return options_; }
   // Bytes held by the repeat index.
   int64_t repeat_index_bytes() const { return fingerprints_.bytes(); }
@@ -165,6 +176,8 @@ class PlacementCore {
   absl::Duration TimeLimitOf(const v1::PlacementOptions& options) const;
   jobs::JobSpec MakeJobSpec(std::shared_ptr<const PreparedRequest> prepared, absl::Time deadline,
                             const std::string& tenant);
+  // The single-flight key of a request's job (JobSpec::request_digest), also its key in Redis.
+  static std::string SingleFlightKey(const PreparedRequest& prepared);
   void CountLookup(v1::CacheResult result) const;
 
   const PlacementCoreOptions options_;
@@ -173,6 +186,7 @@ class PlacementCore {
   jobs::JobManager* const jobs_;
   jobs::OperationRegistry* const operations_;
   CoreObserver* const observer_;
+  shared_ops::OperationCoordinator* shared_ = nullptr;
   RequestFingerprints fingerprints_;
   // Reasons of rejected cache values already logged (each is logged once).
   std::atomic<uint32_t> logged_rejections_{0};

@@ -268,5 +268,34 @@ TEST_F(PlacementCoreTest, ListsEveryAlgorithm) {
   EXPECT_THAT(names, Contains("testing_wait"));
 }
 
+TEST_F(PlacementCoreTest, ASharedRequestIsRebuiltIntoTheSameJobAnotherReplicaWouldRun) {
+  v1::PlaceRequest request = Request(12, 5, "m_topo");
+  request.mutable_options()->mutable_time_limit()->set_seconds(7);
+  absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = core_.Prepare(request);
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  absl::StatusOr<shared_ops::RebuiltJob> rebuilt =
+      core_.RebuildSharedJob(request.SerializeAsString(), "team-a");
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
+  EXPECT_EQ(rebuilt->request_digest, (*prepared)->request_digest);
+  // The job key covers the time limit, as the local single-flight key does.
+  EXPECT_EQ(rebuilt->spec.request_digest, absl::StrCat((*prepared)->request_digest, "@7000000000"));
+  EXPECT_EQ(rebuilt->spec.tenant, "team-a");
+  EXPECT_EQ(rebuilt->spec.deadline, absl::InfiniteFuture());
+  // It runs here like any job: the answer is the request's.
+  absl::StatusOr<jobs::Admission> admitted = jobs_.Acquire(std::move(rebuilt->spec));
+  ASSERT_TRUE(admitted.ok()) << admitted.status();
+  const jobs::JobResult& result = AwaitDone(admitted->job);
+  ASSERT_TRUE(result.placement.ok()) << result.placement.status();
+  EXPECT_EQ((*result.placement)->provenance().request_digest(), (*prepared)->request_digest);
+  jobs_.Release(admitted->job);
+
+  EXPECT_EQ(core_.RebuildSharedJob("\xff\xff not a request", "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::PlaceRequest invalid = request;
+  invalid.mutable_options()->set_algorithm("no_such_algorithm");
+  EXPECT_EQ(core_.RebuildSharedJob(invalid.SerializeAsString(), "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace placement::core

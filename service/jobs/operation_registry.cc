@@ -39,13 +39,14 @@ std::string NewOperationName() {
 // ---- Operation ----
 
 Operation::Operation(std::string name, OperationSpec spec, absl::Time created_at, JobManager* jobs,
-                     std::weak_ptr<OperationIndex> index, const Clock* clock)
+                     std::weak_ptr<OperationIndex> index, const Clock* clock, bool mirror)
     : name_(std::move(name)),
       spec_(std::move(spec)),
       created_at_(created_at),
       jobs_(jobs),
       index_(std::move(index)),
-      clock_(clock) {}
+      clock_(clock),
+      mirror_(mirror) {}
 
 Operation::~Operation() = default;
 
@@ -196,6 +197,48 @@ bool Operation::Cancel(absl::Status error) {
   return true;
 }
 
+void Operation::UpdateProgress(const JobProgress& progress) {
+  if (!mirror_) return;
+  std::vector<std::shared_ptr<Listener>> to_notify;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_.done) return;
+    const JobProgress& old = state_.progress;
+    if (old.stage == progress.stage && old.fraction == progress.fraction &&
+        old.best_makespan_ns == progress.best_makespan_ns) {
+      return;
+    }
+    state_.progress = progress;
+    to_notify = TakeListenersLocked(/*clear=*/false);
+  }
+  Notify(to_notify);
+}
+
+bool Operation::Finish(absl::StatusOr<PlacementPtr> placement, absl::Duration queue_time,
+                       absl::Duration solve_time) {
+  if (!mirror_) return false;
+  std::vector<std::shared_ptr<Listener>> to_notify;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_.done) return false;
+    state_.done = true;
+    state_.queue_time = queue_time;
+    state_.solve_time = solve_time;
+    if (placement.ok() && *placement != nullptr) {
+      state_.placement = *std::move(placement);
+      state_.progress.stage = "done";
+      state_.progress.fraction = 1.0;
+    } else {
+      state_.error = placement.ok() ? absl::InternalError("finished without a result")
+                                    : placement.status();
+    }
+    to_notify = TakeListenersLocked(/*clear=*/true);
+  }
+  NoteDone();
+  Notify(to_notify);
+  return true;
+}
+
 // ---- OperationRegistry ----
 
 OperationRegistry::OperationRegistry(OperationRegistryOptions options, JobManager* jobs)
@@ -234,9 +277,10 @@ void OperationRegistry::ExpireLocked(absl::Time now) {
   }
 }
 
-std::shared_ptr<Operation> OperationRegistry::NewOperation(OperationSpec spec) {
-  return std::make_shared<Operation>(NewOperationName(), std::move(spec), clock_->Now(), jobs_,
-                                     index_, clock_);
+std::shared_ptr<Operation> OperationRegistry::NewOperation(OperationSpec spec, bool mirror) {
+  std::string name = spec.name.empty() ? NewOperationName() : spec.name;
+  return std::make_shared<Operation>(std::move(name), std::move(spec), clock_->Now(), jobs_, index_,
+                                     clock_, mirror);
 }
 
 absl::StatusOr<std::shared_ptr<Operation>> OperationRegistry::Insert(std::shared_ptr<Operation> op,
@@ -244,6 +288,9 @@ absl::StatusOr<std::shared_ptr<Operation>> OperationRegistry::Insert(std::shared
   *inserted = false;
   absl::MutexLock lock(&index_->mu);
   ExpireLocked(clock_->Now());
+  if (auto same_name = index_->by_name.find(op->name()); same_name != index_->by_name.end()) {
+    return same_name->second;
+  }
   if (!op->request_id().empty()) {
     auto by_id = index_->by_request_id.find(RequestIdKey(op->tenant(), op->request_id()));
     if (by_id != index_->by_request_id.end()) {
@@ -303,6 +350,22 @@ absl::StatusOr<std::shared_ptr<Operation>> OperationRegistry::AddDone(OperationS
   return op;
 }
 
+absl::StatusOr<std::shared_ptr<Operation>> OperationRegistry::AddMirror(OperationSpec spec,
+                                                                        v1::CacheResult cache) {
+  if (spec.name.empty()) return absl::InternalError("a mirror needs the name of its operation");
+  const std::string tenant = spec.tenant;
+  std::shared_ptr<Operation> fresh = NewOperation(std::move(spec), /*mirror=*/true);
+  {
+    absl::MutexLock lock(&fresh->mu_);
+    fresh->state_.cache = cache;
+  }
+  bool inserted = false;
+  absl::StatusOr<std::shared_ptr<Operation>> op = Insert(std::move(fresh), &inserted);
+  // Names are unguessable, but a name is never a way into another tenant's operation.
+  if (op.ok() && (*op)->tenant() != tenant) return absl::NotFoundError("name: no such operation");
+  return op;
+}
+
 absl::StatusOr<std::shared_ptr<Operation>> OperationRegistry::Find(const std::string& name,
                                                                    const std::string& tenant) {
   absl::MutexLock lock(&index_->mu);
@@ -340,6 +403,20 @@ absl::StatusOr<std::shared_ptr<Operation>> OperationRegistry::Cancel(const std::
 int64_t OperationRegistry::evicted_early() {
   absl::MutexLock lock(&index_->mu);
   return evicted_early_;
+}
+
+OperationRegistry::Counts OperationRegistry::CountByState() {
+  std::vector<std::shared_ptr<Operation>> kept;
+  {
+    absl::MutexLock lock(&index_->mu);
+    ExpireLocked(clock_->Now());
+    kept.reserve(index_->by_name.size());
+    for (const auto& [name, op] : index_->by_name) kept.push_back(op);
+  }
+  // Outside the index lock: an operation's own lock is never taken under it.
+  Counts counts;
+  for (const std::shared_ptr<Operation>& op : kept) ++(op->done() ? counts.done : counts.pending);
+  return counts;
 }
 
 size_t OperationRegistry::size() {

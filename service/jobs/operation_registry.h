@@ -13,6 +13,10 @@
 // lives: the same request_id with the same request returns that operation, with another request
 // ALREADY_EXISTS.
 //
+// A *mirror* (AddMirror) is an operation that another replica runs (service/shared_ops/): it has no
+// local job; whoever follows the remote job drives it with UpdateProgress and Finish. Lookups, Wait
+// and Watch treat it like any other operation.
+//
 // Example:
 //   OperationRegistry registry({.ttl_after_done = absl::Minutes(15)}, &jobs);
 //   absl::StatusOr<Admission> admitted = jobs.Acquire(std::move(spec));
@@ -46,6 +50,8 @@ namespace placement::jobs {
 
 // What identifies an operation and how to map its result back to the caller.
 struct OperationSpec {
+  // "" = a new unguessable name; else this name (an operation other replicas know by it).
+  std::string name;
   std::string tenant;
   std::string request_id;      // "" = no idempotency key
   std::string request_digest;  // also the idempotency check
@@ -72,7 +78,7 @@ class Operation : public std::enable_shared_from_this<Operation> {
   };
 
   Operation(std::string name, OperationSpec spec, absl::Time created_at, JobManager* jobs,
-            std::weak_ptr<OperationIndex> index, const Clock* clock);
+            std::weak_ptr<OperationIndex> index, const Clock* clock, bool mirror = false);
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
   ~Operation();
@@ -86,6 +92,8 @@ class Operation : public std::enable_shared_from_this<Operation> {
   }
   const std::string& algorithm() const { return spec_.algorithm; }
   absl::Time created_at() const { return created_at_; }
+  // Driven from outside (AddMirror), not by a local job.
+  bool mirror() const { return mirror_; }
 
   Snapshot snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
   bool done() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -94,6 +102,13 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // on progress changes and once when done, and must own what they touch.
   uint64_t AddListener(Listener listener) ABSL_LOCKS_EXCLUDED(mu_);
   void RemoveListener(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Mirrors only (no-ops otherwise, and once done): the remote job's progress, and its end. The
+  // listeners hear about both as about a local job's.
+  void UpdateProgress(const JobProgress& progress) ABSL_LOCKS_EXCLUDED(mu_);
+  // `placement` is the result in canonical op order, or why there is none. False when already done.
+  bool Finish(absl::StatusOr<PlacementPtr> placement, absl::Duration queue_time,
+              absl::Duration solve_time) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   friend class OperationRegistry;
@@ -116,6 +131,7 @@ class Operation : public std::enable_shared_from_this<Operation> {
   JobManager* const jobs_;
   const std::weak_ptr<OperationIndex> index_;
   const Clock* const clock_;
+  const bool mirror_;
 
   mutable absl::Mutex mu_;
   Snapshot state_ ABSL_GUARDED_BY(mu_);
@@ -166,6 +182,13 @@ class OperationRegistry {
                                                      v1::CacheResult cache)
       ABSL_LOCKS_EXCLUDED(index_->mu);
 
+  // A pending mirror of an operation another replica runs, named spec.name (which must be set); when a
+  // live operation has that name already, that one (mirrors of one name are made once). `cache` is what
+  // its snapshot reports (e.g. COALESCED for a submit that joined another replica's job).
+  // UNAVAILABLE when max_operations are kept.
+  absl::StatusOr<std::shared_ptr<Operation>> AddMirror(OperationSpec spec, v1::CacheResult cache)
+      ABSL_LOCKS_EXCLUDED(index_->mu);
+
   // NOT_FOUND for unknown, expired or other tenants' names.
   absl::StatusOr<std::shared_ptr<Operation>> Find(const std::string& name, const std::string& tenant)
       ABSL_LOCKS_EXCLUDED(index_->mu);
@@ -180,14 +203,21 @@ class OperationRegistry {
 
   // Operations kept (after dropping expired ones).
   size_t size() ABSL_LOCKS_EXCLUDED(index_->mu);
+  // Operations kept by state (mirrors included), for the placement_operations gauge.
+  struct Counts {
+    int64_t pending = 0;
+    int64_t done = 0;
+  };
+  Counts CountByState() ABSL_LOCKS_EXCLUDED(index_->mu);
   // Finished operations dropped before their TTL to make room for new ones.
   int64_t evicted_early() ABSL_LOCKS_EXCLUDED(index_->mu);
 
  private:
-  // Makes `op` visible, or returns the live operation with the same request_id (then *inserted is false).
+  // Makes `op` visible, or returns the live operation with the same request_id or the same name (then
+  // *inserted is false).
   absl::StatusOr<std::shared_ptr<Operation>> Insert(std::shared_ptr<Operation> op, bool* inserted)
       ABSL_LOCKS_EXCLUDED(index_->mu);
-  std::shared_ptr<Operation> NewOperation(OperationSpec spec);
+  std::shared_ptr<Operation> NewOperation(OperationSpec spec, bool mirror = false);
   void ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(index_->mu);
   // Forgets the finished operation that finished first; false when none is kept.
   bool DropOldestFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(index_->mu);

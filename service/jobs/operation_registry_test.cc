@@ -313,5 +313,86 @@ TEST_F(OperationRegistryTest, ListenersHearProgressAndCompletion) {
   EXPECT_NE(std::find(stages.begin(), stages.end(), "slicing"), stages.end());
 }
 
+TEST_F(OperationRegistryTest, MirrorIsDrivenFromOutside) {
+  OperationSpec spec = OpSpec("d", "", "team-a");
+  spec.name = "operations/0123456789abcdef0123456789abcdef";
+  absl::StatusOr<std::shared_ptr<Operation>> op = registry_.AddMirror(spec, v1::COALESCED);
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_TRUE((*op)->mirror());
+  EXPECT_EQ((*op)->name(), spec.name);
+  EXPECT_FALSE((*op)->done());
+  EXPECT_EQ((*op)->snapshot().cache, v1::COALESCED);
+
+  // One mirror per name; never another tenant's.
+  absl::StatusOr<std::shared_ptr<Operation>> again = registry_.AddMirror(spec, v1::COALESCED);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *op);
+  OperationSpec intruder = spec;
+  intruder.tenant = "team-b";
+  EXPECT_TRUE(absl::IsNotFound(registry_.AddMirror(intruder, v1::COALESCED).status()));
+  EXPECT_TRUE(absl::IsNotFound(registry_.Find(spec.name, "team-b").status()));
+
+  absl::Mutex mu;
+  std::vector<std::string> stages;
+  (*op)->AddListener([&](const Operation& o) {
+    absl::MutexLock lock(&mu);
+    stages.push_back(o.snapshot().progress.stage);
+  });
+  EXPECT_EQ(registry_.CountByState().pending, 1);
+  EXPECT_EQ(registry_.CountByState().done, 0);
+  (*op)->UpdateProgress({.stage = "slicing", .fraction = 0.5, .best_makespan_ns = 7});
+  (*op)->UpdateProgress({.stage = "slicing", .fraction = 0.5, .best_makespan_ns = 7});  // unchanged
+  EXPECT_EQ((*op)->snapshot().progress.best_makespan_ns, 7);
+  EXPECT_TRUE((*op)->Finish(MakePlacement(3), absl::Milliseconds(2), absl::Seconds(1)));
+  EXPECT_FALSE((*op)->Finish(MakePlacement(4), absl::ZeroDuration(), absl::ZeroDuration()));
+  Operation::Snapshot done = AwaitDone(*op);
+  ASSERT_NE(done.placement, nullptr);
+  EXPECT_EQ(done.placement->device(0), 3);
+  EXPECT_EQ(done.queue_time, absl::Milliseconds(2));
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(stages, (std::vector<std::string>{"slicing", "done"}));
+  }
+  EXPECT_EQ(registry_.CountByState().pending, 0);
+  EXPECT_EQ(registry_.CountByState().done, 1);
+
+  // It expires like any finished operation.
+  clock_.Advance(absl::Minutes(16));
+  EXPECT_TRUE(absl::IsNotFound(registry_.Find(spec.name, "team-a").status()));
+}
+
+TEST_F(OperationRegistryTest, MirrorEndsWithTheRemoteErrorOrACancel) {
+  OperationSpec spec = OpSpec("d");
+  spec.name = "operations/1";
+  absl::StatusOr<std::shared_ptr<Operation>> failed = registry_.AddMirror(spec, v1::MISS);
+  ASSERT_TRUE(failed.ok());
+  (*failed)->Finish(absl::ResourceExhaustedError("does not fit"), absl::ZeroDuration(),
+                    absl::ZeroDuration());
+  EXPECT_EQ((*failed)->snapshot().error.code(), absl::StatusCode::kResourceExhausted);
+
+  spec.name = "operations/2";
+  absl::StatusOr<std::shared_ptr<Operation>> cancelled = registry_.AddMirror(spec, v1::MISS);
+  ASSERT_TRUE(cancelled.ok());
+  ASSERT_TRUE(registry_.Cancel("operations/2", "").ok());
+  EXPECT_EQ((*cancelled)->snapshot().error.code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE((*cancelled)->Finish(MakePlacement(1), absl::ZeroDuration(), absl::ZeroDuration()));
+}
+
+TEST_F(OperationRegistryTest, GivenNameIsKeptAndLocalOperationsIgnoreOutsideDrivers) {
+  Gate gate;
+  absl::StatusOr<Admission> admitted = jobs_.Acquire(Spec("d", gate.Work(5)));
+  ASSERT_TRUE(admitted.ok());
+  OperationSpec spec = OpSpec("d");
+  spec.name = "operations/chosen";
+  absl::StatusOr<std::shared_ptr<Operation>> op =
+      registry_.AddPending(spec, *std::move(admitted));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ((*op)->name(), "operations/chosen");
+  EXPECT_FALSE((*op)->mirror());
+  EXPECT_FALSE((*op)->Finish(MakePlacement(1), absl::ZeroDuration(), absl::ZeroDuration()));
+  gate.release.Notify();
+  EXPECT_EQ(AwaitDone(*op).placement->device(0), 5);
+}
+
 }  // namespace
 }  // namespace placement::jobs

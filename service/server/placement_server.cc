@@ -85,6 +85,41 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
   };
   core_ = std::make_unique<core::PlacementCore>(std::move(core_options), catalog_.get(), results,
                                           jobs_.get(), operations_.get(), metrics_.get());
+  if (redis_ != nullptr) {
+    absl::StatusOr<std::pair<std::string, int>> redis =
+        cache::ParseRedisAddress(options_.redis_address);  // parsed fine above (redis_ is set)
+    shared_redis_ = std::make_unique<shared_ops::RedisClient>(shared_ops::RedisClientOptions{
+        .host = redis->first,
+        .port = redis->second,
+        .timeout = std::min(options_.redis.timeout, options_.min_time_budget / 2),
+        .connections = options_.redis.connections});
+    // The coordinator's own thread writes whole results and is waited for by nobody: it gets its own
+    // two connections and at least a second per round trip.
+    background_redis_ = std::make_unique<shared_ops::RedisClient>(shared_ops::RedisClientOptions{
+        .host = redis->first,
+        .port = redis->second,
+        .timeout = std::max(options_.redis.timeout, absl::Seconds(1)),
+        .connections = 2});
+    replica_id_ = shared_ops::NewReplicaId();
+    const shared_ops::OperationStoreOptions store_options{.key_prefix = options_.redis.key_prefix,
+                                                          .consumer = replica_id_};
+    shared_store_ =
+        std::make_unique<shared_ops::OperationStore>(shared_redis_.get(), store_options);
+    background_store_ =
+        std::make_unique<shared_ops::OperationStore>(background_redis_.get(), store_options);
+    shared_ops::CoordinatorOptions shared = options_.shared_operations;
+    shared.ttl_after_done = options_.operation_ttl;
+    shared.result_key_prefix = options_.redis.key_prefix;
+    shared.result_ttl = options_.redis.ttl;
+    shared.retry_delay = options_.retry_delay;
+    coordinator_ = std::make_unique<shared_ops::OperationCoordinator>(
+        std::move(shared), shared_redis_.get(), shared_store_.get(), jobs_.get(), operations_.get(),
+        [core = core_.get()](const std::string& request, const std::string& tenant) {
+          return core->RebuildSharedJob(request, tenant);
+        },
+        background_redis_.get(), background_store_.get());
+    core_->ShareOperations(coordinator_.get());
+  }
   log_ = std::make_unique<RequestLog>(RequestLog::Options{.enabled = options_.log_requests});
   service_ = std::make_unique<PlacementServiceImpl>(
       core_.get(), metrics_.get(), log_.get(),
@@ -95,12 +130,13 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
                               .max_decoding_bytes = options_.max_decoding_bytes});
   ServiceMetrics::Sources sources{.jobs = [this] { return jobs_->Stats(); },
                                   .cache = [this] { return cache_->Stats(); },
-                                  .operations = [this] { return operations_->size(); },
+                                  .operations = [this] { return operations_->CountByState(); },
                                   .repeat_index_bytes = [this] { return core_->repeat_index_bytes(); },
                                   .queue_capacity = options_.max_queued_jobs};
   if (redis_ != nullptr) {
     sources.cache_tiers = [this] { return tiered_->Tiers(); };
     sources.redis = [this] { return redis_->RedisStats(); };
+    sources.shared_operations = [this] { return coordinator_->Stats(); };
   }
   metrics_->SetSources(std::move(sources));
 }
@@ -199,6 +235,13 @@ absl::Status PlacementServer::Start() {
                          absl::FormatDuration(std::min(options_.redis.timeout,
                                                        options_.min_time_budget / 2))));
   }
+  if (coordinator_ != nullptr) {
+    coordinator_->Start();
+    LogLine(absl::StrCat("shared operations: redis ", options_.redis_address, " replica=",
+                         replica_id_, " lease=",
+                         absl::FormatDuration(options_.shared_operations.lease), " poll_interval=",
+                         absl::FormatDuration(options_.shared_operations.poll_interval)));
+  }
   LogLine(absl::StrCat("listening on ", HostPort(options_.host, port_)));
   if (metrics_port_ >= 0) {
     LogLine(absl::StrCat("metrics on ", HostPort(options_.host, metrics_port_)));
@@ -226,6 +269,11 @@ void PlacementServer::Shutdown() {
     absl::SleepFor(options_.shutdown_drain_delay);
   }
   jobs_->StopAdmitting();
+  if (coordinator_ != nullptr) {
+    // The jobs this replica runs for the cluster: another replica takes them over within about half
+    // a second, so that a rolling restart loses nothing.
+    coordinator_->HandBack();
+  }
   service_->Drain();
   LogLine(absl::StrCat("shutting down: waiting up to ",
                        absl::FormatDuration(options_.shutdown_grace), " for in-flight calls"));

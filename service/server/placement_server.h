@@ -34,6 +34,9 @@
 #include "service/cache/redis_result_cache.h"
 #include "service/core/placement_core.h"
 #include "service/server/placement_service.h"
+#include "service/shared_ops/operation_coordinator.h"
+#include "service/shared_ops/operation_store.h"
+#include "service/shared_ops/redis_client.h"
 
 namespace grpc {
 class Server;
@@ -117,6 +120,10 @@ struct PlacementServerOptions {
   // With a redis_address: Place and SubmitPlacement start (validation, cache lookups, admission) on
   // this many service threads, so that no gRPC thread waits for Redis; 0 = on gRPC's threads.
   int offload_threads = 4;
+  // With a redis_address: long-running operations are shared by every replica through the same Redis
+  // (service/shared_ops/): lease (--operation_lease) and poll_interval (--operation_poll_interval) are
+  // taken from here; the TTLs, key prefix and retry hint from the options above.
+  shared_ops::CoordinatorOptions shared_operations;
   core::PlacementCoreOptions core;
 };
 
@@ -160,6 +167,14 @@ class PlacementServer {
   std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<jobs::OperationRegistry> operations_;
   std::unique_ptr<core::PlacementCore> core_;
+  // With a redis_address: shared operations (declared after jobs_, operations_ and core_, so that the
+  // coordinator's thread stops before they go away).
+  std::unique_ptr<shared_ops::RedisClient> shared_redis_;
+  std::unique_ptr<shared_ops::RedisClient> background_redis_;
+  std::unique_ptr<shared_ops::OperationStore> shared_store_;
+  std::unique_ptr<shared_ops::OperationStore> background_store_;
+  std::unique_ptr<shared_ops::OperationCoordinator> coordinator_;
+  std::string replica_id_;
   std::unique_ptr<RequestLog> log_;
   std::unique_ptr<TokenAuthenticator> authenticator_;
   absl::Status authenticator_status_;

@@ -124,6 +124,13 @@ ABSL_FLAG(int, offload_threads, 4,
           "lookups, admission), so that no gRPC thread waits for Redis; 0 = gRPC's threads.");
 ABSL_FLAG(std::string, redis_key_prefix, "placement:",
           "Prefix of every Redis key (separates deployments sharing one Redis).");
+ABSL_FLAG(absl::Duration, operation_lease, absl::Seconds(5),
+          "With --redis: a job whose replica stops renewing its lease for this long (it died, or "
+          "lost Redis) is taken over by another replica and finishes there under the same "
+          "operation names, within about half a second after that. 1s..10s.");
+ABSL_FLAG(absl::Duration, operation_poll_interval, absl::Milliseconds(100),
+          "With --redis: how often a replica reads the state of operations another replica runs "
+          "(for Wait and Watch through it). 10ms..10s.");
 ABSL_FLAG(bool, testing_algorithms, false,
           "Offer the `testing_wait` algorithm, which holds a worker until cancelled or out of "
           "time, `testing_throw` (throws from the worker) and `testing_overrun` (ignores its time "
@@ -158,6 +165,12 @@ class FlagChecker {
     if (value >= lo && value != absl::InfiniteDuration()) return;
     Fail(name, absl::FormatDuration(value),
          absl::StrCat("must be a finite duration of at least ", absl::FormatDuration(lo)));
+  }
+  void DurationIn(absl::string_view name, absl::Duration value, absl::Duration lo,
+                  absl::Duration hi) {
+    if (value >= lo && value <= hi) return;
+    Fail(name, absl::FormatDuration(value),
+         absl::StrCat("must be in [", absl::FormatDuration(lo), ", ", absl::FormatDuration(hi), "]"));
   }
   const std::vector<std::string>& errors() const { return errors_; }
 
@@ -224,6 +237,10 @@ absl::Status CheckFlags() {
                         absl::Milliseconds(1));
   check.IntIn("redis_connections", absl::GetFlag(FLAGS_redis_connections), 1, 1024);
   check.IntIn("offload_threads", absl::GetFlag(FLAGS_offload_threads), 0, 1024);
+  check.DurationIn("operation_lease", absl::GetFlag(FLAGS_operation_lease), absl::Seconds(1),
+                   absl::Seconds(10));
+  check.DurationIn("operation_poll_interval", absl::GetFlag(FLAGS_operation_poll_interval),
+                   absl::Milliseconds(10), absl::Seconds(10));
   if (!check.errors().empty()) {
     return absl::InvalidArgumentError(absl::StrJoin(check.errors(), "; "));
   }
@@ -284,6 +301,8 @@ int main(int argc, char** argv) {
   options.max_decoding_bytes = absl::GetFlag(FLAGS_max_decoding_bytes);
   options.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_bytes);
   options.redis.key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
+  options.shared_operations.lease = absl::GetFlag(FLAGS_operation_lease);
+  options.shared_operations.poll_interval = absl::GetFlag(FLAGS_operation_poll_interval);
   options.core.default_time_limit = absl::GetFlag(FLAGS_default_time_limit);
   options.core.max_time_limit = absl::GetFlag(FLAGS_max_time_limit);
   options.core.cache_time_limited_results = absl::GetFlag(FLAGS_cache_time_limited);

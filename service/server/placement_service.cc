@@ -177,18 +177,11 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::SubmitPlacement(
 grpc::ServerUnaryReactor* PlacementServiceImpl::GetOperation(grpc::CallbackServerContext* context,
                                                              const grpc::ByteBuffer* request,
                                                              grpc::ByteBuffer* response) {
-  CallRecord record(this, Method::kGetOperation);
-  auto exchange = Open<v1::GetOperationRequest, v1::GetOperationResponse>(this, context, request,
-                                                                          response, record);
-  if (!exchange.ok()) return FinishNow(context, record, exchange.status());
-  const std::string& name = (*exchange)->request.name();
-  record.entry().operation = name;  // logged quoted and cut, once authenticated
-  absl::StatusOr<std::shared_ptr<jobs::Operation>> operation =
-      core_->FindOperation(name, record.entry().tenant);
-  if (!operation.ok()) return FinishNow(context, record, operation.status());
-  record.entry().digest = (*operation)->request_digest();
-  core_->FillOperation(**operation, (*exchange)->response.mutable_operation());
-  return FinishNow(context, record, absl::OkStatus());
+  return LookUpOperation<v1::GetOperationRequest, v1::GetOperationResponse>(
+      context, request, response, Method::kGetOperation,
+      [this](const std::string& name, const std::string& tenant) {
+        return core_->FindOperation(name, tenant);
+      });
 }
 
 grpc::ServerUnaryReactor* PlacementServiceImpl::WaitOperation(grpc::CallbackServerContext* context,
@@ -200,18 +193,42 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::WaitOperation(grpc::CallbackServ
 grpc::ServerUnaryReactor* PlacementServiceImpl::CancelOperation(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  CallRecord record(this, Method::kCancelOperation);
-  auto exchange = Open<v1::CancelOperationRequest, v1::CancelOperationResponse>(
-      this, context, request, response, record);
-  if (!exchange.ok()) return FinishNow(context, record, exchange.status());
-  const std::string& name = (*exchange)->request.name();
-  record.entry().operation = name;
-  absl::StatusOr<std::shared_ptr<jobs::Operation>> operation =
-      core_->CancelOperation(name, record.entry().tenant);
-  if (!operation.ok()) return FinishNow(context, record, operation.status());
-  record.entry().digest = (*operation)->request_digest();
-  core_->FillOperation(**operation, (*exchange)->response.mutable_operation());
-  return FinishNow(context, record, absl::OkStatus());
+  return LookUpOperation<v1::CancelOperationRequest, v1::CancelOperationResponse>(
+      context, request, response, Method::kCancelOperation,
+      [this](const std::string& name, const std::string& tenant) {
+        return core_->CancelOperation(name, tenant);
+      });
+}
+
+template <typename Request, typename Response, typename Lookup>
+grpc::ServerUnaryReactor* PlacementServiceImpl::LookUpOperation(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response, Method method, Lookup lookup) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto record = std::make_shared<CallRecord>(this, method);
+  auto exchange = Open<Request, Response>(this, context, request, response, *record);
+  if (!exchange.ok()) return FinishWith(reactor, *record, exchange.status());
+  auto look_up = [this, reactor, record, exchange = *exchange, lookup = std::move(lookup)] {
+    const std::string& name = exchange->request.name();
+    record->entry().operation = name;  // logged quoted and cut, once authenticated
+    absl::StatusOr<std::shared_ptr<jobs::Operation>> operation =
+        lookup(name, record->entry().tenant);
+    if (!operation.ok()) {
+      FinishWith(reactor, *record, operation.status());
+      return;
+    }
+    record->entry().digest = (*operation)->request_digest();
+    core_->FillOperation(**operation, exchange->response.mutable_operation());
+    FinishWith(reactor, *record, absl::OkStatus());
+  };
+  // With --redis a name this replica does not know is looked up in Redis: like Submit, that runs on
+  // an offload thread, never on gRPC's.
+  if (offload_ == nullptr) {
+    look_up();
+    return reactor;
+  }
+  if (!offload_->TryPost(look_up)) FinishWith(reactor, *record, OffloadQueueFull());
+  return reactor;
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* PlacementServiceImpl::WatchOperation(

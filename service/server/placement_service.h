@@ -168,12 +168,21 @@ class PlacementServiceImpl final : public RawPlacementService {
   void Record(const RpcLogEntry& entry);
   // The caller's tenant (AccessControl::Admit on its `authorization` metadata).
   absl::StatusOr<std::string> Admit(const grpc::CallbackServerContext* context);
-  // Where Place and SubmitPlacement start; null = on gRPC's thread (see offload_threads).
+  // Where Place, SubmitPlacement, GetOperation and CancelOperation start; null = on gRPC's thread
+  // (see offload_threads).
   OffloadPool* offload() { return offload_.get(); }
   // UNAVAILABLE with RetryInfo: the offload queue is full.
   absl::Status OffloadQueueFull() const;
 
  private:
+  // GetOperation and CancelOperation: `lookup` (the core's Find or Cancel) on an offload thread when
+  // there is one (with --redis it may read Redis), then the operation or the error.
+  template <typename Request, typename Response, typename Lookup>
+  grpc::ServerUnaryReactor* LookUpOperation(grpc::CallbackServerContext* context,
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response, Method method,
+                                            Lookup lookup);
+
   core::PlacementCore* const core_;
   ServiceMetrics* const metrics_;
   const RequestLog* const log_;

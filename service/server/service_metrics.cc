@@ -224,9 +224,51 @@ class ServiceMetrics::GaugeCollector : public prometheus::Collectable {
                                "Writes queued for the shared tier.", d(redis.pending_writes)));
     }
     if (sources.operations) {
-      families.push_back(Gauge("placement_operations",
-                               "Long-running operations kept (pending and finished, not expired).",
-                               static_cast<double>(sources.operations())));
+      const jobs::OperationRegistry::Counts counts = sources.operations();
+      MetricFamily operations =
+          Gauge("placement_operations",
+                "Long-running operations kept by this replica (pending and finished, not expired; "
+                "with --redis also those of other replicas it follows), by state.",
+                static_cast<double>(counts.pending), {{"state", "pending"}});
+      ClientMetric done;
+      done.label = {{"state", "done"}};
+      done.gauge.value = static_cast<double>(counts.done);
+      operations.metric.push_back(std::move(done));
+      families.push_back(std::move(operations));
+    }
+    if (sources.shared_operations) {
+      const shared_ops::CoordinatorStats shared = sources.shared_operations();
+      auto d = [](int64_t v) { return static_cast<double>(v); };
+      families.push_back(Counter("placement_operations_taken_over_total",
+                                 "Jobs this replica took over after their replica's lease expired.",
+                                 d(shared.taken_over)));
+      families.push_back(Counter(
+          "placement_operation_remote_cancels_total",
+          "Jobs this replica runs that it stopped holding because every operation waiting for them "
+          "was cancelled (on any replica; read from Redis).",
+          d(shared.remote_cancels)));
+      families.push_back(Counter("placement_operation_lease_renewals_failed_total",
+                                 "Lease renewals that failed (Redis unreachable or slow); the jobs "
+                                 "go on.",
+                                 d(shared.lease_renewals_failed)));
+      families.push_back(Counter("placement_operation_leases_lost_total",
+                                 "Jobs another replica took over from this one (its lease ran out "
+                                 "while it was alive).",
+                                 d(shared.leases_lost)));
+      std::vector<std::pair<std::vector<ClientMetric::Label>, double>> fallbacks;
+      for (const char* reason : {"submit", "record"}) {
+        auto it = shared.fallbacks.find(reason);
+        fallbacks.push_back({{{"reason", reason}}, it == shared.fallbacks.end() ? 0 : d(it->second)});
+      }
+      families.push_back(LabeledCounters(
+          "placement_shared_operations_fallback_total",
+          "Operations that stayed local to this replica because Redis failed: submit (a new "
+          "operation), record (a cache hit not recorded for the other replicas).",
+          std::move(fallbacks)));
+      families.push_back(Counter("placement_shared_operations_redis_round_trips_total",
+                                 "Round trips to Redis for shared operations (tried, successful "
+                                 "or not).",
+                                 d(shared.round_trips)));
     }
     if (sources.repeat_index_bytes) {
       families.push_back(Gauge("placement_repeat_index_bytes",

@@ -66,6 +66,8 @@
 #include "service/cache/tiered_result_cache.h"
 #include "service/core/core_observer.h"
 #include "service/jobs/job_manager.h"
+#include "service/jobs/operation_registry.h"
+#include "service/shared_ops/operation_coordinator.h"
 
 namespace placement::server {
 
@@ -88,12 +90,15 @@ class ServiceMetrics : public jobs::JobObserver, public core::CoreObserver {
   struct Sources {
     std::function<jobs::JobManagerStats()> jobs = nullptr;
     std::function<cache::CacheStats()> cache = nullptr;
-    std::function<size_t()> operations = nullptr;
+    // placement_operations{state}: kept operations (mirrors of other replicas' included).
+    std::function<jobs::OperationRegistry::Counts()> operations = nullptr;
     std::function<int64_t()> repeat_index_bytes = nullptr;
     int queue_capacity = 0;
     // Only with a shared (Redis) tier.
     std::function<cache::TierStats()> cache_tiers = nullptr;
     std::function<cache::RedisCacheStats()> redis = nullptr;
+    // Only with shared operations (--redis).
+    std::function<shared_ops::CoordinatorStats()> shared_operations = nullptr;
   };
 
   ServiceMetrics();

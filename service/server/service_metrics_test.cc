@@ -66,13 +66,17 @@ TEST(ServiceMetricsTest, GaugesAreReadFromTheirSourcesAtScrapeTime) {
                             stats.max_bytes = 1 << 20;
                             return stats;
                           },
-                      .operations = [] { return size_t{7}; },
+                      .operations =
+                          [] {
+                            return jobs::OperationRegistry::Counts{.pending = 7, .done = 2};
+                          },
                       .queue_capacity = 64});
   std::string text = metrics.Serialize();
   EXPECT_THAT(text, HasSubstr("placement_queue_depth 3"));
   EXPECT_THAT(text, HasSubstr("placement_jobs_running 1"));
   EXPECT_THAT(text, HasSubstr("placement_cache_bytes 12345"));
-  EXPECT_THAT(text, HasSubstr("placement_operations 7"));
+  EXPECT_THAT(text, HasSubstr("placement_operations{state=\"pending\"} 7"));
+  EXPECT_THAT(text, HasSubstr("placement_operations{state=\"done\"} 2"));
   EXPECT_THAT(text, HasSubstr("placement_queue_capacity 64"));
   queued = 0;
   EXPECT_THAT(metrics.Serialize(), HasSubstr("placement_queue_depth 0"));
@@ -112,13 +116,38 @@ TEST(ServiceMetricsTest, SharedTierFamiliesOnlyWithRedis) {
   EXPECT_THAT(text, HasSubstr("placement_redis_connections 2"));
 }
 
+TEST(ServiceMetricsTest, SharedOperationsAreExportedWithTheirAnnouncedNames) {
+  ServiceMetrics metrics;
+  ServiceMetrics::Sources sources;
+  sources.shared_operations = [] {
+    shared_ops::CoordinatorStats stats;
+    stats.taken_over = 2;
+    stats.remote_cancels = 3;
+    stats.lease_renewals_failed = 4;
+    stats.leases_lost = 5;
+    stats.fallbacks["submit"] = 6;
+    stats.round_trips = 7;
+    return stats;
+  };
+  metrics.SetSources(sources);
+  const std::string text = metrics.Serialize();
+  EXPECT_THAT(text, HasSubstr("placement_operations_taken_over_total 2"));
+  EXPECT_THAT(text, HasSubstr("placement_operation_remote_cancels_total 3"));
+  EXPECT_THAT(text, HasSubstr("placement_operation_lease_renewals_failed_total 4"));
+  EXPECT_THAT(text, HasSubstr("placement_operation_leases_lost_total 5"));
+  EXPECT_THAT(text, HasSubstr("placement_shared_operations_fallback_total{reason=\"submit\"} 6"));
+  EXPECT_THAT(text, HasSubstr("placement_shared_operations_fallback_total{reason=\"record\"} 0"));
+  EXPECT_THAT(text, HasSubstr("placement_shared_operations_redis_round_trips_total 7"));
+}
+
 TEST(ServiceMetricsTest, NamesFollowThePrometheusRules) {
   ServiceMetrics metrics;
   ServiceMetrics::Sources sources{.jobs = [] { return jobs::JobManagerStats{}; },
                                   .cache = [] { return cache::CacheStats{}; },
-                                  .operations = [] { return size_t{0}; }};
+                                  .operations = [] { return jobs::OperationRegistry::Counts{}; }};
   sources.cache_tiers = [] { return cache::TierStats{}; };
   sources.redis = [] { return cache::RedisCacheStats{}; };
+  sources.shared_operations = [] { return shared_ops::CoordinatorStats{}; };
   metrics.SetSources(sources);
   const std::regex name("[a-z_][a-z0-9_]*");
   for (absl::string_view line : absl::StrSplit(metrics.Serialize(), '\n')) {

@@ -1,0 +1,291 @@
+#include "service/shared_ops/operation_coordinator.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "service/cache/redis_result_cache.h"
+#include "tests/testutil/redis_server.h"
+
+namespace placement::shared_ops {
+namespace {
+
+using testutil::RedisServer;
+
+#define START_REDIS_OR_SKIP(var)                                                 \
+  absl::StatusOr<std::unique_ptr<RedisServer>> var##_or = RedisServer::Start(); \
+  if (absl::IsNotFound(var##_or.status())) GTEST_SKIP() << var##_or.status();    \
+  ASSERT_TRUE(var##_or.ok()) << var##_or.status();                               \
+  RedisServer& var = **var##_or
+
+constexpr int kOps = 3;
+constexpr int kDevices = 2;
+
+// The work of every job here: runs until `release` (or a cancel), counts its runs, answers a placement
+// of kOps ops for its digest.
+struct Solver {
+  absl::Notification release;
+  std::atomic<int> runs{0};
+  std::atomic<int> cancelled{0};
+  absl::Notification started;
+  absl::Notification stopped;  // a run ended by its cancellation flag
+
+  jobs::JobSpec Spec(const std::string& digest) {
+    jobs::JobSpec spec;
+    spec.request_digest = JobKeyOf(digest);
+    spec.tenant = "team-a";
+    spec.time_limit = absl::Seconds(30);
+    spec.work = [this, digest](const jobs::JobContext& context)
+        -> absl::StatusOr<jobs::PlacementPtr> {
+      ++runs;
+      if (!started.HasBeenNotified()) started.Notify();
+      context.ReportProgress("slicing", 0.5, 42);
+      while (!release.WaitForNotificationWithTimeout(absl::Milliseconds(5))) {
+        if (context.cancelled()) {
+          if (cancelled.fetch_add(1) == 0) stopped.Notify();
+          return absl::CancelledError("nobody waits");
+        }
+      }
+      auto placement = std::make_shared<v1::Placement>();
+      for (int i = 0; i < kOps; ++i) placement->add_device(i % kDevices);
+      placement->mutable_provenance()->set_request_digest(digest);
+      return jobs::PlacementPtr(std::move(placement));
+    };
+    return spec;
+  }
+  static std::string JobKeyOf(const std::string& digest) { return digest + "@30s"; }
+};
+
+// One replica in this process: its own jobs, registry, Redis connections and coordinator.
+class Replica {
+ public:
+  Replica(int port, std::string name, Solver* solver)
+      : solver_(solver),
+        jobs_({.workers = 1}),
+        registry_({.ttl_after_done = absl::Minutes(1)}, &jobs_),
+        redis_({.host = "127.0.0.1", .port = port, .timeout = absl::Milliseconds(500),
+                .initial_backoff = absl::Milliseconds(10), .max_backoff = absl::Milliseconds(50)}),
+        store_(&redis_, {.key_prefix = "t:", .consumer = std::move(name)}) {
+    coordinator_ = std::make_unique<OperationCoordinator>(
+        CoordinatorOptions{.lease = absl::Seconds(1),
+                           .poll_interval = absl::Milliseconds(20),
+                           .cancel_poll_interval = absl::Milliseconds(50),
+                           .takeover_interval = absl::Milliseconds(100),
+                           .progress_interval = absl::Milliseconds(10),
+                           .ttl_after_done = absl::Minutes(1),
+                           .result_key_prefix = "t:"},
+        &redis_, &store_, &jobs_, &registry_,
+        [solver](const std::string& request, const std::string& tenant)
+            -> absl::StatusOr<RebuiltJob> {
+          if (tenant != "team-a") return absl::InvalidArgumentError("unexpected tenant");
+          return RebuiltJob{solver->Spec(request), request};
+        });
+    coordinator_->Start();
+  }
+  ~Replica() {
+    coordinator_.reset();
+    jobs_.Shutdown();
+  }
+
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> Submit(const std::string& digest,
+                                                          v1::CacheResult* cache) {
+    SharedSubmit submit;
+    submit.operation.tenant = "team-a";
+    submit.operation.request_digest = digest;
+    submit.operation.request_index = std::make_shared<const std::vector<int32_t>>(
+        std::vector<int32_t>{2, 0, 1});
+    submit.operation.algorithm = "test";
+    submit.job_key = Solver::JobKeyOf(digest);
+    submit.num_devices = kDevices;
+    submit.time_limit = absl::Seconds(30);
+    submit.serialized_request = digest;
+    submit.make_job = [solver = solver_, digest] { return solver->Spec(digest); };
+    return coordinator_->Submit(std::move(submit), cache);
+  }
+  // A replica that dies: no hand-back, no completion, no renewal from now on.
+  void Die() {
+    coordinator_.reset();
+    jobs_.Shutdown();
+  }
+
+  OperationCoordinator& coordinator() { return *coordinator_; }
+  jobs::OperationRegistry& registry() { return registry_; }
+  RedisClient& redis() { return redis_; }
+
+ private:
+  Solver* solver_;
+  jobs::JobManager jobs_;
+  jobs::OperationRegistry registry_;
+  RedisClient redis_;
+  OperationStore store_;
+  std::unique_ptr<OperationCoordinator> coordinator_;
+};
+
+// Blocks until the operation is done (a listener, no polling), at most `timeout`.
+bool AwaitDone(const std::shared_ptr<jobs::Operation>& op, absl::Duration timeout) {
+  auto done = std::make_shared<absl::Notification>();
+  if (op->AddListener([done](const jobs::Operation& o) {
+        if (o.done() && !done->HasBeenNotified()) done->Notify();
+      }) == 0) {
+    return true;
+  }
+  return done->WaitForNotificationWithTimeout(timeout);
+}
+
+TEST(OperationCoordinatorTest, AnotherReplicaFollowsTheOperationToItsResult) {
+  START_REDIS_OR_SKIP(redis);
+  Solver solver;
+  Replica a(redis.port(), "a", &solver), b(redis.port(), "b", &solver);
+  v1::CacheResult cache = v1::CACHE_RESULT_UNSPECIFIED;
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> op = a.Submit("d1", &cache);
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_EQ(cache, v1::MISS);
+  EXPECT_FALSE((*op)->mirror());
+  solver.started.WaitForNotification();
+
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> remote =
+      b.coordinator().Find((*op)->name(), "team-a");
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  EXPECT_TRUE((*remote)->mirror());
+  EXPECT_FALSE((*remote)->done());
+  EXPECT_EQ((*remote)->request_digest(), "d1");
+  // Another tenant and an unknown name: NOT_FOUND, as on the replica that has it.
+  EXPECT_TRUE(absl::IsNotFound(b.coordinator().Find((*op)->name(), "team-b").status()));
+  EXPECT_TRUE(absl::IsNotFound(
+      b.coordinator().Find("operations/00000000000000000000000000000000", "team-a").status()));
+
+  solver.release.Notify();
+  ASSERT_TRUE(AwaitDone(*op, absl::Seconds(10)));
+  ASSERT_TRUE(AwaitDone(*remote, absl::Seconds(10)));
+  const jobs::Operation::Snapshot local = (*op)->snapshot();
+  const jobs::Operation::Snapshot mirrored = (*remote)->snapshot();
+  ASSERT_NE(local.placement, nullptr);
+  ASSERT_NE(mirrored.placement, nullptr) << mirrored.error;
+  EXPECT_EQ(mirrored.placement->SerializeAsString(), local.placement->SerializeAsString());
+  EXPECT_EQ(*(*remote)->request_index(), (std::vector<int32_t>{2, 0, 1}));
+  EXPECT_EQ(solver.runs.load(), 1);
+}
+
+TEST(OperationCoordinatorTest, IdenticalSubmitsOnTwoReplicasSolveOnce) {
+  START_REDIS_OR_SKIP(redis);
+  Solver solver;
+  Replica a(redis.port(), "a", &solver), b(redis.port(), "b", &solver);
+  v1::CacheResult cache_a, cache_b;
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> first = a.Submit("d2", &cache_a);
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> second = b.Submit("d2", &cache_b);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(cache_b, v1::COALESCED);
+  EXPECT_TRUE((*second)->mirror());
+  solver.release.Notify();
+  ASSERT_TRUE(AwaitDone(*first, absl::Seconds(10)));
+  ASSERT_TRUE(AwaitDone(*second, absl::Seconds(10)));
+  ASSERT_NE((*second)->snapshot().placement, nullptr) << (*second)->snapshot().error;
+  EXPECT_EQ(solver.runs.load(), 1);
+}
+
+TEST(OperationCoordinatorTest, CancelOnAnotherReplicaStopsTheJobWithinASecond) {
+  START_REDIS_OR_SKIP(redis);
+  Solver solver;  // never released: only a cancel ends the job
+  Replica a(redis.port(), "a", &solver), b(redis.port(), "b", &solver);
+  v1::CacheResult cache;
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> op = a.Submit("d3", &cache);
+  ASSERT_TRUE(op.ok());
+  solver.started.WaitForNotification();
+  const absl::Time begin = absl::Now();
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> cancelled =
+      b.coordinator().Cancel((*op)->name(), "team-a");
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ((*cancelled)->snapshot().error.code(), absl::StatusCode::kCancelled);
+  // The operation on a ends CANCELLED and its job stops.
+  ASSERT_TRUE(AwaitDone(*op, absl::Seconds(5)));
+  EXPECT_EQ((*op)->snapshot().error.code(), absl::StatusCode::kCancelled);
+  ASSERT_TRUE(solver.stopped.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_EQ(solver.cancelled.load(), 1);
+  EXPECT_LT(absl::Now() - begin, absl::Seconds(1));
+  EXPECT_GE(a.coordinator().Stats().remote_cancels, 1);
+}
+
+TEST(OperationCoordinatorTest, JobOfADeadReplicaIsTakenOverUnderTheSameName) {
+  START_REDIS_OR_SKIP(redis);
+  Solver solver_a;  // never released: a dies with it
+  Solver solver_b;
+  solver_b.release.Notify();
+  auto a = std::make_unique<Replica>(redis.port(), "a", &solver_a);
+  Replica b(redis.port(), "b", &solver_b);
+  v1::CacheResult cache;
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> op = a->Submit("d4", &cache);
+  ASSERT_TRUE(op.ok());
+  const std::string name = (*op)->name();
+  solver_a.started.WaitForNotification();
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> remote = b.coordinator().Find(name, "team-a");
+  ASSERT_TRUE(remote.ok());
+  const absl::Time died = absl::Now();
+  a->Die();
+  ASSERT_TRUE(AwaitDone(*remote, absl::Seconds(10)));
+  const absl::Duration takeover = absl::Now() - died;
+  ASSERT_NE((*remote)->snapshot().placement, nullptr) << (*remote)->snapshot().error;
+  EXPECT_EQ((*remote)->name(), name);
+  EXPECT_EQ(solver_b.runs.load(), 1);
+  EXPECT_EQ(b.coordinator().Stats().taken_over, 1);
+  EXPECT_LE(takeover, absl::Seconds(1) + absl::Seconds(1));  // lease + 1 s
+}
+
+TEST(OperationCoordinatorTest, RedisDownFallsBackLocallyAndLookupsAreRetryable) {
+  START_REDIS_OR_SKIP(redis);
+  Solver solver;
+  solver.release.Notify();
+  Replica a(redis.port(), "a", &solver);
+  redis.Kill();
+  v1::CacheResult cache;
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> op = a.Submit("d5", &cache);
+  ASSERT_TRUE(op.ok()) << op.status();
+  ASSERT_TRUE(AwaitDone(*op, absl::Seconds(10)));
+  EXPECT_NE((*op)->snapshot().placement, nullptr);
+  EXPECT_EQ(a.coordinator().Stats().fallbacks["submit"], 1);
+  // Known here: found without Redis. Unknown here: UNAVAILABLE (not NOT_FOUND) while Redis is away.
+  EXPECT_TRUE(a.coordinator().Find((*op)->name(), "team-a").ok());
+  absl::Status unknown =
+      a.coordinator().Find("operations/00000000000000000000000000000001", "team-a").status();
+  EXPECT_TRUE(absl::IsUnavailable(unknown)) << unknown;
+  // A name this service never makes is NOT_FOUND without asking Redis.
+  EXPECT_TRUE(absl::IsNotFound(a.coordinator().Find("operations/x", "team-a").status()));
+  EXPECT_TRUE(absl::IsNotFound(a.coordinator().Cancel(std::string(1 << 20, 'A'), "team-a").status()));
+}
+
+TEST(OperationCoordinatorTest, TamperedResultIsNeverAnAnswer) {
+  START_REDIS_OR_SKIP(redis);
+  Solver solver;
+  Replica a(redis.port(), "a", &solver), b(redis.port(), "b", &solver);
+  v1::CacheResult cache;
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> op = a.Submit("d6", &cache);
+  ASSERT_TRUE(op.ok());
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> followed =
+      b.coordinator().Find((*op)->name(), "team-a");
+  ASSERT_TRUE(followed.ok());
+  solver.release.Notify();
+  // b's mirror ends once a's completion is in Redis.
+  ASSERT_TRUE(AwaitDone(*followed, absl::Seconds(10)));
+  ASSERT_NE((*followed)->snapshot().placement, nullptr);
+
+  // Devices out of range in the stored value: a replica reading it now gets an error, not it.
+  v1::Placement bad;
+  for (int i = 0; i < kOps; ++i) bad.add_device(kDevices + 5);
+  bad.mutable_provenance()->set_request_digest("d6");
+  ASSERT_TRUE(
+      b.redis().Command({"SET", "t:r1:d6", cache::RedisResultCache::EncodeValue(bad)}).ok());
+  Replica c(redis.port(), "c", &solver);
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> remote =
+      c.coordinator().Find((*op)->name(), "team-a");
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  ASSERT_TRUE((*remote)->done());
+  EXPECT_EQ((*remote)->snapshot().placement, nullptr);
+  EXPECT_EQ((*remote)->snapshot().error.code(), absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace placement::shared_ops
