@@ -17,6 +17,7 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::HasSubstr;
+using testutil::DevicesByName;
 
 v1::PlaceRequest Request(int32_t ops, uint64_t seed, const std::string& algorithm) {
   testutil::RandomGraphOptions options;
@@ -35,15 +36,6 @@ const jobs::JobResult& AwaitDone(const std::shared_ptr<jobs::Job>& job) {
     done->WaitForNotification();
   }
   return job->result();
-}
-
-absl::flat_hash_map<std::string, int32_t> DevicesByName(const v1::PlaceRequest& request,
-                                                        const v1::Placement& placement) {
-  absl::flat_hash_map<std::string, int32_t> devices;
-  for (int i = 0; i < request.graph().ops_size(); ++i) {
-    devices[request.graph().ops(i).name()] = placement.device(i);
-  }
-  return devices;
 }
 
 // Counts what the core reports (service/server's ServiceMetrics turns the same calls into Prometheus

@@ -438,18 +438,10 @@ int64_t RssGrowthBound() { return kSanitized ? int64_t{768} << 20 : int64_t{64} 
 class MalformedRequestsE2ETest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
-        {"--workers=2", absl::StrCat("--max_message_bytes=", kMaxMessageBytes),
-         "--cache_bytes=33554432", "--log_requests=false"});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
+    server_ = StartSuiteServer({"--workers=2", absl::StrCat("--max_message_bytes=", kMaxMessageBytes),
+                                "--cache_bytes=33554432", "--log_requests=false"});
   }
-  static void TearDownTestSuite() {
-    if (server_ == nullptr) return;
-    StopServer(*server_);
-    delete server_;
-    server_ = nullptr;
-  }
+  static void TearDownTestSuite() { StopSuiteServer(server_); }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
     ClientOptions options;

@@ -26,18 +26,8 @@ constexpr char kSmallRequest[] = "tests/data/service/small_request.json";
 
 class PlacementctlE2ETest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<ServerProcess>> server =
-        ServerProcess::Start({"--workers=2", "--testing_algorithms"});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
-  }
-  static void TearDownTestSuite() {
-    if (server_ == nullptr) return;
-    StopServer(*server_);
-    delete server_;
-    server_ = nullptr;
-  }
+  static void SetUpTestSuite() { server_ = StartSuiteServer({"--workers=2", "--testing_algorithms"}); }
+  static void TearDownTestSuite() { StopSuiteServer(server_); }
   void SetUp() override { ASSERT_NE(server_, nullptr); }
 
   // placementctl --server=<the test server> args...

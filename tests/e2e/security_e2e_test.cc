@@ -22,6 +22,7 @@
 #include "client/placement_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/client_options.h"
 #include "tests/e2e/server_process.h"
 #include "tests/e2e/temp_dir.h"
 #include "tests/e2e/test_requests.h"
@@ -103,18 +104,9 @@ absl::StatusOr<TestPki> MakeTestPki(const TempDir& dir) {
                  dir.File("client.pem"), dir.File("client.key"), dir.File("other_ca.pem")};
 }
 
-ClientOptions Options(const ServerProcess& server, const std::string& token = "") {
-  ClientOptions options;
-  options.target = server.address();
-  options.default_timeout = absl::Seconds(30);
-  options.retry.max_attempts = 1;
-  options.token = token;
-  return options;
-}
-
 ClientOptions TlsClientOptions(const ServerProcess& server, const TestPki& pki, bool client_cert,
                          const std::string& token = "") {
-  ClientOptions options = Options(server, token);
+  ClientOptions options = OneAttemptOptions(server, token);
   options.default_timeout = absl::Seconds(10);
   const absl::Status loaded =
       client::LoadTlsFiles(pki.ca_cert, client_cert ? pki.client_cert : "",
@@ -203,11 +195,11 @@ TEST_F(TlsE2ETest, ServesTlsClientsAndNoPlaintextOnes) {
   ASSERT_TRUE(placed.ok()) << placed.status();
   EXPECT_EQ(placed->placement().device_size(), 30);
 
-  PlacementClient plaintext(Options(**server));
+  PlacementClient plaintext(OneAttemptOptions(**server));
   EXPECT_EQ(plaintext.ListAlgorithms().status().code(), absl::StatusCode::kUnavailable);
 
   // A server certificate the client's CA did not sign is refused.
-  ClientOptions wrong_ca = Options(**server);
+  ClientOptions wrong_ca = OneAttemptOptions(**server);
   ASSERT_TRUE(client::LoadTlsFiles(pki_->other_ca_cert, "", "", &wrong_ca.tls).ok());
   wrong_ca.default_timeout = absl::Seconds(5);
   EXPECT_EQ(PlacementClient(wrong_ca).ListAlgorithms().status().code(),
@@ -332,7 +324,7 @@ TEST(AuthE2ETest, MissingOrWrongTokensAreUnauthenticatedAndHealthNeedsNone) {
       ServerProcess::Start({"--auth_tokens=" + TokensFile(dir)});
   ASSERT_TRUE(server.ok()) << server.status();
 
-  PlacementClient anonymous(Options(**server));
+  PlacementClient anonymous(OneAttemptOptions(**server));
   absl::Status missing = anonymous.ListAlgorithms().status();
   EXPECT_EQ(missing.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(std::string(missing.message()), HasSubstr("missing credentials"));
@@ -344,12 +336,12 @@ TEST(AuthE2ETest, MissingOrWrongTokensAreUnauthenticatedAndHealthNeedsNone) {
   EXPECT_EQ(anonymous.CheckHealth("").value_or(client::ServingStatus::kUnknown),
             client::ServingStatus::kServing);
 
-  PlacementClient wrong(Options(**server, "not-a-token-of-this-server"));
+  PlacementClient wrong(OneAttemptOptions(**server, "not-a-token-of-this-server"));
   absl::Status invalid = wrong.ListAlgorithms().status();
   EXPECT_EQ(invalid.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(std::string(invalid.message()), Not(HasSubstr("not-a-token")));
 
-  PlacementClient team_a(Options(**server, kTokenA));
+  PlacementClient team_a(OneAttemptOptions(**server, kTokenA));
   EXPECT_TRUE(team_a.ListAlgorithms().ok());
   absl::StatusOr<v1::PlaceResponse> placed = team_a.Place(RandomRequest(10, 1, "m_etf", 2, 2.0));
   EXPECT_TRUE(placed.ok()) << placed.status();
@@ -379,8 +371,8 @@ TEST(AuthE2ETest, AChangedTokensFileIsReloaded) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
       ServerProcess::Start({"--auth_tokens=" + TokensFile(dir), "--auth_tokens_poll=0s"});
   ASSERT_TRUE(server.ok()) << server.status();
-  PlacementClient team_a(Options(**server, kTokenA));
-  PlacementClient team_c(Options(**server, kTokenC));
+  PlacementClient team_a(OneAttemptOptions(**server, kTokenA));
+  PlacementClient team_c(OneAttemptOptions(**server, kTokenC));
   ASSERT_TRUE(team_a.ListAlgorithms().ok());
   ASSERT_EQ(team_c.ListAlgorithms().status().code(), absl::StatusCode::kUnauthenticated);
 
@@ -402,14 +394,14 @@ TEST(AuthE2ETest, SighupReloadsTheTokensFile) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
       ServerProcess::Start({"--auth_tokens=" + TokensFile(dir), "--auth_tokens_poll=1h"});
   ASSERT_TRUE(server.ok()) << server.status();
-  PlacementClient team_c(Options(**server, kTokenC));
+  PlacementClient team_c(OneAttemptOptions(**server, kTokenC));
   dir.Write("tokens", absl::StrCat(kTokenC, " team-c\n"));
   // The file is not polled for an hour: only SIGHUP makes the server read it.
   EXPECT_EQ(team_c.ListAlgorithms().status().code(), absl::StatusCode::kUnauthenticated);
   (*server)->Signal(SIGHUP);
   ASSERT_TRUE(AwaitLogCount(**server, "auth tokens loaded", 2)) << (*server)->Log();
   EXPECT_TRUE(team_c.ListAlgorithms().ok());
-  EXPECT_EQ(PlacementClient(Options(**server, kTokenA)).ListAlgorithms().status().code(),
+  EXPECT_EQ(PlacementClient(OneAttemptOptions(**server, kTokenA)).ListAlgorithms().status().code(),
             absl::StatusCode::kUnauthenticated);
   StopServer(**server);
 }
@@ -421,8 +413,8 @@ TEST(TenantE2ETest, OperationsAreInvisibleToOtherTenantsAndSharedJobsSurviveThei
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
       {"--auth_tokens=" + TokensFile(dir), "--workers=1", "--testing_algorithms"});
   ASSERT_TRUE(server.ok()) << server.status();
-  PlacementClient team_a(Options(**server, kTokenA));
-  PlacementClient team_b(Options(**server, kTokenB));
+  PlacementClient team_a(OneAttemptOptions(**server, kTokenA));
+  PlacementClient team_b(OneAttemptOptions(**server, kTokenB));
 
   const v1::PlaceRequest slow = SlowRequest(FreshSeed(), absl::Seconds(2));
   absl::StatusOr<v1::Operation> a_op = team_a.Submit(slow);
@@ -468,8 +460,8 @@ TEST(TenantE2ETest, QueuedAndRunningLimitsHoldOneTenantWhileAnotherIsServed) {
       {"--auth_tokens=" + TokensFile(dir), "--workers=2", "--testing_algorithms",
        "--tenant_max_running=1", "--tenant_max_queued=1", "--retry_delay=4s"});
   ASSERT_TRUE(server.ok()) << server.status();
-  PlacementClient team_a(Options(**server, kTokenA));
-  PlacementClient team_b(Options(**server, kTokenB));
+  PlacementClient team_a(OneAttemptOptions(**server, kTokenA));
+  PlacementClient team_b(OneAttemptOptions(**server, kTokenB));
 
   absl::StatusOr<v1::Operation> a1 = team_a.Submit(SlowRequest(FreshSeed(), absl::Minutes(5)));
   ASSERT_TRUE(a1.ok()) << a1.status();
@@ -512,9 +504,9 @@ TEST(TenantE2ETest, RequestRateIsLimitedPerTenantWithOverridesFromTheTokensFile)
       {"--auth_tokens=" + TokensFile(dir, absl::StrCat(kTokenC, " team-c rate_qps=0\n")),
        "--tenant_rate_qps=0.01", "--tenant_burst=3"});
   ASSERT_TRUE(server.ok()) << server.status();
-  PlacementClient team_a(Options(**server, kTokenA));
-  PlacementClient team_b(Options(**server, kTokenB));
-  PlacementClient team_c(Options(**server, kTokenC));
+  PlacementClient team_a(OneAttemptOptions(**server, kTokenA));
+  PlacementClient team_b(OneAttemptOptions(**server, kTokenB));
+  PlacementClient team_c(OneAttemptOptions(**server, kTokenC));
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(team_a.ListAlgorithms().ok()) << i;
   absl::Status limited = team_a.ListAlgorithms().status();
   ASSERT_EQ(limited.code(), absl::StatusCode::kResourceExhausted) << limited;
@@ -541,7 +533,7 @@ TEST(LimitsE2ETest, EachLimitFlagGivesItsOwnClearError) {
       ServerProcess::Start({"--max_ops=12", "--max_edges=40", "--max_devices=3",
                             "--max_name_bytes=16", "--max_message_bytes=65536"});
   ASSERT_TRUE(server.ok()) << server.status();
-  PlacementClient client(Options(**server));
+  PlacementClient client(OneAttemptOptions(**server));
   auto place_error = [&](const v1::PlaceRequest& request) {
     return client.Place(request).status();
   };

@@ -9,7 +9,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -27,6 +26,7 @@ namespace {
 using client::ClientOptions;
 using client::PlacementClient;
 using ::testing::HasSubstr;
+using testutil::DevicesByName;
 
 constexpr char kRealWorkload[] = "tests/data/service/inception_v1_request.json.gz";
 
@@ -36,16 +36,6 @@ ClientOptions Options(const ServerProcess& server, int attempts = 1) {
   options.default_timeout = absl::Seconds(120);
   options.retry.max_attempts = attempts;
   return options;
-}
-
-// Device of each op by name.
-absl::flat_hash_map<std::string, int32_t> DevicesByName(const v1::PlaceRequest& request,
-                                                        const v1::Placement& placement) {
-  absl::flat_hash_map<std::string, int32_t> devices;
-  for (int i = 0; i < request.graph().ops_size(); ++i) {
-    devices[request.graph().ops(i).name()] = placement.device(i);
-  }
-  return devices;
 }
 
 // Waits (on the watch stream) until the operation's job is running on a worker.
@@ -68,18 +58,8 @@ void AwaitRunning(PlacementClient& client, const std::string& name) {
 
 class ServerE2ETest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<ServerProcess>> server =
-        ServerProcess::Start({"--workers=2", "--testing_algorithms"});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
-  }
-  static void TearDownTestSuite() {
-    if (server_ == nullptr) return;
-    StopServer(*server_);
-    delete server_;
-    server_ = nullptr;
-  }
+  static void SetUpTestSuite() { server_ = StartSuiteServer({"--workers=2", "--testing_algorithms"}); }
+  static void TearDownTestSuite() { StopSuiteServer(server_); }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
     client_ = std::make_unique<PlacementClient>(Options(*server_));

@@ -133,6 +133,22 @@ void StopServer(ServerProcess& server) {
   EXPECT_EQ(server.WaitForExit(absl::Seconds(60)).value_or(-100), 0) << server.Log();
 }
 
+ServerProcess* StartSuiteServer(const std::vector<std::string>& flags) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(flags);
+  if (!server.ok()) {
+    ADD_FAILURE() << "the suite's server did not start: " << server.status();
+    return nullptr;
+  }
+  return server->release();
+}
+
+void StopSuiteServer(ServerProcess*& server) {
+  if (server == nullptr) return;
+  StopServer(*server);
+  delete server;
+  server = nullptr;
+}
+
 void ServerProcess::Signal(int signal) {
   if (pid_ > 0 && !exit_status_.has_value()) kill(pid_, signal);
 }

@@ -80,6 +80,16 @@ class ServerProcess {
 // printed when it does not).
 void StopServer(ServerProcess& server);
 
+// One server shared by every test of a suite, started in SetUpTestSuite and stopped in TearDownTestSuite:
+//   static void SetUpTestSuite() { server_ = StartSuiteServer({"--workers=2"}); }
+//   static void TearDownTestSuite() { StopSuiteServer(server_); }
+//   void SetUp() override { ASSERT_NE(server_, nullptr); }
+//   static ServerProcess* server_;  // a raw pointer: a static unique_ptr would be destroyed at exit
+// StartSuiteServer returns nullptr, with a test failure saying why, when the server does not start.
+ServerProcess* StartSuiteServer(const std::vector<std::string>& flags);
+// StopServer, then deletes the server and sets `server` to nullptr; nothing when it is nullptr already.
+void StopSuiteServer(ServerProcess*& server);
+
 struct CommandResult {
   int exit_status = -1;
   std::string out;

@@ -36,6 +36,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/cache/redis_result_cache.h"
+#include "tests/e2e/client_options.h"
 #include "tests/e2e/server_process.h"
 #include "tests/e2e/temp_dir.h"
 #include "tests/e2e/test_requests.h"
@@ -62,15 +63,6 @@ using client::ClientOptions;
 using client::PlacementClient;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-ClientOptions Options(const ServerProcess& server, const std::string& token = "") {
-  ClientOptions options;
-  options.target = server.address();
-  options.default_timeout = absl::Seconds(30);
-  options.retry.max_attempts = 1;
-  options.token = token;
-  return options;
-}
 
 double Metric(const ServerProcess& server, absl::string_view series) {
   absl::StatusOr<std::string> scrape = ScrapeMetrics(server.metrics_port());
@@ -114,7 +106,7 @@ class RedisTierTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<ServerProcess>> first = ServerProcess::Start(Flags());
     EXPECT_TRUE(first.ok()) << first.status();
     if (!first.ok()) return "";
-    absl::StatusOr<v1::PlaceResponse> placed = PlacementClient(Options(**first)).Place(request);
+    absl::StatusOr<v1::PlaceResponse> placed = PlacementClient(OneAttemptOptions(**first)).Place(request);
     EXPECT_TRUE(placed.ok()) << placed.status();
     if (!placed.ok()) return "";
     const std::string digest = placed->placement().provenance().request_digest();
@@ -137,7 +129,7 @@ TEST_F(RedisTierTest, AValueWithTheWrongOpCountIsAMissNotAnAbort) {
 
   absl::StatusOr<std::unique_ptr<ServerProcess>> fresh = ServerProcess::Start(Flags());
   ASSERT_TRUE(fresh.ok()) << fresh.status();
-  auto client_holder = std::make_unique<PlacementClient>(Options(**fresh));
+  auto client_holder = std::make_unique<PlacementClient>(OneAttemptOptions(**fresh));
   PlacementClient& client = *client_holder;
   absl::StatusOr<v1::PlaceResponse> placed = client.Place(request);
   ASSERT_TRUE(placed.ok()) << placed.status() << (*fresh)->Log();
@@ -177,7 +169,7 @@ TEST_F(RedisTierTest, OutOfRangeDevicesAndAForeignDigestAreMisses) {
 
   absl::StatusOr<std::unique_ptr<ServerProcess>> fresh = ServerProcess::Start(Flags());
   ASSERT_TRUE(fresh.ok()) << fresh.status();
-  auto client_holder = std::make_unique<PlacementClient>(Options(**fresh));
+  auto client_holder = std::make_unique<PlacementClient>(OneAttemptOptions(**fresh));
   PlacementClient& client = *client_holder;
   for (const v1::PlaceRequest* asked : {&request, &other}) {
     absl::StatusOr<v1::PlaceResponse> placed = client.Place(*asked);
@@ -200,7 +192,7 @@ TEST_F(RedisTierTest, AResultCutShortServesOnlyCallersWithNoLargerTimeLimit) {
   flags.push_back("--default_time_limit=400ms");
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(flags);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client_holder = std::make_unique<PlacementClient>(Options(**server));
+  auto client_holder = std::make_unique<PlacementClient>(OneAttemptOptions(**server));
   PlacementClient& client = *client_holder;
   // testing_wait runs until its time limit and reports time_limited.
   v1::PlaceRequest small = SlowRequest(FreshSeed(), absl::Milliseconds(50));
@@ -287,7 +279,7 @@ TEST(OperationsTest, AFullTableEvictsFinishedOperationsOldestFirst) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
       ServerProcess::Start({"--max_operations=3", "--workers=1", "--testing_algorithms"});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client_holder = std::make_unique<PlacementClient>(Options(**server));
+  auto client_holder = std::make_unique<PlacementClient>(OneAttemptOptions(**server));
   PlacementClient& client = *client_holder;
   std::vector<std::string> names;
   for (int i = 0; i < 6; ++i) {
@@ -329,12 +321,13 @@ TEST(RequestLogTest, CallerStringsAreQuotedEscapedAndCut) {
   const std::string forged =
       "operations/x\n2026-01-01T00:00:00.000Z rpc method=Place tenant=team-b digest=abc "
       "status=OK";
-  auto team_a_holder = std::make_unique<PlacementClient>(Options(**server, "team-a-token-0123456789abcdef"));
+  auto team_a_holder =
+      std::make_unique<PlacementClient>(OneAttemptOptions(**server, "team-a-token-0123456789abcdef"));
   PlacementClient& team_a = *team_a_holder;
   EXPECT_EQ(team_a.GetOperation(forged).status().code(), absl::StatusCode::kNotFound);
   const std::string huge(1 << 20, 'A');
   EXPECT_EQ(team_a.GetOperation(huge).status().code(), absl::StatusCode::kNotFound);
-  auto anonymous_holder = std::make_unique<PlacementClient>(Options(**server));
+  auto anonymous_holder = std::make_unique<PlacementClient>(OneAttemptOptions(**server));
   PlacementClient& anonymous = *anonymous_holder;
   EXPECT_EQ(anonymous.GetOperation(forged).status().code(),
             absl::StatusCode::kUnauthenticated);
@@ -423,7 +416,8 @@ TEST(TokensReloadTest, AnEmptiedOrHalfWrittenFileKeepsThePreviousTokens) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
       ServerProcess::Start({"--auth_tokens=" + tokens, "--auth_tokens_poll=0s"});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto team_a_holder = std::make_unique<PlacementClient>(Options(**server, "team-a-token-0123456789abcdef"));
+  auto team_a_holder =
+      std::make_unique<PlacementClient>(OneAttemptOptions(**server, "team-a-token-0123456789abcdef"));
   PlacementClient& team_a = *team_a_holder;
   ASSERT_TRUE(team_a.ListAlgorithms().ok());
   dir.Write("tokens", "", /*in_place=*/true);  // emptied
@@ -432,7 +426,7 @@ TEST(TokensReloadTest, AnEmptiedOrHalfWrittenFileKeepsThePreviousTokens) {
   // Caught mid-write: the last line is cut (no newline).
   dir.Write("tokens", "team-b-token-fedcba9876543210 te", /*in_place=*/true);
   EXPECT_TRUE(team_a.ListAlgorithms().ok());
-  EXPECT_EQ(PlacementClient(Options(**server, "team-b-token-fedcba9876543210"))
+  EXPECT_EQ(PlacementClient(OneAttemptOptions(**server, "team-b-token-fedcba9876543210"))
                 .ListAlgorithms()
                 .status()
                 .code(),
@@ -445,7 +439,7 @@ TEST(TokensReloadTest, AnEmptiedOrHalfWrittenFileKeepsThePreviousTokens) {
 TEST(RoughEdgesTest, WaitOperationRejectsANegativeTimeout) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start({});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client_holder = std::make_unique<PlacementClient>(Options(**server));
+  auto client_holder = std::make_unique<PlacementClient>(OneAttemptOptions(**server));
   PlacementClient& client = *client_holder;
   absl::StatusOr<v1::Operation> op = client.Submit(RandomRequest(8, FreshSeed(), "round_robin"));
   ASSERT_TRUE(op.ok()) << op.status();
@@ -502,7 +496,7 @@ TEST(ShutdownTest, CallsStillWaitingAtTheEndOfTheGraceGetUnavailableWithARetryHi
   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
       ServerProcess::Start({"--testing_algorithms", "--shutdown_grace=300ms", "--workers=1"});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client_holder = std::make_unique<PlacementClient>(Options(**server));
+  auto client_holder = std::make_unique<PlacementClient>(OneAttemptOptions(**server));
   PlacementClient& client = *client_holder;
   absl::StatusOr<v1::PlaceResponse> answer = absl::UnknownError("not answered");
   std::thread caller([&] { answer = client.Place(SlowRequest(FreshSeed(), absl::Minutes(2))); });
@@ -526,7 +520,7 @@ TEST(ShutdownTest, PlacementctlWaitSaysTheServerIsShuttingDown) {
   ASSERT_TRUE(server.ok()) << server.status();
   std::string name;
   {
-    PlacementClient client(Options(**server));
+    PlacementClient client(OneAttemptOptions(**server));
     absl::StatusOr<v1::Operation> op = client.Submit(SlowRequest(FreshSeed(), absl::Minutes(2)));
     ASSERT_TRUE(op.ok()) << op.status();
     name = op->name();

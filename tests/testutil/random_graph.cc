@@ -353,4 +353,13 @@ v1::PlaceRequest ShuffleRequest(const v1::PlaceRequest& request, uint64_t seed) 
   return copy;
 }
 
+absl::flat_hash_map<std::string, int32_t> DevicesByName(const v1::PlaceRequest& request,
+                                                        const v1::Placement& placement) {
+  absl::flat_hash_map<std::string, int32_t> devices;
+  for (int i = 0; i < request.graph().ops_size(); ++i) {
+    devices[request.graph().ops(i).name()] = placement.device(i);
+  }
+  return devices;
+}
+
 }  // namespace placement::testutil

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "placement/v1/placement.pb.h"
 
 namespace placement::testutil {
@@ -131,6 +132,11 @@ v1::Cluster RandomCluster(const RandomGraphOptions& options);
 v1::PlaceRequest ShuffleRequest(const v1::PlaceRequest& request, uint64_t seed);
 // Same, in place (pointer swaps only: cheap even for a million ops).
 void ShuffleRequestInPlace(v1::PlaceRequest* request, uint64_t seed);
+
+// The device of every op, by op name: what two orderings of one problem (see ShuffleRequest) must agree
+// on, since their op indices differ.
+absl::flat_hash_map<std::string, int32_t> DevicesByName(const v1::PlaceRequest& request,
+                                                        const v1::Placement& placement);
 
 }  // namespace placement::testutil
 

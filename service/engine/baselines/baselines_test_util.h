@@ -98,6 +98,18 @@ class ProblemBuilder {
   v1::PlaceRequest request_;
 };
 
+// A chain op0 -> op1 -> op2 on three 1000-byte devices where each op's weights (600 bytes) fill more than
+// half a device: a memory-aware algorithm must give every op its own device, (0, 1, 2), even though
+// keeping the chain together would otherwise be best.
+inline Model ChainOfOpsNeedingADeviceEach() {
+  ProblemBuilder p;
+  for (int i = 0; i < 3; ++i) p.AddOp(100, 0, /*persistent_bytes=*/600);
+  p.AddEdge(0, 1);
+  p.AddEdge(1, 2);
+  p.AddDevices(3, 1000);
+  return p.Build();
+}
+
 // Runs `partitioner` without a deadline and returns its assignment (test failure on error).
 inline Assignment PlaceWith(const Partitioner& partitioner, const Model& model, uint64_t seed = 0) {
   SolveContext context;

@@ -7,32 +7,21 @@
 #include <vector>
 
 #include "service/engine/baselines/free_slots.h"
+#include "service/engine/baselines/list_scheduler_base.h"
 #include "service/engine/baselines/placement_units.h"
 
 namespace placement::engine {
 namespace {
 
 using baselines::FreeSlots;
-using baselines::PlacementUnits;
 using baselines::SaturatingAdd;
 
-class HeftScheduler {
+class HeftScheduler : private baselines::ListSchedulerBase {
  public:
-  HeftScheduler(const Model& model, const SolveContext& context)
-      : model_(model),
-        context_(context),
-        units_(baselines::BuildPlacementUnits(model)),
-        num_ops_(model.num_ops()),
-        num_devices_(model.num_devices()),
-        copies_(model.num_ops()) {}
+  using ListSchedulerBase::ListSchedulerBase;
 
   PartitionResult Run() {
-    PartitionResult result;
     const std::vector<OpId> order = RankOrder();
-    device_.assign(num_ops_, kNone);
-    finish_.assign(num_ops_, 0);
-    unit_device_.assign(units_.num_units(), kNone);
-    used_.assign(num_devices_, 0);
     slots_.assign(num_devices_, FreeSlots());
     consumers_unplaced_.resize(num_ops_);
     for (OpId v = 0; v < num_ops_; ++v) {
@@ -48,15 +37,7 @@ class HeftScheduler {
       const int32_t u = units_.unit_of_op[v];
       const DeviceId fixed = unit_device_[u];
       baselines::CandidateDevices(model_, units_, v, fixed, device_, candidates);
-      // Arrival of the last input on each candidate device.
-      for (const DeviceId d : candidates) {
-        arrival[d] = 0;
-        for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
-          const OpId p = model_.in_src[e];
-          arrival[d] = std::max(arrival[d],
-                                finish_[p] + model_.TransferNs(device_[p], d, model_.in_bytes[e]));
-        }
-      }
+      for (const DeviceId d : candidates) arrival[d] = ArrivalOn(v, d);
       DeviceId best = kNone;
       int64_t best_start = 0, best_finish = 0;
       DeviceId roomiest = kNone;
@@ -83,12 +64,7 @@ class HeftScheduler {
       Place(v, best, best_start, best_finish);
       ++placed;
     }
-    result.assignment = device_;
-    if (placed < num_ops_) {
-      result.time_limited = true;
-      baselines::CompleteAssignment(model_, units_, result.assignment);
-    }
-    return result;
+    return ResultOfScheduled(placed);
   }
 
  private:
@@ -114,21 +90,13 @@ class HeftScheduler {
     return order;
   }
 
-  int64_t Need(OpId v, DeviceId d) const {
-    return baselines::BytesAddedByPlacing(model_, units_, unit_device_, device_, copies_, v, d);
-  }
-
   void Release(OpId p) {
     used_[device_[p]] -= model_.output_bytes[p];
     copies_.ReleaseAll(p, [&](DeviceId d, int64_t bytes) { used_[d] -= bytes; });
   }
 
   void Place(OpId v, DeviceId d, int64_t start, int64_t finish) {
-    const int32_t u = units_.unit_of_op[v];
-    if (unit_device_[u] == kNone) {
-      unit_device_[u] = d;
-      used_[d] = SaturatingAdd(used_[d], units_.persistent_bytes[u]);
-    }
+    BindUnit(v, d);
     used_[d] = baselines::AddInputCopies(model_, device_, copies_, v, d, used_[d]);
     device_[v] = d;
     finish_[v] = finish;
@@ -141,18 +109,8 @@ class HeftScheduler {
     }
   }
 
-  const Model& model_;
-  const SolveContext& context_;
-  const PlacementUnits units_;
-  const OpId num_ops_;
-  const DeviceId num_devices_;
-  std::vector<DeviceId> device_;
-  std::vector<int64_t> finish_;
-  std::vector<DeviceId> unit_device_;
-  std::vector<int64_t> used_;
   std::vector<FreeSlots> slots_;
   std::vector<int32_t> consumers_unplaced_;
-  baselines::ReceivedCopies copies_;
 };
 
 class HeftPartitioner final : public Partitioner {

@@ -53,12 +53,7 @@ TEST(HeftTest, PutsAChainOnTheFastestDevice) {
 }
 
 TEST(HeftTest, SkipsDevicesWithoutRoom) {
-  ProblemBuilder p;
-  for (int i = 0; i < 3; ++i) p.AddOp(100, 0, /*persistent_bytes=*/600);
-  p.AddEdge(0, 1);
-  p.AddEdge(1, 2);
-  p.AddDevices(3, 1000);
-  const Model model = p.Build();
+  const Model model = ChainOfOpsNeedingADeviceEach();
   const Assignment assignment = PlaceWith(*MakeHeftPartitioner(), model);
   EXPECT_THAT(assignment, ElementsAre(0, 1, 2));
   Simulator simulator(model);

@@ -8,12 +8,12 @@
 #include <tuple>
 #include <vector>
 
+#include "service/engine/baselines/list_scheduler_base.h"
 #include "service/engine/baselines/placement_units.h"
 
 namespace placement::engine {
 namespace {
 
-using baselines::PlacementUnits;
 using baselines::SaturatingAdd;
 
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
@@ -40,18 +40,11 @@ struct Event {
   }
 };
 
-class EtfScheduler {
+class EtfScheduler : private baselines::ListSchedulerBase {
  public:
-  EtfScheduler(const Model& model, const SolveContext& context)
-      : model_(model),
-        context_(context),
-        units_(baselines::BuildPlacementUnits(model)),
-        num_ops_(model.num_ops()),
-        num_devices_(model.num_devices()),
-        copies_(model.num_ops()) {}
+  using ListSchedulerBase::ListSchedulerBase;
 
   PartitionResult Run() {
-    PartitionResult result;
     Initialise();
     baselines::StopChecker stop(context_, "m_etf", 256);
     int64_t now = 0;
@@ -100,21 +93,12 @@ class EtfScheduler {
       // the overflow is smallest.
       ForceOne(now);
     }
-    result.assignment = device_;
-    if (scheduled_ < num_ops_) {
-      result.time_limited = true;
-      baselines::CompleteAssignment(model_, units_, result.assignment);
-    }
-    return result;
+    return ResultOfScheduled(scheduled_);
   }
 
  private:
   void Initialise() {
-    device_.assign(num_ops_, kNone);
-    finish_.assign(num_ops_, 0);
-    unit_device_.assign(units_.num_units(), kNone);
     free_at_.assign(num_devices_, 0);
-    used_.assign(num_devices_, 0);
     released_.assign(num_devices_, 0);
     pending_.resize(num_devices_);
     arrived_.resize(num_devices_);
@@ -145,20 +129,6 @@ class EtfScheduler {
     if (device_[v] != kNone) return false;
     const DeviceId fixed = unit_device_[units_.unit_of_op[v]];
     return fixed == kNone || fixed == d;
-  }
-
-  int64_t ArrivalOn(OpId v, DeviceId d) const {
-    int64_t arrival = 0;
-    for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
-      const OpId u = model_.in_src[e];
-      arrival = std::max(arrival, finish_[u] + model_.TransferNs(device_[u], d, model_.in_bytes[e]));
-    }
-    return arrival;
-  }
-
-  // Bytes that placing v on d adds to d right now.
-  int64_t Need(OpId v, DeviceId d) const {
-    return baselines::BytesAddedByPlacing(model_, units_, unit_device_, device_, copies_, v, d);
   }
 
   bool Fits(OpId v, DeviceId d, int64_t* need) const {
@@ -228,18 +198,14 @@ class EtfScheduler {
   }
 
   void Schedule(OpId v, DeviceId d, int64_t start) {
-    const int32_t u = units_.unit_of_op[v];
-    if (unit_device_[u] == kNone) {
-      unit_device_[u] = d;
-      used_[d] = SaturatingAdd(used_[d], units_.persistent_bytes[u]);
-      if (num_devices_ > baselines::kFullScanDevices) {
-        // Members that became ready earlier were offered to a window of devices that may miss d.
-        for (int32_t i = units_.begin(u); i < units_.end(u); ++i) {
-          const OpId w = units_.member[i];
-          if (w == v || device_[w] != kNone || inputs_left_[w] != 0) continue;
-          const int64_t arrival = ArrivalOn(w, d);
-          pending_[d].push(Entry{arrival, -level_[w], w, arrival});
-        }
+    if (BindUnit(v, d) && num_devices_ > baselines::kFullScanDevices) {
+      // Members that became ready earlier were offered to a window of devices that may miss d.
+      const int32_t u = units_.unit_of_op[v];
+      for (int32_t i = units_.begin(u); i < units_.end(u); ++i) {
+        const OpId w = units_.member[i];
+        if (w == v || device_[w] != kNone || inputs_left_[w] != 0) continue;
+        const int64_t arrival = ArrivalOn(w, d);
+        pending_[d].push(Entry{arrival, -level_[w], w, arrival});
       }
     }
     used_[d] = baselines::AddInputCopies(model_, device_, copies_, v, d, used_[d]);
@@ -297,26 +263,15 @@ class EtfScheduler {
     Schedule(v, chosen, std::max({now, free_at_[chosen], ArrivalOn(v, chosen)}));
   }
 
-  const Model& model_;
-  const SolveContext& context_;
-  const PlacementUnits units_;
-  const OpId num_ops_;
-  const DeviceId num_devices_;
-
-  std::vector<DeviceId> device_;
-  std::vector<int64_t> finish_;
   std::vector<int64_t> level_;
   std::vector<int32_t> inputs_left_;
   std::vector<int32_t> consumers_left_;
-  std::vector<DeviceId> unit_device_;
   std::vector<int64_t> free_at_;
-  std::vector<int64_t> used_;
   std::vector<EntryHeap> pending_;  // by arrival of the last input
   std::vector<EntryHeap> arrived_;  // inputs there by now: by level
   std::vector<EntryHeap> blocked_;  // did not fit: by bytes needed
   EntryHeap ready_;                 // every ready op, by level (for ForceOne)
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
-  baselines::ReceivedCopies copies_;
   std::vector<DeviceId> candidates_;  // scratch
   std::vector<uint8_t> released_;     // by device: memory released since the last Unblock
   std::vector<DeviceId> released_on_;

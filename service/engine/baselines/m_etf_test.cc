@@ -30,12 +30,7 @@ TEST(MEtfTest, RunsIndependentChainsInParallelOnTheirOwnDevices) {
 TEST(MEtfTest, PlacesAnOpOnlyWhereItsMemoryFits) {
   // Without memory limits the whole chain would stay on dev0 (free transfers, ties to the smaller id);
   // each op's weights fill more than half a device, so every op needs its own.
-  ProblemBuilder p;
-  for (int i = 0; i < 3; ++i) p.AddOp(100, 0, /*persistent_bytes=*/600);
-  p.AddEdge(0, 1);
-  p.AddEdge(1, 2);
-  p.AddDevices(3, 1000);
-  const Model model = p.Build();
+  const Model model = ChainOfOpsNeedingADeviceEach();
   const Assignment assignment = PlaceWith(*MakeMEtfPartitioner(), model);
   EXPECT_THAT(assignment, ElementsAre(0, 1, 2));
   Simulator simulator(model);

@@ -63,6 +63,14 @@ constexpr const char* kAlgorithm = "pardnn";
 constexpr const char* kAlgorithmVersion = "1.0";
 constexpr uint64_t kSeed = 1;
 
+// For the benchmarks that time what comes after BuildModel: the model, built once; a failure skips the
+// benchmark.
+absl::StatusOr<Model> BuildOutsideTheLoop(benchmark::State& state, const v1::PlaceRequest& request) {
+  absl::StatusOr<Model> model = BuildModel(request);
+  if (!model.ok()) state.SkipWithError("BuildModel failed");
+  return model;
+}
+
 void BM_GenerateRequest(benchmark::State& state) {
   const testutil::RandomGraphOptions options = BenchmarkOptions(static_cast<int32_t>(state.range(0)));
   int64_t edges = 0;
@@ -92,11 +100,8 @@ void BM_BuildModel(benchmark::State& state) {
 
 void BM_Digests(benchmark::State& state) {
   const v1::PlaceRequest& request = RequestOfSize(static_cast<int32_t>(state.range(0)));
-  absl::StatusOr<Model> model = BuildModel(request);
-  if (!model.ok()) {
-    state.SkipWithError("BuildModel failed");
-    return;
-  }
+  const absl::StatusOr<Model> model = BuildOutsideTheLoop(state, request);
+  if (!model.ok()) return;
   for (auto _ : state) {
     const std::string graph_digest = GraphDigestHex(*model);
     std::string request_digest = RequestDigestHex(*model, kAlgorithm, kAlgorithmVersion, kSeed, graph_digest);
@@ -107,11 +112,8 @@ void BM_Digests(benchmark::State& state) {
 
 void BM_GraphDigest(benchmark::State& state) {
   const v1::PlaceRequest& request = RequestOfSize(static_cast<int32_t>(state.range(0)));
-  absl::StatusOr<Model> model = BuildModel(request);
-  if (!model.ok()) {
-    state.SkipWithError("BuildModel failed");
-    return;
-  }
+  const absl::StatusOr<Model> model = BuildOutsideTheLoop(state, request);
+  if (!model.ok()) return;
   for (auto _ : state) {
     std::string digest = GraphDigestHex(*model);
     benchmark::DoNotOptimize(digest);
@@ -121,11 +123,8 @@ void BM_GraphDigest(benchmark::State& state) {
 
 void BM_RequestDigest(benchmark::State& state) {
   const v1::PlaceRequest& request = RequestOfSize(static_cast<int32_t>(state.range(0)));
-  absl::StatusOr<Model> model = BuildModel(request);
-  if (!model.ok()) {
-    state.SkipWithError("BuildModel failed");
-    return;
-  }
+  const absl::StatusOr<Model> model = BuildOutsideTheLoop(state, request);
+  if (!model.ok()) return;
   const std::string graph_digest = GraphDigestHex(*model);
   for (auto _ : state) {
     std::string digest = RequestDigestHex(*model, kAlgorithm, kAlgorithmVersion, kSeed, graph_digest);

@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "service/engine/model/model_builder.h"
+#include "service/engine/model/model_test_util.h"
 #include "service/engine/sim/constraints.h"
 
 namespace placement::engine {
@@ -13,22 +14,13 @@ namespace {
 // d (cpu only), e (free).
 v1::PlaceRequest ConstrainedRequest() {
   v1::PlaceRequest request;
-  auto add_op = [&](const std::string& name) {
-    v1::Op* op = request.mutable_graph()->add_ops();
-    op->set_name(name);
-    op->set_compute_ns(10);
-    return op;
-  };
-  add_op("a")->set_colocation_group("g");
-  add_op("b")->set_colocation_group("g");
-  add_op("c")->set_pinned_device("gpu1");
-  add_op("d")->add_allowed_kinds("cpu");
-  add_op("e");
+  AddTestOp(request, "a")->set_colocation_group("g");
+  AddTestOp(request, "b")->set_colocation_group("g");
+  AddTestOp(request, "c")->set_pinned_device("gpu1");
+  AddTestOp(request, "d")->add_allowed_kinds("cpu");
+  AddTestOp(request, "e");
   for (const char* name : {"gpu0", "gpu1", "cpu0"}) {
-    v1::Device* device = request.mutable_cluster()->add_devices();
-    device->set_name(name);
-    device->set_kind(std::string(name).substr(0, 3));
-    device->set_memory_bytes(1000);
+    AddTestDevice(request, name, std::string(name).substr(0, 3), 1000);
   }
   request.mutable_cluster()->mutable_intra_node()->set_bandwidth_bytes_per_second(1000000000);
   return request;

@@ -5,36 +5,26 @@
 namespace placement::engine {
 namespace {
 
-class SingleDevicePartitioner final : public Partitioner {
+// A partitioner whose answer is one rule applied to the model: nothing to search, so nothing to stop.
+class RulePartitioner final : public Partitioner {
  public:
-  std::string_view name() const override { return "single_device"; }
+  RulePartitioner(std::string_view name, std::string_view description, Assignment (*rule)(const Model&))
+      : name_(name), description_(description), rule_(rule) {}
+  std::string_view name() const override { return name_; }
   std::string_view version() const override { return "1"; }
-  std::string_view description() const override {
-    return "Every op on the fastest (then largest) device, except where constraints forbid it.";
-  }
+  std::string_view description() const override { return description_; }
   absl::StatusOr<PartitionResult> Partition(const Model& model,
                                             const SolveContext& context) const override {
     PartitionResult result;
-    result.assignment = SingleDeviceAssignment(model);
+    result.assignment = rule_(model);
     context.Report("done", 1.0);
     return result;
   }
-};
 
-class RoundRobinPartitioner final : public Partitioner {
- public:
-  std::string_view name() const override { return "round_robin"; }
-  std::string_view version() const override { return "1"; }
-  std::string_view description() const override {
-    return "The k-th op in topological order on device k mod D (constraints honoured).";
-  }
-  absl::StatusOr<PartitionResult> Partition(const Model& model,
-                                            const SolveContext& context) const override {
-    PartitionResult result;
-    result.assignment = RoundRobinAssignment(model);
-    context.Report("done", 1.0);
-    return result;
-  }
+ private:
+  const std::string_view name_;
+  const std::string_view description_;
+  Assignment (*const rule_)(const Model&);
 };
 
 }  // namespace
@@ -67,10 +57,14 @@ Assignment RoundRobinAssignment(const Model& model) {
 }
 
 std::unique_ptr<Partitioner> MakeSingleDevicePartitioner() {
-  return std::make_unique<SingleDevicePartitioner>();
+  return std::make_unique<RulePartitioner>(
+      "single_device", "Every op on the fastest (then largest) device, except where constraints forbid it.",
+      &SingleDeviceAssignment);
 }
 std::unique_ptr<Partitioner> MakeRoundRobinPartitioner() {
-  return std::make_unique<RoundRobinPartitioner>();
+  return std::make_unique<RulePartitioner>(
+      "round_robin", "The k-th op in topological order on device k mod D (constraints honoured).",
+      &RoundRobinAssignment);
 }
 
 }  // namespace placement::engine

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "placement/v1/placement.pb.h"
 #include "service/engine/model/model_builder.h"
+#include "service/engine/model/model_test_util.h"
 
 namespace placement::engine {
 namespace {
@@ -22,25 +23,15 @@ using ::testing::SizeIs;
 //   w1 pinned to gpu1; x allowed on {cpu}; g_a, g_b, g_c in colocation group "grp"; free.
 v1::PlaceRequest ConstrainedRequest() {
   v1::PlaceRequest request;
-  auto add_op = [&](const std::string& name) {
-    v1::Op* op = request.mutable_graph()->add_ops();
-    op->set_name(name);
-    op->set_compute_ns(10);
-    return op;
-  };
-  add_op("x")->add_allowed_kinds("cpu");
-  add_op("w1")->set_pinned_device("gpu1");
-  add_op("g_c")->set_colocation_group("grp");
-  add_op("g_a")->set_colocation_group("grp");
-  add_op("g_b")->set_colocation_group("grp");
-  add_op("free");
+  AddTestOp(request, "x")->add_allowed_kinds("cpu");
+  AddTestOp(request, "w1")->set_pinned_device("gpu1");
+  AddTestOp(request, "g_c")->set_colocation_group("grp");
+  AddTestOp(request, "g_a")->set_colocation_group("grp");
+  AddTestOp(request, "g_b")->set_colocation_group("grp");
+  AddTestOp(request, "free");
   for (const auto& [name, kind] : std::vector<std::pair<std::string, std::string>>{
            {"gpu0", "gpu"}, {"gpu1", "gpu"}, {"cpu0", "cpu"}}) {
-    v1::Device* device = request.mutable_cluster()->add_devices();
-    device->set_name(name);
-    device->set_kind(kind);
-    device->set_node("n0");
-    device->set_memory_bytes(1 << 20);
+    AddTestDevice(request, name, kind, 1 << 20)->set_node("n0");
   }
   request.mutable_cluster()->mutable_intra_node()->set_bandwidth_bytes_per_second(1'000'000'000);
   return request;
@@ -53,20 +44,8 @@ class ConstraintsTest : public ::testing::Test {
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *std::move(model);
   }
-  OpId Op(const std::string& name) const {
-    for (OpId v = 0; v < model_.num_ops(); ++v) {
-      if (model_.op_name[v] == name) return v;
-    }
-    ADD_FAILURE() << "no op " << name;
-    return 0;
-  }
-  DeviceId Dev(const std::string& name) const {
-    for (DeviceId d = 0; d < model_.num_devices(); ++d) {
-      if (model_.device_name[d] == name) return d;
-    }
-    ADD_FAILURE() << "no device " << name;
-    return 0;
-  }
+  OpId Op(const std::string& name) const { return OpNamed(model_, name); }
+  DeviceId Dev(const std::string& name) const { return DeviceNamed(model_, name); }
   // Everything satisfied: x on cpu0, w1 on gpu1, the group together on gpu0.
   Assignment Valid() const {
     Assignment a(model_.num_ops(), Dev("gpu0"));

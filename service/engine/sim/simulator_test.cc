@@ -16,6 +16,7 @@
 #include "placement/v1/placement.pb.h"
 #include "service/engine/model/model.h"
 #include "service/engine/model/model_builder.h"
+#include "service/engine/model/model_test_util.h"
 
 namespace placement::engine {
 namespace {
@@ -97,20 +98,8 @@ class Fixture {
     assignment_.assign(model_.num_ops(), 0);
   }
   const Model& model() const { return model_; }
-  OpId Op(const std::string& name) const {
-    for (OpId v = 0; v < model_.num_ops(); ++v) {
-      if (model_.op_name[v] == name) return v;
-    }
-    ADD_FAILURE() << "no op " << name;
-    return 0;
-  }
-  DeviceId Dev(const std::string& name) const {
-    for (DeviceId d = 0; d < model_.num_devices(); ++d) {
-      if (model_.device_name[d] == name) return d;
-    }
-    ADD_FAILURE() << "no device " << name;
-    return 0;
-  }
+  OpId Op(const std::string& name) const { return OpNamed(model_, name); }
+  DeviceId Dev(const std::string& name) const { return DeviceNamed(model_, name); }
   Fixture& Place(const std::string& op, const std::string& device) {
     assignment_[Op(op)] = Dev(device);
     return *this;
