@@ -324,11 +324,16 @@ std::string PackRequestIndex(const std::vector<int32_t>& index) {
 std::optional<std::vector<int32_t>> UnpackRequestIndex(absl::string_view bytes) {
   if (bytes.size() % 4 != 0) return std::nullopt;
   std::vector<int32_t> index(bytes.size() / 4);
+  // The index maps a result back by writing result[index[i]]: anything but a permutation of
+  // 0..n-1 (a value from outside the process) would write out of bounds or leave holes.
+  std::vector<bool> seen(index.size(), false);
   for (size_t i = 0; i < index.size(); ++i) {
     uint32_t v = 0;
     for (int b = 0; b < 4; ++b) {
       v |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[i * 4 + b])) << (8 * b);
     }
+    if (v >= index.size() || seen[v]) return std::nullopt;
+    seen[v] = true;
     index[i] = static_cast<int32_t>(v);
   }
   return index;

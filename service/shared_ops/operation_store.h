@@ -205,7 +205,8 @@ class OperationStore {
   const OperationStoreOptions options_;
 };
 
-// Packs and unpacks the caller's op order (int32 little-endian).
+// Packs and unpacks the caller's op order (int32 little-endian). Unpacking accepts only a permutation
+// of 0..n-1 (nullopt otherwise): the bytes come from Redis, and the index is used to write the result.
 std::string PackRequestIndex(const std::vector<int32_t>& index);
 std::optional<std::vector<int32_t>> UnpackRequestIndex(absl::string_view bytes);
 

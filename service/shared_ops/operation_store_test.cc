@@ -70,9 +70,17 @@ void Age(RedisServer& redis, Replica& owner, const std::string& entry, absl::Dur
 }
 
 TEST(RequestIndexTest, RoundTripsAndRejectsTornBytes) {
-  const std::vector<int32_t> index = {0, 7, -1, 1 << 30};
+  const std::vector<int32_t> index = {2, 0, 3, 1};
   EXPECT_EQ(UnpackRequestIndex(PackRequestIndex(index)), index);
+  EXPECT_EQ(UnpackRequestIndex(""), std::vector<int32_t>());
   EXPECT_FALSE(UnpackRequestIndex("abc").has_value());
+}
+
+TEST(RequestIndexTest, RejectsAnythingButAPermutation) {
+  EXPECT_FALSE(UnpackRequestIndex(PackRequestIndex({0, 4, 1, 2})).has_value());  // out of range
+  EXPECT_FALSE(UnpackRequestIndex(PackRequestIndex({0, -1, 1})).has_value());     // negative
+  EXPECT_FALSE(UnpackRequestIndex(PackRequestIndex({1, 1, 0})).has_value());      // repeated
+  EXPECT_FALSE(UnpackRequestIndex(PackRequestIndex({0, 1 << 30})).has_value());
 }
 
 TEST(OperationStoreTest, FirstSubmitCreatesTheJobAndTheSecondJoinsIt) {

@@ -413,5 +413,59 @@ TEST_F(SharedOperationsTest, ALargeRequestIsSharedToo) {
   StopServer(*b);
 }
 
+TEST_F(SharedOperationsTest, TamperedRecordsInRedisAreNeverAnswersAndNeverCrashAReplica) {
+  std::unique_ptr<ServerProcess> a = StartReplica();
+  std::unique_ptr<ServerProcess> b = StartReplica();
+  ASSERT_TRUE(a && b);
+  auto on_a = Client(*a);
+  auto on_b = Client(*b);
+  absl::StatusOr<v1::Operation> submitted = on_a->Submit(RandomRequest(40, FreshSeed(), "m_topo"));
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  absl::StatusOr<v1::Operation> done =
+      on_a->WaitUntilDone(submitted->name(), absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(done.ok() && done->has_response()) << done.status();
+  const std::string key_prefix = prefix_.substr(prefix_.find('=') + 1) + "o1:";
+  const std::string op_key = key_prefix + "op:" + submitted->name();
+
+  // The caller's op order rewritten so that mapping the result back would write far out of bounds
+  // (40 entries of 0x7fffffff): B, which knows the operation only from Redis, must refuse it.
+  ASSERT_TRUE(redis_->Command({"HSET", op_key, "request_index", std::string(160, '\x7f')}).ok());
+  absl::StatusOr<v1::Operation> got = on_b->GetOperation(submitted->name());
+  EXPECT_TRUE(!got.ok() || (got->done() && !got->has_response()))
+      << "a tampered record became an answer";
+
+  // An invented record whose result is garbage, and one whose fields are all nonsense.
+  const std::string invented = "operations/0123456789abcdef0123456789abcdef";
+  ASSERT_TRUE(redis_->Command({"HSET", key_prefix + "op:" + invented, "tenant", "team-a", "state",
+                               "done", "result", key_prefix + "junk", "num_devices", "-5",
+                               "request_index", "", "job", ""})
+                  .ok());
+  ASSERT_TRUE(redis_->Command({"SET", key_prefix + "junk", "\x01garbage"}).ok());
+  absl::StatusOr<v1::Operation> invented_got = on_b->GetOperation(invented);
+  EXPECT_TRUE(!invented_got.ok() || !invented_got->has_response());
+  const std::string nonsense = "operations/fedcba9876543210fedcba9876543210";
+  ASSERT_TRUE(redis_->Command({"HSET", key_prefix + "op:" + nonsense, "tenant", "team-a", "state",
+                               "pending", "job", "nojob", "request_index", "abc"})
+                  .ok());
+  ASSERT_TRUE(redis_->Command({"HSET", key_prefix + "job:nojob", "state", "failed", "error_code",
+                               "0", "fraction", "nan", "waiters", "x"})
+                  .ok());
+  absl::StatusOr<v1::Operation> nonsense_got = on_b->GetOperation(nonsense);
+  EXPECT_TRUE(!nonsense_got.ok() || !nonsense_got->has_response());
+
+  // B is alive and still answers correctly from the shared store.
+  absl::StatusOr<v1::Operation> fresh = on_a->Submit(RandomRequest(30, FreshSeed(), "m_topo"));
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  absl::StatusOr<v1::Operation> fresh_on_b =
+      on_b->WaitUntilDone(fresh->name(), absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(fresh_on_b.ok()) << fresh_on_b.status();
+  EXPECT_TRUE(fresh_on_b->has_response()) << fresh_on_b->error().message();
+  EXPECT_EQ(fresh_on_b->response().placement().device_size(), 30);
+  on_a.reset();
+  on_b.reset();
+  StopServer(*a);
+  StopServer(*b);
+}
+
 }  // namespace
 }  // namespace placement::e2e
