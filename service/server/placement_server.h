@@ -7,10 +7,15 @@
 //   1. health → NOT_SERVING for "" and placement.v1.PlacementService;
 //   2. keep serving for `shutdown_drain_delay` (load balancers move away);
 //   3. stop admitting jobs (UNAVAILABLE) and end long waits (WaitOperation returns, WatchOperation
-//      streams end with UNAVAILABLE);
-//   4. grpc::Server::Shutdown(now + shutdown_grace): in-flight calls finish; after the grace the rest
-//      are cancelled (their jobs are released);
+//      streams end with UNAVAILABLE); with a shared operations store (--redis), hand the jobs this
+//      replica runs for the cluster back at once, so another replica takes them over (same operation
+//      names) instead of waiting for their leases to expire;
+//   4. grpc::Server::Shutdown(now + shutdown_grace): in-flight calls finish; at the end of the grace
+//      the calls still waiting are answered UNAVAILABLE ("the server is shutting down ...; retry",
+//      RetryInfo) and their jobs released; gRPC cancels what is left shortly after;
 //   5. cancel the remaining jobs and join the workers; Wait() returns.
+// main() blocks SIGTERM/SIGINT before any thread starts and receives them on a sigwait thread:
+// calling grpc::Server::Shutdown from a signal handler can deadlock.
 //
 // Example:
 //   PlacementServer server(options);
