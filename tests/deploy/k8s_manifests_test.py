@@ -14,6 +14,7 @@
 
 usage: k8s_manifests_test.py SOURCE_DIR PLACEMENT_SERVER_BINARY
 """
+import json
 import os
 import re
 import shutil
@@ -276,6 +277,32 @@ def check_overlay(name, objects, flag_names, c):
     if name == "prod":
         c.check(placement["spec"].get("replicas", 1) >= 3, f"{where}: prod runs fewer than 3 replicas")
 
+def check_envoy(path, c):
+    """deploy/envoy/envoy.yaml, the cluster router: hashes on the routing header over a ring of the
+    headless Service's pods and health-checks the placement service over gRPC."""
+    with open(path, encoding="utf-8") as file:
+        config = yaml.safe_load(file)
+    resources = config.get("static_resources", {})
+    routes = [route
+              for listener in resources.get("listeners", [])
+              for chain in listener.get("filter_chains", [])
+              for f in chain.get("filters", [])
+              for host in f.get("typed_config", {}).get("route_config", {}).get("virtual_hosts", [])
+              for route in host.get("routes", [])]
+    hashed = [policy.get("header", {}).get("header_name")
+              for route in routes for policy in route.get("route", {}).get("hash_policy", [])]
+    c.check("x-placement-digest" in hashed, "envoy.yaml: no route hashes on x-placement-digest")
+    clusters = resources.get("clusters", [])
+    c.check(any(cluster.get("lb_policy") in ("RING_HASH", "MAGLEV") for cluster in clusters),
+            "envoy.yaml: no ring-hash (or Maglev) cluster")
+    checks = [check.get("grpc_health_check", {}).get("service_name")
+              for cluster in clusters for check in cluster.get("health_checks", [])]
+    c.check("placement.v1.PlacementService" in checks,
+            "envoy.yaml: the cluster does not health-check placement.v1.PlacementService over gRPC")
+    addresses = json.dumps(clusters)
+    c.check("placement-headless" in addresses, "envoy.yaml: the cluster is not the headless Service")
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -286,6 +313,7 @@ def main():
         deploy_checks.skip("kubectl is not installed")
     flag_names = deploy_checks.server_flags(server)
     c = deploy_checks.Checker()
+    check_envoy(os.path.join(source_dir, "deploy", "envoy", "envoy.yaml"), c)
     for overlay in ("dev", "prod"):
         objects = render(kubectl, os.path.join(source_dir, "deploy", "k8s", "overlays", overlay))
         check_overlay(overlay, objects, flag_names, c)
