@@ -36,7 +36,6 @@
 #include "service/server/placement_service.h"
 #include "service/shared_ops/operation_coordinator.h"
 #include "service/shared_ops/operation_store.h"
-#include "service/shared_ops/redis_client.h"
 
 namespace grpc {
 class Server;
