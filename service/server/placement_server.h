@@ -31,6 +31,7 @@
 #include "service/jobs/tenant_limits.h"
 #include "service/server/access_control.h"
 #include "service/server/auth_tokens.h"
+#include "service/cache/redis_client.h"
 #include "service/cache/redis_result_cache.h"
 #include "service/core/placement_core.h"
 #include "service/server/placement_service.h"
