@@ -2,33 +2,17 @@
 
 #include <cstdio>
 
-#include <sys/time.h>
-
 #include <algorithm>
 #include <utility>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-#include <hiredis/hiredis.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace placement::cache {
-namespace {
-
-struct ReplyDeleter {
-  void operator()(redisReply* reply) const { freeReplyObject(reply); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
-
-timeval TimevalOf(absl::Duration duration) {
-  duration = std::max(duration, absl::Milliseconds(1));
-  return absl::ToTimeval(duration);
-}
-
-}  // namespace
 
 absl::StatusOr<std::pair<std::string, int>> ParseRedisAddress(absl::string_view address) {
   const size_t colon = address.rfind(':');
@@ -48,15 +32,14 @@ absl::StatusOr<std::pair<std::string, int>> ParseRedisAddress(absl::string_view 
   return std::make_pair(std::string(host), port);
 }
 
-void RedisResultCache::ContextDeleter::operator()(redisContext* context) const {
-  redisFree(context);
-}
-
-RedisResultCache::RedisResultCache(RedisCacheOptions options) : options_(std::move(options)) {
-  {
-    absl::MutexLock lock(&mu_);
-    next_backoff_ = options_.initial_backoff;
-  }
+RedisResultCache::RedisResultCache(RedisCacheOptions options)
+    : options_(std::move(options)),
+      redis_({.host = options_.host,
+              .port = options_.port,
+              .timeout = options_.timeout,
+              .connections = options_.connections,
+              .initial_backoff = options_.initial_backoff,
+              .max_backoff = options_.max_backoff}) {
   writer_ = std::thread([this] { WriterLoop(); });
 }
 
@@ -66,9 +49,6 @@ RedisResultCache::~RedisResultCache() {
     stopping_ = true;
   }
   writer_.join();
-  std::vector<Connection> idle;
-  absl::MutexLock lock(&mu_);
-  idle.swap(idle_);
 }
 
 std::string RedisResultCache::KeyOf(absl::string_view request_digest) const {
@@ -100,110 +80,40 @@ absl::StatusOr<CachedPlacement> RedisResultCache::DecodeValue(absl::string_view 
   return CachedPlacement(std::move(placement));
 }
 
-RedisResultCache::Connection RedisResultCache::Acquire(absl::Time deadline, bool* skipped) {
-  *skipped = false;
-  bool connect = false;
-  Connection connection;
-  {
-    absl::MutexLock lock(&mu_);
-    if (absl::Now() < paused_until_ || stopping_) {
-      *skipped = true;
-      return nullptr;
-    }
-    auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || !idle_.empty() ||
-             checked_out_ + static_cast<int>(idle_.size()) < options_.connections;
-    };
-    if (!mu_.AwaitWithDeadline(absl::Condition(&available), deadline) || stopping_) {
-      *skipped = true;  // every connection busy for a whole timeout: Redis is not keeping up
-      return nullptr;
-    }
-    ++checked_out_;
-    if (!idle_.empty()) {
-      connection = std::move(idle_.back());
-      idle_.pop_back();
-    } else {
-      connect = true;
-    }
-  }
-  // The socket timeouts bound each send and receive by what is left of this operation's budget.
-  const timeval remaining = TimevalOf(deadline - absl::Now());
-  if (!connect) {
-    if (redisSetTimeout(connection.get(), remaining) == REDIS_OK) return connection;
-    Release(std::move(connection), /*healthy=*/false);
-    RecordFailure(Op::kConnect);
-    return nullptr;
-  }
-  connection.reset(redisConnectWithTimeout(options_.host.c_str(), options_.port, remaining));
-  if (connection == nullptr || connection->err != 0 ||
-      redisSetTimeout(connection.get(), remaining) != REDIS_OK) {
-    connection.reset();
-    {
-      absl::MutexLock lock(&mu_);
-      --checked_out_;
-    }
-    RecordFailure(Op::kConnect);
-    return nullptr;
-  }
-  redisEnableKeepAlive(connection.get());
-  return connection;
-}
-
-void RedisResultCache::Release(Connection connection, bool healthy) {
+void RedisResultCache::RecordFailure(Op op, RedisFailure failure) {
+  // Answered, but not with what GET or SET answer (e.g. LOADING while Redis restarts): the
+  // connection works, yet Redis is in trouble, so the tier backs off all the same.
+  if (failure == RedisFailure::kNone) redis_.BackOff();
   absl::MutexLock lock(&mu_);
-  --checked_out_;
-  if (healthy && connection != nullptr && connection->err == 0 && !stopping_) {
-    idle_.push_back(std::move(connection));
-    next_backoff_ = options_.initial_backoff;
+  if (failure == RedisFailure::kConnect) {
+    ++stats_.connect_errors;
+  } else if (failure != RedisFailure::kNotTried) {
+    ++(op == Op::kGet ? stats_.get_errors : stats_.set_errors);
   }
-  // Otherwise `connection` is closed when it goes out of scope (redisFree only frees memory and the
-  // socket; it does not talk to the server).
-}
-
-void RedisResultCache::RecordFailure(Op op) {
-  std::vector<Connection> stale;
-  absl::MutexLock lock(&mu_);
-  switch (op) {
-    case Op::kConnect: ++stats_.connect_errors; break;
-    case Op::kGet: ++stats_.get_errors; break;
-    case Op::kSet: ++stats_.set_errors; break;
-  }
-  paused_until_ = absl::Now() + next_backoff_;
-  next_backoff_ = std::min(next_backoff_ * 2, options_.max_backoff);
-  // A failure usually means the server went away: the idle connections are as dead as this one.
-  stale.swap(idle_);
 }
 
 CachedPlacement RedisResultCache::Lookup(absl::string_view request_digest) {
-  bool skipped = false;
-  // One budget for the whole lookup: waiting for a connection, connecting, and the GET.
-  Connection connection = Acquire(absl::Now() + options_.timeout, &skipped);
-  if (connection == nullptr) {
+  // One budget for the whole lookup (the client's timeout): waiting for a connection, connecting,
+  // and the GET.
+  RedisFailure failure = RedisFailure::kNone;
+  absl::StatusOr<RedisValue> reply = redis_.Command({"GET", KeyOf(request_digest)}, &failure);
+  if (failure == RedisFailure::kNotTried) {  // backing off, or every connection busy: not tried
     absl::MutexLock lock(&mu_);
-    ++(skipped ? stats_.lookups_skipped : stats_.lookup_errors);
+    ++stats_.lookups_skipped;
     return nullptr;
   }
-  const std::string key = KeyOf(request_digest);
-  Reply reply(static_cast<redisReply*>(
-      redisCommand(connection.get(), "GET %b", key.data(), key.size())));
-  // No reply: I/O error or timeout — the connection is unusable. An error reply (e.g. LOADING while
-  // Redis restarts) leaves it usable but still means "back off".
-  const bool io_ok = reply != nullptr;
-  const bool answered = io_ok && (reply->type == REDIS_REPLY_STRING || reply->type == REDIS_REPLY_NIL);
-  Release(std::move(connection), io_ok);
-  if (!answered) {
-    RecordFailure(Op::kGet);
+  if (!reply.ok() || (!reply->is_nil() && reply->type != RedisValue::Type::kString)) {
+    RecordFailure(Op::kGet, failure);
     absl::MutexLock lock(&mu_);
     ++stats_.lookup_errors;
     return nullptr;
   }
-  if (reply->type == REDIS_REPLY_NIL) {
+  if (reply->is_nil()) {
     absl::MutexLock lock(&mu_);
     ++stats_.misses;
     return nullptr;
   }
-  absl::StatusOr<CachedPlacement> decoded =
-      DecodeValue(absl::string_view(reply->str, reply->len));
+  absl::StatusOr<CachedPlacement> decoded = DecodeValue(reply->str);
   if (!decoded.ok()) {
     // Written by an incompatible build or corrupted: a miss; the fresh result will overwrite it.
     // Logged once per process (a poisoned Redis must not flood the log); counted in decode_errors.
@@ -228,13 +138,14 @@ CachedPlacement RedisResultCache::Lookup(absl::string_view request_digest) {
 void RedisResultCache::Insert(absl::string_view request_digest, CachedPlacement placement) {
   if (placement == nullptr) return;
   std::string value = EncodeValue(*placement);
+  const bool backing_off = redis_.backing_off();
   absl::MutexLock lock(&mu_);
   if (static_cast<int64_t>(value.size()) > options_.max_value_bytes) {
     ++stats_.writes_too_large;
     return;
   }
   // While backing off, queueing would only replay stale writes into a Redis that just came back.
-  if (stopping_ || absl::Now() < paused_until_ ||
+  if (stopping_ || backing_off ||
       static_cast<int>(pending_.size()) >= options_.max_pending_writes) {
     ++stats_.writes_dropped;
     return;
@@ -259,20 +170,19 @@ void RedisResultCache::WriterLoop() {
       pending_.pop_front();
       writing_ = true;
     }
-    bool stored = false;
-    bool skipped = false;
-    if (Connection connection = Acquire(absl::Now() + options_.timeout, &skipped)) {
-      const std::string& key = write.first;
-      const std::string& value = write.second;
-      Reply reply(static_cast<redisReply*>(
-          ttl_ms > 0 ? redisCommand(connection.get(), "SET %b %b PX %lld", key.data(), key.size(),
-                                    value.data(), value.size(), static_cast<long long>(ttl_ms))
-                     : redisCommand(connection.get(), "SET %b %b", key.data(), key.size(),
-                                    value.data(), value.size())));
-      stored = reply != nullptr && reply->type == REDIS_REPLY_STATUS;
-      Release(std::move(connection), reply != nullptr);
-      if (!stored) RecordFailure(Op::kSet);
+    std::vector<std::string> set;
+    set.reserve(5);
+    set.push_back("SET");
+    set.push_back(std::move(write.first));
+    set.push_back(std::move(write.second));
+    if (ttl_ms > 0) {
+      set.push_back("PX");
+      set.push_back(absl::StrCat(ttl_ms));
     }
+    RedisFailure failure = RedisFailure::kNone;
+    absl::StatusOr<RedisValue> reply = redis_.Command(set, &failure);
+    const bool stored = reply.ok() && reply->type == RedisValue::Type::kStatus;
+    if (!stored) RecordFailure(Op::kSet, failure);
     absl::MutexLock lock(&mu_);
     ++(stored ? stats_.writes_stored : stats_.writes_dropped);
     writing_ = false;
@@ -298,9 +208,10 @@ CacheStats RedisResultCache::Stats() const {
 }
 
 RedisCacheStats RedisResultCache::RedisStats() const {
+  const int64_t connections_open = redis_.connections_open();
   absl::MutexLock lock(&mu_);
   RedisCacheStats stats = stats_;
-  stats.connections_open = checked_out_ + static_cast<int64_t>(idle_.size());
+  stats.connections_open = connections_open;
   stats.pending_writes = static_cast<int64_t>(pending_.size());
   return stats;
 }

@@ -11,10 +11,11 @@
 //
 // Lookups run on the caller's thread and take at most about `timeout` (pool, connect and command).
 // Inserts are queued and written by one background thread, so solver workers never wait for Redis;
-// the queue is bounded and drops writes when full. Connections come from a small pool; a connection that fails
-// is closed, and after a failure the tier pauses (lookups miss at once, writes are dropped) for a
-// backoff that doubles per consecutive failure up to `max_backoff`, so a dead or slow Redis costs each
-// request at most one timeout per backoff period, not one per request.
+// the queue is bounded and drops writes when full. Connections come from a small pool (redis_client.h,
+// the same one the shared operations use); a connection that fails is closed, and after a failure the
+// tier pauses (lookups miss at once, writes are dropped) for a backoff that doubles per consecutive
+// failure up to `max_backoff`, so a dead or slow Redis costs each request at most one timeout per
+// backoff period, not one per request.
 //
 // hiredis 0.14 (Debian 12) has no TLS: keep Redis on a private network (see deploy/README.md).
 //
@@ -39,9 +40,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "service/cache/redis_client.h"
 #include "service/cache/result_cache.h"
-
-struct redisContext;
 
 namespace placement::cache {
 
@@ -117,27 +117,16 @@ class RedisResultCache : public ResultCache {
   static absl::StatusOr<CachedPlacement> DecodeValue(absl::string_view value);
 
  private:
-  struct ContextDeleter {
-    void operator()(redisContext* context) const;
-  };
-  using Connection = std::unique_ptr<redisContext, ContextDeleter>;
-  enum class Op { kConnect, kGet, kSet };
+  enum class Op { kGet, kSet };
 
-  // A connected context from the pool whose socket timeouts end at `deadline`, or null: *skipped =
-  // true when not tried (tier backing off, or every connection busy until `deadline`), false when
-  // the connect failed (counted). A non-null connection must be given back with Release.
-  Connection Acquire(absl::Time deadline, bool* skipped);
-  // `healthy` = false closes the connection and starts (or extends) the backoff.
-  void Release(Connection connection, bool healthy);
-  void RecordFailure(Op op) ABSL_LOCKS_EXCLUDED(mu_);
+  // Counts a failed GET or SET by where it failed; one that Redis answered with an error (or an
+  // unexpected reply) also pauses the pool, as a failed round trip does.
+  void RecordFailure(Op op, RedisFailure failure) ABSL_LOCKS_EXCLUDED(mu_);
   void WriterLoop();
 
   const RedisCacheOptions options_;
+  RedisClient redis_;
   mutable absl::Mutex mu_;
-  std::vector<Connection> idle_ ABSL_GUARDED_BY(mu_);
-  int checked_out_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time paused_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  absl::Duration next_backoff_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<std::string, std::string>> pending_ ABSL_GUARDED_BY(mu_);  // key, value
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/redis_server.h"
+#include "tests/testutil/start_redis_or_skip.h"
 
 namespace placement::cache {
 namespace {
@@ -39,12 +40,6 @@ RedisCacheOptions TestOptions(int port) {
                            .initial_backoff = absl::Milliseconds(50),
                            .max_backoff = absl::Milliseconds(200)};
 }
-
-#define START_REDIS_OR_SKIP(var)                                                      \
-  absl::StatusOr<std::unique_ptr<RedisServer>> var##_or = RedisServer::Start();      \
-  if (absl::IsNotFound(var##_or.status())) GTEST_SKIP() << var##_or.status();         \
-  ASSERT_TRUE(var##_or.ok()) << var##_or.status();                                    \
-  RedisServer& var = **var##_or
 
 TEST(RedisAddressTest, Parses) {
   absl::StatusOr<std::pair<std::string, int>> parsed = ParseRedisAddress("redis:6379");

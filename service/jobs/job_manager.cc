@@ -116,15 +116,17 @@ void JobManager::Release(const std::shared_ptr<Job>& job) {
       dequeued = true;
     }
   }
-  if (dequeued) {
-    JobResult result;
-    result.placement = job->cancel_status_;
-    result.queue_time = clock_->Now() - job->admitted_at();
-    job->work_ = nullptr;
-    if (options_.observer != nullptr) options_.observer->OnJobFinished(*job, result);
-    job->Complete(std::move(result));
-  }
+  if (dequeued) CompleteDequeued(job);
   // A running job notices cancelled_ and ends through Finish() on its worker.
+}
+
+void JobManager::CompleteDequeued(const std::shared_ptr<Job>& job) {
+  JobResult result;
+  result.placement = job->cancel_status_;
+  result.queue_time = clock_->Now() - job->admitted_at();
+  job->work_ = nullptr;
+  if (options_.observer != nullptr) options_.observer->OnJobFinished(*job, result);
+  job->Complete(std::move(result));
 }
 
 void JobManager::StopAdmitting() {
@@ -155,14 +157,7 @@ void JobManager::Shutdown() {
       }
     }
   }
-  for (const std::shared_ptr<Job>& job : dropped) {
-    JobResult result;
-    result.placement = job->cancel_status_;
-    result.queue_time = clock_->Now() - job->admitted_at();
-    job->work_ = nullptr;
-    if (options_.observer != nullptr) options_.observer->OnJobFinished(*job, result);
-    job->Complete(std::move(result));
-  }
+  for (const std::shared_ptr<Job>& job : dropped) CompleteDequeued(job);
   for (std::thread& thread : threads_) {
     if (thread.joinable()) thread.join();
   }

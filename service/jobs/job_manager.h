@@ -154,6 +154,9 @@ class JobManager {
   void Finish(const std::shared_ptr<Job>& job, absl::StatusOr<PlacementPtr> placement, bool ran)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Reject(absl::Status status, absl::string_view reason) const;
+  // Ends a job taken off the queue before it ran (released by its last caller, or dropped at
+  // shutdown): its answer is its cancel_status_, its time so far was all queue time.
+  void CompleteDequeued(const std::shared_ptr<Job>& job) ABSL_LOCKS_EXCLUDED(mu_);
   struct TenantState {
     TenantLimits limits;
     int running = 0;

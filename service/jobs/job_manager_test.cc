@@ -12,46 +12,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/common/status_payloads.h"
+#include "service/jobs/job_test_util.h"
 
 namespace placement::jobs {
 namespace {
 
 using ::testing::HasSubstr;
-
-PlacementPtr MakePlacement(int32_t device) {
-  auto placement = std::make_shared<v1::Placement>();
-  placement->add_device(device);
-  return placement;
-}
-
-// Blocks until the job is done (via a listener, no polling).
-const JobResult& AwaitDone(const std::shared_ptr<Job>& job) {
-  auto done = std::make_shared<absl::Notification>();
-  const uint64_t id = job->AddListener([done](const Job& j) {
-    if (j.done() && !done->HasBeenNotified()) done->Notify();
-  });
-  if (id != 0) done->WaitForNotification();
-  return job->result();
-}
-
-// A work function that signals when it starts and returns once released (or cancelled).
-struct Gate {
-  absl::Notification started;
-  absl::Notification release;
-  std::atomic<int> runs{0};
-
-  JobWork Work(int32_t device = 1) {
-    return [this, device](const JobContext& context) -> absl::StatusOr<PlacementPtr> {
-      ++runs;
-      started.Notify();
-      // Partitioners poll the cancellation flag at loop boundaries; so does this one.
-      while (!release.WaitForNotificationWithTimeout(absl::Milliseconds(1))) {
-        if (context.cancelled()) return absl::CancelledError("saw the flag");
-      }
-      return MakePlacement(device);
-    };
-  }
-};
 
 JobSpec Spec(std::string digest, JobWork work, std::string tenant = "") {
   JobSpec spec;
@@ -61,6 +27,14 @@ JobSpec Spec(std::string digest, JobWork work, std::string tenant = "") {
   spec.time_limit = absl::Seconds(10);
   spec.work = std::move(work);
   return spec;
+}
+
+// Admits `gate`'s work under `digest` and waits until a worker runs it: the worker stays busy
+// until the test releases the gate (or cancels the job).
+absl::StatusOr<Admission> AcquireRunning(JobManager& jobs, Gate& gate, std::string digest) {
+  absl::StatusOr<Admission> admission = jobs.Acquire(Spec(std::move(digest), gate.Work()));
+  if (admission.ok()) gate.started.WaitForNotification();
+  return admission;
 }
 
 JobWork Immediate(int32_t device) {
@@ -117,7 +91,7 @@ TEST(JobManagerTest, RunsAJobAndMeasuresQueueTimeWithTheInjectedClock) {
   clock.Advance(absl::Seconds(3));  // b waits 3 s (fake) for the worker
   blocker.release.Notify();
 
-  const JobResult& result = AwaitDone(second->job);
+  const JobResult& result = AwaitJobDone(second->job);
   ASSERT_TRUE(result.placement.ok()) << result.placement.status();
   EXPECT_EQ((*result.placement)->device(0), 7);
   EXPECT_TRUE(result.ran);
@@ -142,7 +116,7 @@ TEST(JobManagerTest, IdenticalDigestsShareOneComputation) {
   }
   EXPECT_EQ(jobs.Stats().in_flight, 1);
   gate.release.Notify();
-  const JobResult& result = AwaitDone(first->job);
+  const JobResult& result = AwaitJobDone(first->job);
   ASSERT_TRUE(result.placement.ok());
   EXPECT_EQ((*result.placement)->device(0), 3);
   EXPECT_EQ(gate.runs.load(), 1);
@@ -160,7 +134,7 @@ TEST(JobManagerTest, EmptyDigestIsNeverShared) {
   EXPECT_FALSE(second->coalesced);
   EXPECT_NE(first->job, second->job);
   gate.release.Notify();
-  AwaitDone(second->job);
+  AwaitJobDone(second->job);
   jobs.Release(first->job);
   jobs.Release(second->job);
 }
@@ -172,9 +146,8 @@ TEST(JobManagerTest, FullQueueIsUnavailableWithARetryDelay) {
                    .retry_delay = absl::Seconds(2),
                    .observer = &observer});
   Gate gate;
-  absl::StatusOr<Admission> running = jobs.Acquire(Spec("a", gate.Work()));
+  absl::StatusOr<Admission> running = AcquireRunning(jobs, gate, "a");
   ASSERT_TRUE(running.ok());
-  gate.started.WaitForNotification();
   absl::StatusOr<Admission> queued = jobs.Acquire(Spec("b", Immediate(1)));
   ASSERT_TRUE(queued.ok());
   EXPECT_EQ(jobs.Stats().queued, 1);
@@ -192,7 +165,7 @@ TEST(JobManagerTest, FullQueueIsUnavailableWithARetryDelay) {
   EXPECT_TRUE(joined->coalesced);
 
   gate.release.Notify();
-  AwaitDone(queued->job);
+  AwaitJobDone(queued->job);
   jobs.Release(running->job);
   jobs.Release(queued->job);
   jobs.Release(joined->job);
@@ -215,7 +188,7 @@ TEST(JobManagerTest, MemoryBudgetBoundsAdmission) {
   EXPECT_THAT(std::string(rejected.status().message()), HasSubstr("memory budget"));
 
   gate.release.Notify();
-  AwaitDone(running->job);
+  AwaitJobDone(running->job);
   jobs.Release(running->job);
   EXPECT_EQ(jobs.Stats().memory_in_use_bytes, 0);
 
@@ -224,7 +197,7 @@ TEST(JobManagerTest, MemoryBudgetBoundsAdmission) {
   huge.estimated_memory_bytes = 500;
   absl::StatusOr<Admission> admitted = jobs.Acquire(std::move(huge));
   ASSERT_TRUE(admitted.ok());
-  AwaitDone(admitted->job);
+  AwaitJobDone(admitted->job);
   jobs.Release(admitted->job);
 }
 
@@ -257,7 +230,7 @@ TEST(JobManagerTest, WorkDeadlineIsTheTimeLimitCappedByTheCallersDeadline) {
   limited.deadline = clock.Now() + absl::Seconds(60);
   absl::StatusOr<Admission> first = jobs.Acquire(std::move(limited));
   ASSERT_TRUE(first.ok());
-  AwaitDone(first->job);
+  AwaitJobDone(first->job);
   EXPECT_EQ(*seen, clock.Now() + absl::Seconds(5));
 
   JobSpec capped = Spec("b", capture);
@@ -265,7 +238,7 @@ TEST(JobManagerTest, WorkDeadlineIsTheTimeLimitCappedByTheCallersDeadline) {
   capped.deadline = clock.Now() + absl::Seconds(2);
   absl::StatusOr<Admission> second = jobs.Acquire(std::move(capped));
   ASSERT_TRUE(second.ok());
-  AwaitDone(second->job);
+  AwaitJobDone(second->job);
   EXPECT_EQ(*seen, clock.Now() + absl::Seconds(2));
   jobs.Release(first->job);
   jobs.Release(second->job);
@@ -276,16 +249,15 @@ TEST(JobManagerTest, DeadlinePassingWhileQueuedEndsTheJobWithoutRunningIt) {
   RecordingObserver observer;
   JobManager jobs({.workers = 1, .clock = &clock, .observer = &observer});
   Gate gate;
-  absl::StatusOr<Admission> blocker = jobs.Acquire(Spec("a", gate.Work()));
+  absl::StatusOr<Admission> blocker = AcquireRunning(jobs, gate, "a");
   ASSERT_TRUE(blocker.ok());
-  gate.started.WaitForNotification();
   JobSpec doomed = Spec("b", Immediate(1));
   doomed.deadline = clock.Now() + absl::Seconds(1);
   absl::StatusOr<Admission> queued = jobs.Acquire(std::move(doomed));
   ASSERT_TRUE(queued.ok());
   clock.Advance(absl::Seconds(2));
   gate.release.Notify();
-  const JobResult& result = AwaitDone(queued->job);
+  const JobResult& result = AwaitJobDone(queued->job);
   EXPECT_EQ(result.placement.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_FALSE(result.ran);
   EXPECT_EQ(observer.ran(), 1);  // only the blocker
@@ -296,9 +268,8 @@ TEST(JobManagerTest, DeadlinePassingWhileQueuedEndsTheJobWithoutRunningIt) {
 TEST(JobManagerTest, ReleasingTheLastWaiterOfAQueuedJobDropsIt) {
   JobManager jobs({.workers = 1});
   Gate gate;
-  absl::StatusOr<Admission> blocker = jobs.Acquire(Spec("a", gate.Work()));
+  absl::StatusOr<Admission> blocker = AcquireRunning(jobs, gate, "a");
   ASSERT_TRUE(blocker.ok());
-  gate.started.WaitForNotification();
   Gate never;
   absl::StatusOr<Admission> queued = jobs.Acquire(Spec("b", never.Work()));
   ASSERT_TRUE(queued.ok());
@@ -307,7 +278,7 @@ TEST(JobManagerTest, ReleasingTheLastWaiterOfAQueuedJobDropsIt) {
   EXPECT_EQ(queued->job->result().placement.status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(jobs.Stats().queued, 0);
   gate.release.Notify();
-  AwaitDone(blocker->job);
+  AwaitJobDone(blocker->job);
   jobs.Release(blocker->job);
   EXPECT_EQ(never.runs.load(), 0);
 }
@@ -315,18 +286,17 @@ TEST(JobManagerTest, ReleasingTheLastWaiterOfAQueuedJobDropsIt) {
 TEST(JobManagerTest, ReleasingTheLastWaiterCancelsARunningJobAndFreesTheWorker) {
   JobManager jobs({.workers = 1});
   Gate gate;  // never released: only cancellation ends it
-  absl::StatusOr<Admission> running = jobs.Acquire(Spec("a", gate.Work()));
+  absl::StatusOr<Admission> running = AcquireRunning(jobs, gate, "a");
   ASSERT_TRUE(running.ok());
-  gate.started.WaitForNotification();
   jobs.Release(running->job);
-  const JobResult& cancelled = AwaitDone(running->job);
+  const JobResult& cancelled = AwaitJobDone(running->job);
   EXPECT_EQ(cancelled.placement.status().code(), absl::StatusCode::kCancelled);
   EXPECT_TRUE(cancelled.ran);
 
   // The one worker is free again.
   absl::StatusOr<Admission> next = jobs.Acquire(Spec("b", Immediate(4)));
   ASSERT_TRUE(next.ok());
-  const JobResult& result = AwaitDone(next->job);
+  const JobResult& result = AwaitJobDone(next->job);
   ASSERT_TRUE(result.placement.ok());
   jobs.Release(next->job);
 }
@@ -339,7 +309,7 @@ TEST(JobManagerTest, ReleasingOneOfTwoWaitersDoesNotCancel) {
   ASSERT_TRUE(first.ok() && second.ok());
   jobs.Release(first->job);
   gate.release.Notify();
-  const JobResult& result = AwaitDone(second->job);
+  const JobResult& result = AwaitJobDone(second->job);
   ASSERT_TRUE(result.placement.ok()) << result.placement.status();
   EXPECT_EQ((*result.placement)->device(0), 5);
   jobs.Release(second->job);
@@ -348,15 +318,14 @@ TEST(JobManagerTest, ReleasingOneOfTwoWaitersDoesNotCancel) {
 TEST(JobManagerTest, ACancelledDigestIsNotJoinedAgain) {
   JobManager jobs({.workers = 1});
   Gate gate;
-  absl::StatusOr<Admission> first = jobs.Acquire(Spec("a", gate.Work()));
+  absl::StatusOr<Admission> first = AcquireRunning(jobs, gate, "a");
   ASSERT_TRUE(first.ok());
-  gate.started.WaitForNotification();
   jobs.Release(first->job);  // cancelled; its worker may still be finishing
   absl::StatusOr<Admission> again = jobs.Acquire(Spec("a", Immediate(2)));
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->coalesced);
   EXPECT_NE(again->job, first->job);
-  const JobResult& result = AwaitDone(again->job);
+  const JobResult& result = AwaitJobDone(again->job);
   ASSERT_TRUE(result.placement.ok());
   jobs.Release(again->job);
 }
@@ -364,9 +333,8 @@ TEST(JobManagerTest, ACancelledDigestIsNotJoinedAgain) {
 TEST(JobManagerTest, TenantsAreServedRoundRobin) {
   JobManager jobs({.workers = 1});
   Gate gate;
-  absl::StatusOr<Admission> blocker = jobs.Acquire(Spec("block", gate.Work()));
+  absl::StatusOr<Admission> blocker = AcquireRunning(jobs, gate, "block");
   ASSERT_TRUE(blocker.ok());
-  gate.started.WaitForNotification();
 
   absl::Mutex mu;
   std::vector<std::string> order;
@@ -385,7 +353,7 @@ TEST(JobManagerTest, TenantsAreServedRoundRobin) {
     admitted.push_back(*std::move(a));
   }
   gate.release.Notify();
-  for (Admission& a : admitted) AwaitDone(a.job);
+  for (Admission& a : admitted) AwaitJobDone(a.job);
   EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "a2", "a3"}));
   for (Admission& a : admitted) jobs.Release(a.job);
   jobs.Release(blocker->job);
@@ -428,8 +396,8 @@ TEST(JobManagerTest, TenantQueueLimitIsResourceExhaustedForThatTenantOnly) {
   ASSERT_TRUE(b.ok());
 
   gate.release.Notify();
-  AwaitDone(queued->job);
-  AwaitDone(b->job);
+  AwaitJobDone(queued->job);
+  AwaitJobDone(b->job);
   for (const absl::StatusOr<Admission>* a : {&blocker, &queued, &joined, &b}) {
     jobs.Release((*a)->job);
   }
@@ -468,14 +436,14 @@ TEST(JobManagerTest, TenantAtItsRunningLimitWaitsWhileOthersUseTheFreeWorkers) {
 
   // When a1 ends, a2 may start.
   gate_a.release.Notify();
-  AwaitDone(first->job);
+  AwaitJobDone(first->job);
   gate_a2.started.WaitForNotification();
   EXPECT_EQ(gate_a2.runs.load(), 1);
 
   gate_a2.release.Notify();
   gate_b.release.Notify();
-  AwaitDone(second->job);
-  AwaitDone(b->job);
+  AwaitJobDone(second->job);
+  AwaitJobDone(b->job);
   for (const absl::StatusOr<Admission>* a : {&first, &second, &b}) jobs.Release((*a)->job);
 }
 
@@ -504,7 +472,7 @@ TEST(JobManagerTest, ProgressIsThrottledByTheInjectedClock) {
     seen.push_back(absl::StrCat(progress.stage, "@", progress.fraction));
   });
   go.Notify();
-  AwaitDone(admitted->job);
+  AwaitJobDone(admitted->job);
   absl::MutexLock lock(&mu);
   // "running" may or may not be seen (the listener may be added after the worker started).
   std::vector<std::string> without_running;
@@ -528,9 +496,8 @@ TEST(JobManagerTest, StopAdmittingAnswersUnavailable) {
 TEST(JobManagerTest, ShutdownEndsQueuedAndRunningJobs) {
   JobManager jobs({.workers = 1});
   Gate gate;
-  absl::StatusOr<Admission> running = jobs.Acquire(Spec("a", gate.Work()));
+  absl::StatusOr<Admission> running = AcquireRunning(jobs, gate, "a");
   ASSERT_TRUE(running.ok());
-  gate.started.WaitForNotification();
   absl::StatusOr<Admission> queued = jobs.Acquire(Spec("b", Immediate(1)));
   ASSERT_TRUE(queued.ok());
   jobs.Shutdown();
@@ -550,7 +517,7 @@ TEST(JobManagerTest, AnExceptionInTheWorkFailsOnlyThatJobAsInternal) {
         throw std::runtime_error("boom in the partitioner");
       }));
   ASSERT_TRUE(throwing.ok());
-  const JobResult& failed = AwaitDone(throwing->job);
+  const JobResult& failed = AwaitJobDone(throwing->job);
   EXPECT_EQ(failed.placement.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(failed.placement.status().message()),
               HasSubstr("boom in the partitioner"));
@@ -558,12 +525,12 @@ TEST(JobManagerTest, AnExceptionInTheWorkFailsOnlyThatJobAsInternal) {
   absl::StatusOr<Admission> odd = jobs.Acquire(
       Spec("throws an int", [](const JobContext&) -> absl::StatusOr<PlacementPtr> { throw 7; }));
   ASSERT_TRUE(odd.ok());
-  EXPECT_EQ(AwaitDone(odd->job).placement.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(AwaitJobDone(odd->job).placement.status().code(), absl::StatusCode::kInternal);
 
   // The only worker survived both and runs the next job.
   absl::StatusOr<Admission> next = jobs.Acquire(Spec("next", Immediate(3)));
   ASSERT_TRUE(next.ok());
-  const JobResult& result = AwaitDone(next->job);
+  const JobResult& result = AwaitJobDone(next->job);
   ASSERT_TRUE(result.placement.ok()) << result.placement.status();
   EXPECT_EQ((*result.placement)->device(0), 3);
   jobs.Release(throwing->job);

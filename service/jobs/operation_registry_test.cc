@@ -10,18 +10,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/common/status_payloads.h"
+#include "service/jobs/job_test_util.h"
 
 namespace placement::jobs {
 namespace {
 
 using ::testing::MatchesRegex;
 using ::testing::HasSubstr;
-
-PlacementPtr MakePlacement(int32_t device) {
-  auto placement = std::make_shared<v1::Placement>();
-  placement->add_device(device);
-  return placement;
-}
 
 // Blocks until the operation is done (via a listener, no polling).
 Operation::Snapshot AwaitDone(const std::shared_ptr<Operation>& op) {
@@ -32,33 +27,6 @@ Operation::Snapshot AwaitDone(const std::shared_ptr<Operation>& op) {
   if (id != 0) done->WaitForNotification();
   return op->snapshot();
 }
-
-// Blocks until the job is done.
-void AwaitJob(const std::shared_ptr<Job>& job) {
-  auto done = std::make_shared<absl::Notification>();
-  if (job->AddListener([done](const Job& j) {
-        if (j.done() && !done->HasBeenNotified()) done->Notify();
-      }) != 0) {
-    done->WaitForNotification();
-  }
-}
-
-struct Gate {
-  absl::Notification started;
-  absl::Notification release;
-  std::atomic<int> runs{0};
-
-  JobWork Work(int32_t device = 1) {
-    return [this, device](const JobContext& context) -> absl::StatusOr<PlacementPtr> {
-      ++runs;
-      started.Notify();
-      while (!release.WaitForNotificationWithTimeout(absl::Milliseconds(1))) {
-        if (context.cancelled()) return absl::CancelledError("saw the flag");
-      }
-      return MakePlacement(device);
-    };
-  }
-};
 
 JobSpec Spec(std::string digest, JobWork work) {
   JobSpec spec;
@@ -137,7 +105,7 @@ TEST_F(OperationRegistryTest, CancelEndsTheOperationAndItsUnsharedJob) {
   EXPECT_EQ(snapshot.error.code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(snapshot.placement, nullptr);
   EXPECT_TRUE(job->cancelled());
-  AwaitJob(job);
+  AwaitJobDone(job);
   EXPECT_EQ(job->result().placement.status().code(), absl::StatusCode::kCancelled);
 }
 
@@ -155,7 +123,7 @@ TEST_F(OperationRegistryTest, CancelLeavesASharedJobRunning) {
 
   ASSERT_TRUE(registry_.Cancel((*op)->name(), "").ok());
   gate.release.Notify();
-  AwaitJob(unary->job);
+  AwaitJobDone(unary->job);
   ASSERT_TRUE(unary->job->result().placement.ok());
   EXPECT_EQ((*unary->job->result().placement)->device(0), 8);
   jobs_.Release(unary->job);
@@ -236,7 +204,7 @@ TEST_F(OperationRegistryTest, RequestIdMakesSubmissionIdempotent) {
   ASSERT_TRUE(pending.ok());
   EXPECT_EQ(*pending, *first);
   EXPECT_TRUE(job->cancelled());  // its only waiter was released
-  AwaitJob(job);
+  AwaitJobDone(job);
 }
 
 // Issue 14: a full table used to refuse with "retry in 1 s" while it held finished operations for

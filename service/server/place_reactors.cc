@@ -220,15 +220,31 @@ class JobWaitReactor : public grpc::ServerUnaryReactor {
   bool cancel_noted_ ABSL_GUARDED_BY(start_mu_) = false;
 };
 
-class PlaceReactor final : public JobWaitReactor {
+// A JobWaitReactor that answers one decoded exchange of `Request` and `Response` (raw_call.h's Open).
+template <typename Request, typename Response>
+class ExchangeReactor : public JobWaitReactor {
  public:
-  PlaceReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context)
-      : JobWaitReactor(service, context, Method::kPlace) {}
+  using RequestType = Request;
+  using ResponseType = Response;
 
-  void Bind(const v1::PlaceRequest* request, v1::PlaceResponse* response) {
+  ExchangeReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context,
+                  Method method)
+      : JobWaitReactor(service, context, method) {}
+
+  void Bind(const Request* request, Response* response) {
     request_ = request;
     response_ = response;
   }
+
+ protected:
+  const Request* request_ = nullptr;
+  Response* response_ = nullptr;
+};
+
+class PlaceReactor final : public ExchangeReactor<v1::PlaceRequest, v1::PlaceResponse> {
+ public:
+  PlaceReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context)
+      : ExchangeReactor(service, context, Method::kPlace) {}
 
   void Start() override {
     const std::string* tenant = &record_.entry().tenant;  // authenticated before decoding
@@ -271,21 +287,14 @@ class PlaceReactor final : public JobWaitReactor {
     return absl::OkStatus();
   }
 
-  const v1::PlaceRequest* request_ = nullptr;
-  v1::PlaceResponse* response_ = nullptr;
   std::shared_ptr<const core::PreparedRequest> prepared_;
   v1::CacheResult cache_ = v1::MISS;
 };
 
-class EvaluateReactor final : public JobWaitReactor {
+class EvaluateReactor final : public ExchangeReactor<v1::EvaluateRequest, v1::EvaluateResponse> {
  public:
   EvaluateReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context)
-      : JobWaitReactor(service, context, Method::kEvaluate) {}
-
-  void Bind(const v1::EvaluateRequest* request, v1::EvaluateResponse* response) {
-    request_ = request;
-    response_ = response;
-  }
+      : ExchangeReactor(service, context, Method::kEvaluate) {}
 
   void Start() override {
     const std::string* tenant = &record_.entry().tenant;  // authenticated before decoding
@@ -306,10 +315,34 @@ class EvaluateReactor final : public JobWaitReactor {
     return absl::OkStatus();
   }
 
-  const v1::EvaluateRequest* request_ = nullptr;
-  v1::EvaluateResponse* response_ = nullptr;
   std::shared_ptr<core::EvaluateOutput> output_;
 };
+
+// Decodes the call into a new `Reactor` and starts it: on `offload` when given, else on gRPC's
+// thread. A call that does not authenticate or decode is answered at once.
+template <typename Reactor>
+grpc::ServerUnaryReactor* StartExchangeCall(PlacementServiceImpl* service,
+                                            grpc::CallbackServerContext* context,
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response, OffloadPool* offload) {
+  auto* reactor = new Reactor(service, context);
+  auto exchange = Open<typename Reactor::RequestType, typename Reactor::ResponseType>(
+      service, context, request, response, reactor->record());
+  if (!exchange.ok()) {
+    reactor->FinishEarly(exchange.status());
+    return reactor;
+  }
+  reactor->Bind(&(*exchange)->request, &(*exchange)->response);
+  reactor->set_drop_request([exchange = std::weak_ptr(*exchange)] {
+    if (auto alive = exchange.lock()) alive->DropRequest();
+  });
+  if (offload != nullptr) {
+    reactor->StartOn(offload);
+  } else {
+    reactor->Start();
+  }
+  return reactor;
+}
 
 }  // namespace
 
@@ -317,42 +350,16 @@ grpc::ServerUnaryReactor* StartPlaceCall(PlacementServiceImpl* service,
                                          grpc::CallbackServerContext* context,
                                          const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* response) {
-  auto* reactor = new PlaceReactor(service, context);
-  auto exchange = Open<v1::PlaceRequest, v1::PlaceResponse>(service, context, request, response,
-                                                            reactor->record());
-  if (!exchange.ok()) {
-    reactor->FinishEarly(exchange.status());
-    return reactor;
-  }
-  reactor->Bind(&(*exchange)->request, &(*exchange)->response);
-  reactor->set_drop_request([exchange = std::weak_ptr(*exchange)] {
-    if (auto alive = exchange.lock()) alive->DropRequest();
-  });
-  if (service->offload() != nullptr) {
-    reactor->StartOn(service->offload());
-  } else {
-    reactor->Start();
-  }
-  return reactor;
+  return StartExchangeCall<PlaceReactor>(service, context, request, response, service->offload());
 }
 
+// Evaluate never waits on the shared cache tier, so it starts on gRPC's thread (offload_pool.h).
 grpc::ServerUnaryReactor* StartEvaluateCall(PlacementServiceImpl* service,
                                             grpc::CallbackServerContext* context,
                                             const grpc::ByteBuffer* request,
                                             grpc::ByteBuffer* response) {
-  auto* reactor = new EvaluateReactor(service, context);
-  auto exchange = Open<v1::EvaluateRequest, v1::EvaluateResponse>(service, context, request,
-                                                                  response, reactor->record());
-  if (!exchange.ok()) {
-    reactor->FinishEarly(exchange.status());
-    return reactor;
-  }
-  reactor->Bind(&(*exchange)->request, &(*exchange)->response);
-  reactor->set_drop_request([exchange = std::weak_ptr(*exchange)] {
-    if (auto alive = exchange.lock()) alive->DropRequest();
-  });
-  reactor->Start();
-  return reactor;
+  return StartExchangeCall<EvaluateReactor>(service, context, request, response,
+                                            /*offload=*/nullptr);
 }
 
 }  // namespace placement::server

@@ -36,12 +36,12 @@
 #include "service/jobs/tenant_limits.h"
 #include "service/server/access_control.h"
 #include "service/server/auth_tokens.h"
+#include "service/cache/redis_client.h"
 #include "service/cache/redis_result_cache.h"
 #include "service/core/placement_core.h"
 #include "service/server/placement_service.h"
 #include "service/shared_ops/operation_coordinator.h"
 #include "service/shared_ops/operation_store.h"
-#include "service/shared_ops/redis_client.h"
 
 namespace grpc {
 class Server;

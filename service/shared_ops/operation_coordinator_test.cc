@@ -11,17 +11,12 @@
 #include "gtest/gtest.h"
 #include "service/cache/redis_result_cache.h"
 #include "tests/testutil/redis_server.h"
+#include "tests/testutil/start_redis_or_skip.h"
 
 namespace placement::shared_ops {
 namespace {
 
 using testutil::RedisServer;
-
-#define START_REDIS_OR_SKIP(var)                                                 \
-  absl::StatusOr<std::unique_ptr<RedisServer>> var##_or = RedisServer::Start(); \
-  if (absl::IsNotFound(var##_or.status())) GTEST_SKIP() << var##_or.status();    \
-  ASSERT_TRUE(var##_or.ok()) << var##_or.status();                               \
-  RedisServer& var = **var##_or
 
 constexpr int kOps = 3;
 constexpr int kDevices = 2;

@@ -42,9 +42,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "service/shared_ops/redis_client.h"
+#include "service/cache/redis_client.h"
 
 namespace placement::shared_ops {
+
+// The Redis connection layer is the one the result cache tier uses (service/cache/redis_client.h).
+using cache::RedisClient;
+using cache::RedisClientOptions;
+using cache::RedisValue;
+using cache::ScriptSha1;
 
 // A new operation's record.
 struct OperationRecord {

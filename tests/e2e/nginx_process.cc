@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -21,9 +20,8 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "tests/e2e/server_process.h"
+#include "tests/testutil/child_process.h"
 #include "tests/testutil/redis_server.h"
-
-extern char** environ;
 
 namespace placement::e2e {
 namespace {
@@ -124,21 +122,9 @@ absl::StatusOr<std::unique_ptr<NginxProcess>> NginxProcess::Start(
   // -e: the error log before the config is read (else nginx opens /var/log/nginx/error.log).
   std::vector<std::string> args = {binary, "-p", nginx->dir_, "-e", nginx->dir_ + "/error.log",
                                    "-c", config_path};
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, (nginx->dir_ + "/stderr.log").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const int spawned = posix_spawn(&nginx->pid_, binary.c_str(), &actions, nullptr, argv.data(),
-                                  environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) {
-    nginx->pid_ = -1;
-    return absl::InternalError(absl::StrCat("cannot start ", binary));
-  }
+  absl::StatusOr<pid_t> pid = testutil::SpawnChild(std::move(args), nginx->dir_ + "/stderr.log");
+  if (!pid.ok()) return pid.status();
+  nginx->pid_ = *pid;
   const absl::Time give_up = absl::Now() + timeout;
   while (absl::Now() < give_up) {
     int status = 0;

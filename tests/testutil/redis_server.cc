@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -19,8 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-
-extern char** environ;
+#include "tests/testutil/child_process.h"
 
 namespace placement::testutil {
 namespace {
@@ -99,19 +97,9 @@ absl::Status RedisServer::Launch(absl::Duration timeout) {
                                    "--dir",        dir_,           "--daemonize",
                                    "no",           "--logfile",    absl::StrCat(dir_, "/redis.log"),
                                    "--protected-mode", "no"};
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  const int spawned = posix_spawn(&pid_, binary_.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) {
-    pid_ = -1;
-    return absl::InternalError(absl::StrCat("cannot start ", binary_));
-  }
+  absl::StatusOr<pid_t> pid = SpawnChild(std::move(args), "/dev/null");
+  if (!pid.ok()) return pid.status();
+  pid_ = *pid;
   const absl::Time give_up = absl::Now() + timeout;
   while (absl::Now() < give_up) {
     int status = 0;

@@ -1,4 +1,4 @@
-#include "service/shared_ops/redis_client.h"
+#include "service/cache/redis_client.h"
 
 #include <sys/time.h>
 
@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
-namespace placement::shared_ops {
+namespace placement::cache {
 namespace {
 
 RedisValue CopyReply(const redisReply& reply) {
@@ -79,7 +79,21 @@ absl::Status RedisClient::Fail(absl::string_view what) {
   return absl::UnavailableError(absl::StrCat("redis ", options_.host, ":", options_.port, ": ", what));
 }
 
-absl::StatusOr<RedisClient::Connection> RedisClient::Acquire(absl::Time deadline) {
+void RedisClient::BackOff() { Fail("backing off").IgnoreError(); }
+
+bool RedisClient::backing_off() const {
+  absl::MutexLock lock(&mu_);
+  return absl::Now() < paused_until_;
+}
+
+int64_t RedisClient::connections_open() const {
+  absl::MutexLock lock(&mu_);
+  return checked_out_ + static_cast<int64_t>(idle_.size());
+}
+
+absl::StatusOr<RedisClient::Connection> RedisClient::Acquire(absl::Time deadline,
+                                                             RedisFailure* failure) {
+  *failure = RedisFailure::kNotTried;
   bool connect = false;
   Connection connection;
   {
@@ -102,6 +116,8 @@ absl::StatusOr<RedisClient::Connection> RedisClient::Acquire(absl::Time deadline
       connect = true;
     }
   }
+  // The socket timeouts bound each send and receive by what is left of this call's budget.
+  *failure = RedisFailure::kConnect;
   const timeval remaining = TimevalOf(deadline - absl::Now());
   if (connect) {
     connection.reset(redisConnectWithTimeout(options_.host.c_str(), options_.port, remaining));
@@ -119,6 +135,7 @@ absl::StatusOr<RedisClient::Connection> RedisClient::Acquire(absl::Time deadline
     Release(std::move(connection), /*healthy=*/false);
     return Fail("setting the socket timeout failed");
   }
+  *failure = RedisFailure::kNone;
   return connection;
 }
 
@@ -136,10 +153,15 @@ absl::Duration RedisClient::TransferAllowance(size_t bytes) {
 }
 
 absl::StatusOr<std::vector<RedisValue>> RedisClient::RoundTrip(
-    const std::vector<std::vector<std::string>>& commands, absl::Duration extra) {
+    const std::vector<std::vector<std::string>>& commands, absl::Duration extra,
+    RedisFailure* failure) {
+  RedisFailure ignored = RedisFailure::kNone;
+  if (failure == nullptr) failure = &ignored;
   round_trips_.fetch_add(1, std::memory_order_relaxed);
-  absl::StatusOr<Connection> connection = Acquire(absl::Now() + options_.timeout + extra);
+  absl::StatusOr<Connection> connection =
+      Acquire(absl::Now() + options_.timeout + extra, failure);
   if (!connection.ok()) return connection.status();
+  *failure = RedisFailure::kExchange;
   redisContext* context = connection->get();
   std::vector<const char*> argv;
   std::vector<size_t> lengths;
@@ -170,6 +192,7 @@ absl::StatusOr<std::vector<RedisValue>> RedisClient::RoundTrip(
     freeReplyObject(reply);
   }
   Release(*std::move(connection), /*healthy=*/true);
+  *failure = RedisFailure::kNone;
   return replies;
 }
 
@@ -179,8 +202,9 @@ absl::StatusOr<std::vector<RedisValue>> RedisClient::Pipeline(
   return RoundTrip(commands, extra);
 }
 
-absl::StatusOr<RedisValue> RedisClient::Command(const std::vector<std::string>& args) {
-  absl::StatusOr<std::vector<RedisValue>> replies = RoundTrip({args}, absl::ZeroDuration());
+absl::StatusOr<RedisValue> RedisClient::Command(const std::vector<std::string>& args,
+                                                RedisFailure* failure) {
+  absl::StatusOr<std::vector<RedisValue>> replies = RoundTrip({args}, absl::ZeroDuration(), failure);
   if (!replies.ok()) return replies.status();
   RedisValue& reply = replies->front();
   if (reply.type == RedisValue::Type::kError) {
@@ -213,4 +237,4 @@ absl::StatusOr<RedisValue> RedisClient::Script(absl::string_view source,
   return std::move(reply);
 }
 
-}  // namespace placement::shared_ops
+}  // namespace placement::cache
