@@ -373,6 +373,44 @@ TEST(ScaleE2ETest, OperationsThroughNginxReachTheReplicaThatHoldsThem) {
   }
 }
 
+// With --redis any replica answers for any operation, so operation calls need no routing header:
+// a client that sends none, through the same nginx, finds every operation on whichever replica the
+// call reaches (and the calls do reach both).
+TEST(ScaleE2ETest, WithRedisOperationsThroughNginxNeedNoDigestHeader) {
+  absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
+  if (absl::IsNotFound(redis.status())) GTEST_SKIP() << redis.status();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  const std::vector<std::string> flags = RedisFlags(**redis);
+  std::unique_ptr<ServerProcess> a = StartReplica(flags);
+  std::unique_ptr<ServerProcess> b = StartReplica(flags);
+  ASSERT_TRUE(a && b);
+  absl::StatusOr<std::unique_ptr<NginxProcess>> router = NginxProcess::Start({a->port(), b->port()});
+  if (absl::IsNotFound(router.status())) GTEST_SKIP() << router.status();
+  ASSERT_TRUE(router.ok()) << router.status();
+
+  client::ClientOptions options;
+  options.target = (*router)->address();
+  options.default_timeout = absl::Seconds(30);
+  options.retry.max_attempts = 1;  // a NOT_FOUND must show, not be retried away
+  PlacementClient client(options);  // no routing_digest: no x-placement-digest header
+  const uint64_t base = FreshSeed();
+  for (int i = 0; i < 8; ++i) {
+    absl::StatusOr<v1::Operation> submitted = client.Submit(Request(base + i));
+    ASSERT_TRUE(submitted.ok()) << submitted.status();
+    for (int poll = 0; poll < 3; ++poll) {
+      absl::StatusOr<v1::Operation> got = client.GetOperation(submitted->name());
+      ASSERT_TRUE(got.ok()) << got.status();
+    }
+    absl::StatusOr<v1::Operation> done =
+        client.WaitUntilDone(submitted->name(), absl::Now() + absl::Seconds(30));
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_TRUE(done->has_response()) << done->error().message();
+  }
+  constexpr char kOkGets[] = "placement_requests_total{code=\"OK\",method=\"GetOperation\"}";
+  EXPECT_GT(Metric(*a, kOkGets), 0) << "no GetOperation reached replica A";
+  EXPECT_GT(Metric(*b, kOkGets), 0) << "no GetOperation reached replica B";
+}
+
 TEST(ScaleE2ETest, ClientsWithRetriesThroughNginxSurviveAReplicaKilledUnderLoad) {
   absl::StatusOr<RoutedReplicas> replicas = RoutedReplicas::Start();
   if (absl::IsNotFound(replicas.status())) GTEST_SKIP() << replicas.status();
