@@ -20,15 +20,11 @@ RedisValue CopyReply(const redisReply& reply) {
   RedisValue value;
   switch (reply.type) {
     case REDIS_REPLY_STRING:
-      value.type = RedisValue::Type::kString;
-      value.str.assign(reply.str, reply.len);
-      break;
     case REDIS_REPLY_STATUS:
-      value.type = RedisValue::Type::kStatus;
-      value.str.assign(reply.str, reply.len);
-      break;
     case REDIS_REPLY_ERROR:
-      value.type = RedisValue::Type::kError;
+      value.type = reply.type == REDIS_REPLY_STRING   ? RedisValue::Type::kString
+                   : reply.type == REDIS_REPLY_STATUS ? RedisValue::Type::kStatus
+                                                      : RedisValue::Type::kError;
       value.str.assign(reply.str, reply.len);
       break;
     case REDIS_REPLY_INTEGER:

@@ -336,6 +336,23 @@ TEST(ScaleE2ETest, NginxSendsIdenticalRequestsToTheSameReplica) {
   EXPECT_EQ(Metric(*a, kOkPlaces), solves_a * kRepeats);
 }
 
+// Submits `count` requests through `client`, then polls each by name three times and waits for it:
+// every call must find the operation, and each must end with a placement.
+void SubmitAndFollowByName(PlacementClient& client, uint64_t base, int count) {
+  for (int i = 0; i < count; ++i) {
+    absl::StatusOr<v1::Operation> submitted = client.Submit(Request(base + i));
+    ASSERT_TRUE(submitted.ok()) << submitted.status();
+    for (int poll = 0; poll < 3; ++poll) {
+      absl::StatusOr<v1::Operation> got = client.GetOperation(submitted->name());
+      ASSERT_TRUE(got.ok()) << got.status();
+    }
+    absl::StatusOr<v1::Operation> done =
+        client.WaitUntilDone(submitted->name(), absl::Now() + absl::Seconds(30));
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_TRUE(done->has_response()) << done->error().message();
+  }
+}
+
 TEST(ScaleE2ETest, OperationsThroughNginxReachTheReplicaThatHoldsThem) {
   absl::StatusOr<RoutedReplicas> replicas = RoutedReplicas::Start();
   if (absl::IsNotFound(replicas.status())) GTEST_SKIP() << replicas.status();
@@ -344,20 +361,8 @@ TEST(ScaleE2ETest, OperationsThroughNginxReachTheReplicaThatHoldsThem) {
 
   PlacementClient client(replicas->Routed());
   const uint64_t base = FreshSeed();
-  for (int i = 0; i < 12; ++i) {
-    absl::StatusOr<v1::Operation> submitted = client.Submit(Request(base + i));
-    ASSERT_TRUE(submitted.ok()) << submitted.status();
-    // Polling by name, then watching: both must find the operation (an unrouted call has a 1 in 2
-    // chance per call of reaching the replica that does not hold it).
-    for (int poll = 0; poll < 3; ++poll) {
-      absl::StatusOr<v1::Operation> got = client.GetOperation(submitted->name());
-      ASSERT_TRUE(got.ok()) << got.status();
-    }
-    absl::StatusOr<v1::Operation> done =
-        client.WaitUntilDone(submitted->name(), absl::Now() + absl::Seconds(30));
-    ASSERT_TRUE(done.ok()) << done.status();
-    EXPECT_TRUE(done->done());
-  }
+  // An unrouted call has a 1 in 2 chance per call of reaching the replica that does not hold it.
+  SubmitAndFollowByName(client, base, 12);
 
   // placementctl --digest_header through the router, on the operation path (progress bar forced).
   const std::string request_path = ::testing::TempDir() + "/scale_request.pb";
@@ -394,18 +399,7 @@ TEST(ScaleE2ETest, WithRedisOperationsThroughNginxNeedNoDigestHeader) {
   options.retry.max_attempts = 1;  // a NOT_FOUND must show, not be retried away
   PlacementClient client(options);  // no routing_digest: no x-placement-digest header
   const uint64_t base = FreshSeed();
-  for (int i = 0; i < 8; ++i) {
-    absl::StatusOr<v1::Operation> submitted = client.Submit(Request(base + i));
-    ASSERT_TRUE(submitted.ok()) << submitted.status();
-    for (int poll = 0; poll < 3; ++poll) {
-      absl::StatusOr<v1::Operation> got = client.GetOperation(submitted->name());
-      ASSERT_TRUE(got.ok()) << got.status();
-    }
-    absl::StatusOr<v1::Operation> done =
-        client.WaitUntilDone(submitted->name(), absl::Now() + absl::Seconds(30));
-    ASSERT_TRUE(done.ok()) << done.status();
-    EXPECT_TRUE(done->has_response()) << done->error().message();
-  }
+  SubmitAndFollowByName(client, base, 8);
   constexpr char kOkGets[] = "placement_requests_total{code=\"OK\",method=\"GetOperation\"}";
   EXPECT_GT(Metric(*a, kOkGets), 0) << "no GetOperation reached replica A";
   EXPECT_GT(Metric(*b, kOkGets), 0) << "no GetOperation reached replica B";
