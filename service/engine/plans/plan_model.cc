@@ -17,7 +17,10 @@ PlanModel::PlanModel(const Model& full, int32_t replicas) : replicas_(replicas) 
     return;
   }
   owned_ = ReplicaGroupModel(full, replicas);
-  if (!window_fixed_) owned_->plan.max_in_flight = WorkingWindow(*owned_);
+  if (!window_fixed_) {
+    owned_->plan.max_in_flight = WorkingWindow(*owned_);
+    owned_->solver_chooses_window = true;
+  }
 }
 
 }  // namespace placement::engine
