@@ -807,7 +807,9 @@ void Simulator::Simulate(const SimOptions& options) {
       StartOp(picked.instance, picked.rank, d, now, memory);
     }
     candidates_.clear();
-    if (rings) {
+    // Rings pick after everything else at this time (every event, every device pick, zero-duration
+    // ops included), so all-reduces that become ready at one time start in name order.
+    if (rings && (events_.empty() || events_.front().time != now)) {
       for (const DeviceId d : ring_candidates_) {
         ring_is_candidate_[d] = 0;
         std::vector<ReadyAllReduce>& heap = ring_ready_[d];

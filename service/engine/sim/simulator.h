@@ -123,8 +123,11 @@
 // device, taking `round(2(D−1) × a × 1e9 / (D × bandwidth)) + 2(D−1) × latency` with the ring's slowest
 // link (`Model::ring_link`; the quotient rounded half up in exact integer arithmetic). It is ready when
 // the last copy of u has finished. The all-reduces of one ring run one at a time: whenever the ring is
-// free it starts, among those ready, the one ready first (ties: the smaller producer name) — picked in
-// the same round as the devices' picks, after every event at that time. Its end is an event.
+// free it starts, among those ready, the one ready first (ties: the smaller producer name). A ring
+// picks only once nothing else happens at the current time (every event applied, every device's pick
+// made, zero-duration ops and their consequences included), so all-reduces that become ready at the
+// same time start in name order. Its end is an event (a zero-length all-reduce ends at its start,
+// and what it releases is picked at that same time).
 //
 // **Memory.** §2 per instance: persistent bytes once per op over [0, makespan); temp bytes per instance;
 // the output of u#m from its start until its per-microbatch consumers' copies m on its device have
