@@ -497,9 +497,9 @@ class Oracle {
     }
   }
 
-  // One pick round at `now`: every free device starts its best ready instance, every free ring its
-  // earliest-ready all-reduce. Returns whether anything started.
-  bool PickRound(int64_t now) {
+  // One device round at `now`: every free device starts its best ready instance. Returns whether
+  // anything started.
+  bool PickDevices(int64_t now) {
     bool started = false;
     for (int32_t d = 0; d < g_; ++d) {
       if (device_busy_[d]) continue;
@@ -518,6 +518,13 @@ class Oracle {
       events_.push_back({node.finish, Event::Kind::kInstanceFinish, best});
       started = true;
     }
+    return started;
+  }
+
+  // One ring round at `now`: every free ring starts, among its ready all-reduces, the one ready first
+  // (ties: the smaller producer name). Returns whether anything started.
+  bool PickRings(int64_t now) {
+    bool started = false;
     for (int32_t r = 0; r < g_ && d_ > 1; ++r) {
       if (ring_busy_[r]) continue;
       int32_t best = -1;
@@ -560,7 +567,11 @@ class Oracle {
         events_.erase(it);
         Apply(event, now);
       }
-      if (PickRound(now)) continue;  // zero-duration starts may add events at `now`
+      // Devices pick (zero-duration starts add events at `now`: apply them and pick again); rings pick
+      // only once nothing else happens at `now`, so all-reduces that become ready at one time start in
+      // name order however many rounds that time took.
+      if (PickDevices(now)) continue;
+      if (PickRings(now)) continue;  // a zero-length all-reduce ends at `now`
       if (events_.empty()) break;
       int64_t next = events_.front().time;
       for (const Event& e : events_) next = std::min(next, e.time);

@@ -9,9 +9,11 @@
 //    object per transfer (every copy's, every accumulated gradient's, every once producer's), one object
 //    per all-reduce;
 //  * the schedule is a plain loop over a time-ordered event list: at time t every event at t is applied
-//    (op finishes, transfer arrivals, all-reduce ends), then a pick round (every free device starts its
-//    best ready instance, every free ring its earliest-ready all-reduce), repeated while a round creates
-//    events at t (zero durations), then time moves to the next event;
+//    (op finishes, transfer arrivals, all-reduce ends), then a device round (every free device starts
+//    its best ready instance), repeated while rounds start something (zero durations add events at t);
+//    once nothing more happens at t, a ring round (every free ring starts its earliest-ready
+//    all-reduce, ties by producer name), and again from the top while that adds events at t; then time
+//    moves to the next event;
 //  * memory is a list of explicit half-open [from, until) intervals per device, swept by brute force.
 //
 // Quadratic or worse: meant for graphs of tens of ops, a few devices and a few microbatches.

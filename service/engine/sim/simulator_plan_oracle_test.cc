@@ -466,29 +466,26 @@ TEST(SimulatorPlanOracleTest, GradientProducerWithOnceUpdateOnAnotherDevice) {
 }
 
 // D = 2 over four devices (group 0 = gpu0, gpu1; ring of gpu0 = gpu0 -> gpu2 -> gpu0), M = 1.
-// Two gradient producers finish at the same time on gpu0 while the ring is busy with a third one's
-// all-reduce; when it ends they are both waiting, ready at the same time, and the smaller name goes
-// first although the device ran the other one first.
+// Two gradient producers of zero duration finish at the same time on gpu0, the device running p2 before
+// p1 (p2's bottom level is higher); their all-reduces are both ready at that time, and the ring, which
+// picks only once nothing else happens at that time, starts the smaller name first: p1, then p2.
 //   w: 100 ns on gpu0, output 1000; p1, p2: 0 ns on gpu0, output 500 each; z: 10 ns on gpu1;
 //   u: once, 50 ns on gpu0; v: once, 1000 ns on gpu1.
-//   w -> p1 0 B, w -> p2 0 B, w -> u 1000 B, p1 -> u 500 B, p2 -> z 100 B, p2 -> v 500 B.
-//   Links 1e9 B/s, latency 10. All-reduce of B bytes: round(2 × 1 × B / 2) + 2 × 1 × 10 = B + 20.
+//   w -> p1 0 B, w -> p2 0 B, p1 -> u 500 B, p2 -> z 100 B, p2 -> v 500 B.
+//   Links 1e9 B/s, latency 10. All-reduce of 500 B: round(2 × 1 × 500 / 2) + 2 × 1 × 10 = 520.
 // Bottom levels: u 50, z 10, v 1000; p2 = 0 + (10 + 500) + 1000 = 1510 (the transfer into gpu1 costs
-//   its largest edge there, 500 B, for every consumer there); p1 = 50; w = 100 + 1510 = 1610.
+//   its largest edge there, 500 B, for every consumer there); p1 = 0 + 50; w = 100 + 1510 = 1610.
 // t = 0: w [0, 100). t = 100: p2 (bl 1510) before p1 (bl 50): p2 [100, 100), then p1 [100, 100).
-//   w's all-reduce (1000 B, 1020 ns) starts at 100, the ring's first pick: [100, 1120).
 //   p2's copy for z (100 B) leaves at 100 and arrives at 210: z [210, 220).
-// t = 1120: p1 and p2 are both ready since 100: p1 (smaller name) [1120, 1640), then p2 [1640, 2160).
-//   u waits for w (1120) and p1 (1640): u [1640, 1690). p2's accumulated gradient leaves at 2160,
-//   500 B arrive at 2160 + 510 = 2670: v [2670, 3670). Makespan 3670 (p2 first would give 3150).
+//   Then the ring: p1 [100, 620), p2 [620, 1140). u has p1's gradient at 620: u [620, 670).
+//   p2's accumulated gradient leaves at 1140, 500 B arrive at 1650: v [1650, 2650). Makespan 2650
+//   (the device's order, p2 first, would give 2130).
 // Transfers: p2's copy 100 B and p2's gradient 500 B: 600 B, 2 (all-reduces are not transfers).
 // Lower bound: P = w + p2 + v = 1100; W = round(1160 / 2) = 580 → 1100.
-// gpu0: w's output 1000 [0, 100) (its readers p1, p2 finish at 100); w's accumulation buffer 1000
-//   [0, 1690) (u finishes at 1690 after the all-reduce ended at 1120); p2's output 500 [100, 210)
-//   (until its copy arrived); p2's buffer 500 [100, 2670) (until its gradient arrived on gpu1); p1's
-//   output is empty ([100, 100)); p1's buffer 500 [100, 1690). Peak at 100: 1000 + 500 + 500 + 500
-//   = 2500. Busy 150; 4 ops.
-// gpu1: received copy 100 [210, 220); received gradient 500 [2670, 3670) → peak 500 at 2670. Busy 1010.
+// gpu0: w's output 1000 [0, 100) (its readers p1, p2 finish at 100); p2's output 500 [100, 210) (until
+//   its copy arrived); p2's buffer 500 [100, 1650) (until its gradient arrived on gpu1); p1's output is
+//   empty ([100, 100)); p1's buffer 500 [100, 670) (u finished). Peak at 100: 3 × 500 = 1500. Busy 150.
+// gpu1: received copy 100 [210, 220); received gradient 500 [1650, 2650) → peak 500 at 1650. Busy 1010.
 TEST(SimulatorPlanOracleTest, AllReducesReadyTogetherOnOneRingGoBySmallerName) {
   CaseBuilder b;
   b.Devices(4, kBytesPerNs, 10)
@@ -500,7 +497,6 @@ TEST(SimulatorPlanOracleTest, AllReducesReadyTogetherOnOneRingGoBySmallerName) {
       .Op("v", 1000, 1, true)
       .Edge("w", "p1", 0)
       .Edge("w", "p2", 0)
-      .Edge("w", "u", 1000)
       .Edge("p1", "u", 500)
       .Edge("p2", "z", 100)
       .Edge("p2", "v", 500)
@@ -513,15 +509,15 @@ TEST(SimulatorPlanOracleTest, AllReducesReadyTogetherOnOneRingGoBySmallerName) {
   ExpectInstance(b, o, p, "p2", 0, 100, 100);
   ExpectInstance(b, o, p, "p1", 0, 100, 100);
   ExpectInstance(b, o, p, "z", 0, 210, 220);
-  ExpectInstance(b, o, p, "u", 0, 1640, 1690);
-  ExpectInstance(b, o, p, "v", 0, 2670, 3670);
-  ExpectTotals(o, p, 3670, 1100, 600, 2);
-  ExpectDevice(o, p, 0, 2500, 100, 150, 4);
-  ExpectDevice(o, p, 1, 500, 2670, 1010, 2);
-  // The all-reduces, in the order they started: w, p1, p2.
-  ASSERT_EQ(o.all_reduces.size(), 3u);
-  std::vector<std::tuple<std::string, int64_t, int64_t, int64_t>> expected = {
-      {"w", 100, 100, 1120}, {"p1", 100, 1120, 1640}, {"p2", 100, 1640, 2160}};
+  ExpectInstance(b, o, p, "u", 0, 620, 670);
+  ExpectInstance(b, o, p, "v", 0, 1650, 2650);
+  ExpectTotals(o, p, 2650, 1100, 600, 2);
+  ExpectDevice(o, p, 0, 1500, 100, 150, 4);
+  ExpectDevice(o, p, 1, 500, 1650, 1010, 2);
+  // The all-reduces, in the order they started: p1, p2.
+  const std::vector<std::tuple<std::string, int64_t, int64_t, int64_t>> expected = {
+      {"p1", 100, 100, 620}, {"p2", 100, 620, 1140}};
+  ASSERT_EQ(o.all_reduces.size(), expected.size());
   for (const auto& [op, ready, start, end] : expected) {
     bool found = false;
     for (const testutil::OracleAllReduce& a : o.all_reduces) {
@@ -533,7 +529,7 @@ TEST(SimulatorPlanOracleTest, AllReducesReadyTogetherOnOneRingGoBySmallerName) {
     }
     EXPECT_TRUE(found) << op;
   }
-  ASSERT_EQ(p.recorded.all_reduces.size(), 3u);
+  ASSERT_EQ(p.recorded.all_reduces.size(), expected.size());
   for (size_t k = 0; k < expected.size(); ++k) {
     const AllReduceRecord& a = p.recorded.all_reduces[k];
     EXPECT_EQ(p.group.op_name[a.producer], std::get<0>(expected[k]));
