@@ -54,6 +54,8 @@ struct PlanCase {
   // Leave the request's max_in_flight at 0 ("the solver chooses") and give W to the simulator through
   // SimOptions::max_in_flight instead, as the solvers do when they try windows.
   bool window_in_sim_options = false;
+  // With W = M: leave the window open everywhere (request 0, SimOptions 0), which means no limit.
+  bool window_left_open = false;
 };
 
 std::string Describe(const PlanCase& c) {
@@ -62,7 +64,8 @@ std::string Describe(const PlanCase& c) {
   options.preserve_proto_field_names = true;
   (void)google::protobuf::util::MessageToJsonString(c.request, &json, options);
   return absl::StrCat("M=", c.microbatches, " W=", c.max_in_flight,
-                      c.window_in_sim_options ? " (in SimOptions)" : "", " D=", c.data_parallel,
+                      c.window_in_sim_options ? " (in SimOptions)" : "",
+                      c.window_left_open ? " (left open)" : "", " D=", c.data_parallel,
                       " device=[", absl::StrJoin(c.device, ","), "]\nrequest: ", json);
 }
 
@@ -79,7 +82,8 @@ ProductRun RunProduct(const PlanCase& c, std::string* error) {
   ProductRun run;
   v1::PlaceRequest request = c.request;
   request.mutable_options()->set_microbatches(c.microbatches);
-  request.mutable_options()->set_max_in_flight(c.window_in_sim_options ? 0 : c.max_in_flight);
+  const bool window_elsewhere = c.window_in_sim_options || c.window_left_open;
+  request.mutable_options()->set_max_in_flight(window_elsewhere ? 0 : c.max_in_flight);
   request.mutable_options()->set_data_parallel(c.data_parallel);
   absl::StatusOr<Model> model = BuildModel(request);
   if (!model.ok()) {
@@ -756,6 +760,8 @@ PlanCase RandomPlanCase(uint64_t seed) {
   c.max_in_flight = rng.Bernoulli(0.3) ? c.microbatches
                                        : static_cast<int32_t>(rng.Uniform(1, c.microbatches));
   c.window_in_sim_options = rng.Bernoulli(0.2);
+  c.window_left_open = c.max_in_flight == c.microbatches && !c.window_in_sim_options &&
+                       rng.Bernoulli(0.3);
   return c;
 }
 
