@@ -851,6 +851,7 @@ TEST(SimulatorPlanOracleTest, RandomPlansAgreeWithTheOracle) {
   EXPECT_GE(coverage.accumulated_transfers, share) << coverage.Text();
   EXPECT_GE(coverage.all_reduces, share) << coverage.Text();
   EXPECT_GE(coverage.all_reduce_waited, share) << coverage.Text();
+  EXPECT_GE(coverage.ring_tie_by_name, share) << coverage.Text();
   EXPECT_GE(coverage.window_gated, share) << coverage.Text();
   EXPECT_GE(coverage.zero_duration, share) << coverage.Text();
   EXPECT_GE(coverage.two_plus_devices, share) << coverage.Text();
