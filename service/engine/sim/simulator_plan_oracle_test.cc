@@ -10,7 +10,9 @@
 //    all-reduces and memory intervals.
 //
 // Environment: PLAN_ORACLE_SEED (first seed, default 1) and PLAN_ORACLE_ITERATIONS (default 400) to run
-// other or more random cases; a disagreement prints the request as JSON with the plan and assignment.
+// other or more random cases; PLAN_ORACLE_MAX_OPS (52, plus appended updates), PLAN_ORACLE_MAX_GROUP (4
+// devices per group) and PLAN_ORACLE_MAX_MICROBATCHES (6) for larger ones. A disagreement prints the
+// request as JSON with the plan and assignment.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -593,13 +595,22 @@ int64_t EnvInt(const char* name, int64_t fallback) {
 // A random DAG in generation order 0..n-1 (a topological order), its once ops and a cluster; then the
 // ops are shuffled into the request, so canonical (name) order, request order and generation order
 // all differ.
-PlanCase RandomPlanCase(uint64_t seed) {
+// The sizes drawn: at most `max_ops` ops before the appended updates (up to 6 more), `max_group` devices
+// per group, `max_microbatches` microbatches.
+struct RandomSizes {
+  int32_t max_ops = 52;
+  int32_t max_group = 4;
+  int32_t max_microbatches = 6;
+};
+
+PlanCase RandomPlanCase(uint64_t seed, const RandomSizes& sizes) {
   Rng rng(seed);
   // Now and then times and sizes near the contract's limits, where rounding in floating point would
   // differ from the exact integer rounding the contract asks for.
   const int64_t scale = rng.Bernoulli(0.1) ? rng.Uniform(100'000, 200'000'000) : 1;
   const auto bytes_upto = [&rng, scale](int64_t hi) { return rng.Uniform(1, hi * scale); };
-  int32_t n = static_cast<int32_t>(rng.Bernoulli(0.5) ? rng.Uniform(1, 12) : rng.Uniform(1, 52));
+  int32_t n = static_cast<int32_t>(rng.Bernoulli(0.5) ? rng.Uniform(1, 12)
+                                                     : rng.Uniform(1, sizes.max_ops));
   // Edges (src < dst in generation order), with parallel duplicates.
   struct GenEdge {
     int32_t src, dst;
@@ -682,7 +693,7 @@ PlanCase RandomPlanCase(uint64_t seed) {
   PlanCase c;
   const int64_t d_pick = rng.Uniform(0, 2);
   c.data_parallel = static_cast<int32_t>(d_pick + 1);
-  const int32_t g = static_cast<int32_t>(rng.Uniform(1, 4));
+  const int32_t g = static_cast<int32_t>(rng.Uniform(1, sizes.max_group));
   const int32_t num_devices = c.data_parallel * g;
   const int64_t hosts = rng.Uniform(1, 3);
   static const double kSpeeds[] = {0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 0.3, 3.0, 0.7};
@@ -756,7 +767,7 @@ PlanCase RandomPlanCase(uint64_t seed) {
     edge->set_dst(position[e.dst]);
     edge->set_bytes(e.bytes);
   }
-  c.microbatches = static_cast<int32_t>(rng.Uniform(1, 6));
+  c.microbatches = static_cast<int32_t>(rng.Uniform(1, sizes.max_microbatches));
   c.max_in_flight = rng.Bernoulli(0.3) ? c.microbatches
                                        : static_cast<int32_t>(rng.Uniform(1, c.microbatches));
   c.window_in_sim_options = rng.Bernoulli(0.2);
@@ -830,11 +841,16 @@ struct Coverage {
 TEST(SimulatorPlanOracleTest, RandomPlansAgreeWithTheOracle) {
   const int64_t first_seed = EnvInt("PLAN_ORACLE_SEED", 1);
   const int64_t iterations = EnvInt("PLAN_ORACLE_ITERATIONS", 400);
+  RandomSizes sizes;
+  sizes.max_ops = static_cast<int32_t>(EnvInt("PLAN_ORACLE_MAX_OPS", sizes.max_ops));
+  sizes.max_group = static_cast<int32_t>(EnvInt("PLAN_ORACLE_MAX_GROUP", sizes.max_group));
+  sizes.max_microbatches =
+      static_cast<int32_t>(EnvInt("PLAN_ORACLE_MAX_MICROBATCHES", sizes.max_microbatches));
   int64_t failures = 0;
   Coverage coverage;
   for (int64_t k = 0; k < iterations; ++k) {
     const uint64_t seed = static_cast<uint64_t>(first_seed + k);
-    const PlanCase c = RandomPlanCase(seed);
+    const PlanCase c = RandomPlanCase(seed, sizes);
     OracleResult oracle;
     const std::string diff = Disagreements(c, &oracle);
     if (oracle.error.empty()) coverage.Add(c, oracle);
