@@ -46,6 +46,18 @@ constexpr auto kLessUrgent = [](const auto& a, const auto& b) {
   if (a.klass != b.klass) return a.klass > b.klass;
   return a.bottom_level < b.bottom_level || (a.bottom_level == b.bottom_level && a.op > b.op);
 };
+// Without a plan every class is 0.
+constexpr auto kLessUrgentPlain = [](const auto& a, const auto& b) {
+  return a.bottom_level < b.bottom_level || (a.bottom_level == b.bottom_level && a.op > b.op);
+};
+template <bool kPlan>
+constexpr auto LessUrgent() {
+  if constexpr (kPlan) {
+    return kLessUrgent;
+  } else {
+    return kLessUrgentPlain;
+  }
+}
 constexpr auto kReadyLater = [](const auto& a, const auto& b) {
   return a.ready_time > b.ready_time || (a.ready_time == b.ready_time && a.op > b.op);
 };
@@ -260,7 +272,12 @@ const SimResult& Simulator::Run(const Assignment& assignment, const SimOptions& 
   PrepareTransfers(assignment, options.compute_memory);
   ComputeBottomLevels();
   PrepareInstances(options.compute_memory);
-  Simulate(options);
+  // The plain step (api.md §2) runs an instantiation with every plan branch compiled out.
+  if (microbatches_ > 1 || has_once_ || replicas_ > 1) {
+    Simulate<true>(options);
+  } else {
+    Simulate<false>(options);
+  }
   WriteResult(options);
   return r;
 }
@@ -444,36 +461,39 @@ void Simulator::PrepareInstances(bool memory) {
   }
 }
 
-void Simulator::PushEvent(int64_t time, int32_t op, int32_t kind) {
+__attribute__((always_inline)) inline void Simulator::PushEvent(int64_t time, int32_t op, int32_t kind) {
   HeapPush(events_, Event{time, op, kind}, kEventLater);
 }
 
-void Simulator::Enqueue(int32_t instance, int32_t rank, int32_t klass) {
+template <bool kPlan>
+__attribute__((always_inline)) inline void Simulator::Enqueue(int32_t instance, int32_t rank,
+                                                              int32_t klass) {
   const DeviceId d = info_[rank].device;
   HeapPush(ready_[d], ReadyOp{info_[rank].bottom_level, op_of_rank_[rank], instance, rank, klass},
-           kLessUrgent);
+           LessUrgent<kPlan>());
   if (!is_candidate_[d]) {
     is_candidate_[d] = 1;
     candidates_.push_back(d);
   }
 }
 
-void Simulator::MakeReady(int32_t instance) {
-  if (microbatches_ == 1) {
-    Enqueue(instance, instance, info_[instance].once_class);
+template <bool kPlan>
+__attribute__((always_inline)) inline void Simulator::MakeReady(int32_t instance) {
+  if (!kPlan || microbatches_ == 1) {
+    Enqueue<kPlan>(instance, instance, kPlan ? info_[instance].once_class : 0);
     return;
   }
   const int32_t num_ops = model_.num_ops();
   const int32_t m = instance / num_ops;
   const int32_t rank = instance - m * num_ops;
   if (once_rank_[rank]) {
-    Enqueue(instance, rank, info_[rank].once_class);
+    Enqueue<kPlan>(instance, rank, info_[rank].once_class);
   } else if (m >= window_ && microbatch_done_[m - window_] < 0) {
     // Inputs are all there but the window is full: ready once microbatch m - W is done.
     gate_next_[instance] = gate_head_[m - window_];
     gate_head_[m - window_] = instance;
   } else {
-    Enqueue(instance, rank, m);
+    Enqueue<kPlan>(instance, rank, m);
   }
 }
 
@@ -483,25 +503,27 @@ void Simulator::MicrobatchDone(int32_t m, int64_t now) {
   const int32_t num_ops = model_.num_ops();
   for (int32_t instance = gate_head_[m]; instance >= 0; instance = gate_next_[instance]) {
     const int32_t k = instance / num_ops;
-    Enqueue(instance, instance - k * num_ops, k);
+    Enqueue<true>(instance, instance - k * num_ops, k);
   }
   gate_head_[m] = -1;
 }
 
-void Simulator::InputKnown(int32_t instance, int64_t arrival, int64_t now) {
+template <bool kPlan>
+__attribute__((always_inline)) inline void Simulator::InputKnown(int32_t instance, int64_t arrival,
+                                                                 int64_t now) {
   InstanceState& s = state_[instance];
   if (arrival > s.ready_time) s.ready_time = arrival;
   if (--s.pending == 0) {
     // Inputs arriving now are events at `now`, so the op may be picked in the coming round.
     if (s.ready_time <= now) {
-      MakeReady(instance);
+      MakeReady<kPlan>(instance);
     } else {
       PushEvent(s.ready_time, instance, kReady);
     }
   }
 }
 
-void Simulator::Allocate(DeviceId d, int64_t bytes) {
+__attribute__((always_inline)) inline void Simulator::Allocate(DeviceId d, int64_t bytes) {
   if (bytes == 0) return;
   usage_[d] += bytes;
   if (!is_dirty_[d]) {
@@ -564,11 +586,12 @@ void Simulator::StartOp(int32_t instance, int32_t rank, DeviceId d, int64_t now,
   if (memory) __builtin_prefetch(in_holder_.data() + in_offset_[rank]);
 }
 
+template <bool kPlan>
 void Simulator::FinishOp(int32_t instance, int64_t now, const SimOptions& options) {
   const int32_t num_ops = model_.num_ops();
   int32_t m = 0;
   int32_t u = instance;
-  if (microbatches_ > 1) {
+  if (kPlan && microbatches_ > 1) {
     m = instance / num_ops;
     u = instance - m * num_ops;
   }
@@ -580,7 +603,7 @@ void Simulator::FinishOp(int32_t instance, int64_t now, const SimOptions& option
   }
   makespan_ = now;  // finishes are applied in time order
   const bool memory = options.compute_memory;
-  const bool once = once_rank_[u] != 0;
+  const bool once = kPlan && once_rank_[u] != 0;
   const int32_t num_transfers = static_cast<int32_t>(transfers_.size());
   // Transfers that leave now: a per-microbatch op's per-copy ones, or a once op's.
   const int32_t leaving_end = once ? transfer_offset_[u + 1] : gradient_offset_[u];
@@ -599,14 +622,21 @@ void Simulator::FinishOp(int32_t instance, int64_t now, const SimOptions& option
   }
   if (!once) {
     const int32_t base = m * num_ops;
-    for (EdgeId e = out_offset_[u]; e < out_offset_[u + 1]; ++e) {
-      const int32_t v = out_dst_[e];
-      if (once_rank_[v]) continue;  // served by the accumulated gradient
-      const int32_t x = edge_transfer_[e];
-      InputKnown(base + v, x < 0 ? now : now + transfers_[x].duration, now);
+    if (!kPlan || !has_once_) {
+      for (EdgeId e = out_offset_[u]; e < out_offset_[u + 1]; ++e) {
+        const int32_t x = edge_transfer_[e];
+        InputKnown<kPlan>(base + out_dst_[e], x < 0 ? now : now + transfers_[x].duration, now);
+      }
+    } else {
+      for (EdgeId e = out_offset_[u]; e < out_offset_[u + 1]; ++e) {
+        const int32_t v = out_dst_[e];
+        if (once_rank_[v]) continue;  // served by the accumulated gradient
+        const int32_t x = edge_transfer_[e];
+        InputKnown<kPlan>(base + v, x < 0 ? now : now + transfers_[x].duration, now);
+      }
     }
-    if (--microbatch_left_[m] == 0) MicrobatchDone(m, now);
-    if (has_once_ && gradient_producer_[u] && --copies_left_[u] == 0) {
+    if (kPlan && --microbatch_left_[m] == 0) MicrobatchDone(m, now);
+    if (kPlan && has_once_ && gradient_producer_[u] && --copies_left_[u] == 0) {
       if (replicas_ > 1) {
         all_reduce_ready_[u] = now;
         HeapPush(ring_ready_[a], ReadyAllReduce{now, op_of_rank_[u], u}, kReadyLater);
@@ -624,9 +654,9 @@ void Simulator::FinishOp(int32_t instance, int64_t now, const SimOptions& option
       const int32_t x = edge_transfer_[e];
       const int64_t arrival = x < 0 ? now : now + transfers_[x].duration;
       if (once_rank_[v]) {
-        InputKnown(v, arrival, now);
+        InputKnown<kPlan>(v, arrival, now);
       } else {
-        for (int32_t k = 0; k < microbatches_; ++k) InputKnown(k * num_ops + v, arrival, now);
+        for (int32_t k = 0; k < microbatches_; ++k) InputKnown<kPlan>(k * num_ops + v, arrival, now);
       }
     }
   }
@@ -646,17 +676,45 @@ void Simulator::FinishOp(int32_t instance, int64_t now, const SimOptions& option
                      microbatch);
     }
   }
-  ReleaseInputs(instance, u, m, a, now, record);
+  ReleaseInputs<kPlan>(instance, u, m, a, now, record);
 }
 
 // Instance (u, m) on device a finished: it no longer needs its inputs. The last consumer of a local
 // output, of a received copy or of an accumulation buffer frees it.
+template <bool kPlan>
 void Simulator::ReleaseInputs(int32_t instance, int32_t u, int32_t m, DeviceId a, int64_t now,
                               bool record) {
   const int32_t num_ops = model_.num_ops();
   const int32_t num_transfers = static_cast<int32_t>(transfers_.size());
-  const bool consumer_once = once_rank_[u] != 0;
   (void)instance;
+  if (!kPlan || !has_once_) {
+    // Every producer and consumer is per microbatch: the output of the producer's copy m, or the
+    // received copy of copy m's transfer (api.md §2 when M = 1).
+    const size_t base = static_cast<size_t>(m) * num_ops;
+    const size_t transfer_base = static_cast<size_t>(m) * num_transfers;
+    for (EdgeId i = in_offset_[u]; i < in_offset_[u + 1]; ++i) {
+      const int32_t h = in_holder_[i];
+      if (h >= 0) {
+        if (--state_[base + h].holders != 0) continue;
+        const int64_t bytes = temp_output_bytes_[h].second;
+        Release(a, bytes);
+        if (record) {
+          RecordInterval(a, h, MemoryInterval::Kind::kOutput, bytes, start_[base + h], now, m);
+        }
+        continue;
+      }
+      const int32_t x = ~h;
+      if (--transfer_holders_[transfer_base + x] != 0) continue;
+      const int64_t bytes = transfers_[x].bytes;
+      Release(a, bytes);
+      if (record) {
+        RecordInterval(a, ProducerOfTransfer(x), MemoryInterval::Kind::kReceived, bytes,
+                       transfer_arrival_[transfer_base + x], now, m);
+      }
+    }
+    return;
+  }
+  const bool consumer_once = once_rank_[u] != 0;
   for (EdgeId i = in_offset_[u]; i < in_offset_[u + 1]; ++i) {
     const int32_t h = in_holder_[i];
     if (h >= 0) {
@@ -721,16 +779,17 @@ void Simulator::ReleaseGradient(int32_t u, int64_t now, const SimOptions& option
     const int32_t v = out_dst_[e];
     if (!once_rank_[v]) continue;
     const int32_t x = edge_transfer_[e];
-    InputKnown(v, x < 0 ? now : now + transfers_[x].duration, now);
+    InputKnown<true>(v, x < 0 ? now : now + transfers_[x].duration, now);
   }
 }
 
 // Only scheduled when memory is computed: readiness uses the arrival computed at the producer's finish.
+template <bool kPlan>
 void Simulator::ArriveTransfer(int32_t instance, int32_t x, int64_t now, const SimOptions& options) {
   const Transfer& t = transfers_[x];
   Allocate(t.device, t.bytes);
   const bool record = options.record_memory_intervals;
-  if (t.kind == TransferKind::kGradient) {
+  if (kPlan && t.kind == TransferKind::kGradient) {
     const int32_t u = instance;
     if (--accumulation_holders_[u] != 0) return;
     const int64_t bytes = temp_output_bytes_[u].second;
@@ -744,7 +803,7 @@ void Simulator::ArriveTransfer(int32_t instance, int32_t x, int64_t now, const S
   if (--state_[instance].holders != 0) return;
   int32_t m = 0;
   int32_t u = instance;
-  if (microbatches_ > 1) {
+  if (kPlan && microbatches_ > 1) {
     m = instance / model_.num_ops();
     u = instance - m * model_.num_ops();
   }
@@ -757,6 +816,7 @@ void Simulator::ArriveTransfer(int32_t instance, int32_t x, int64_t now, const S
   }
 }
 
+template <bool kPlan>
 void Simulator::Simulate(const SimOptions& options) {
   const int32_t num_ops = model_.num_ops();
   const int32_t num_devices = model_.num_devices();
@@ -773,7 +833,7 @@ void Simulator::Simulate(const SimOptions& options) {
   dirty_.clear();
   events_.clear();
   makespan_ = 0;
-  const bool rings = has_once_ && replicas_ > 1;
+  const bool rings = kPlan && has_once_ && replicas_ > 1;
   if (rings) {
     ring_ready_.resize(std::max<size_t>(ring_ready_.size(), num_devices));
     for (DeviceId d = 0; d < num_devices; ++d) ring_ready_[d].clear();
@@ -790,7 +850,7 @@ void Simulator::Simulate(const SimOptions& options) {
   for (int32_t m = 0; m < microbatches_; ++m) {
     for (int32_t v = 0; v < num_ops; ++v) {
       const int32_t instance = m * num_ops + v;
-      if (state_[instance].pending == 0) MakeReady(instance);
+      if (state_[instance].pending == 0) MakeReady<kPlan>(instance);
     }
   }
 
@@ -803,7 +863,7 @@ void Simulator::Simulate(const SimOptions& options) {
       is_candidate_[d] = 0;
       std::vector<ReadyOp>& heap = ready_[d];
       if (busy_[d] || heap.empty()) continue;
-      const ReadyOp picked = HeapPop(heap, kLessUrgent);
+      const ReadyOp picked = HeapPop(heap, LessUrgent<kPlan>());
       StartOp(picked.instance, picked.rank, d, now, memory);
     }
     candidates_.clear();
@@ -833,9 +893,9 @@ void Simulator::Simulate(const SimOptions& options) {
       const Event event = HeapPop(events_, kEventLater);
       if (event.kind == kFinish) {
         ++finished;
-        FinishOp(event.op, now, options);
+        FinishOp<kPlan>(event.op, now, options);
       } else if (event.kind == kReady) {
-        MakeReady(event.op);
+        MakeReady<kPlan>(event.op);
       } else if (event.kind == kAllReduceEnd) {
         const int32_t u = event.op;
         const DeviceId d = info_[u].device;
@@ -851,7 +911,7 @@ void Simulator::Simulate(const SimOptions& options) {
         }
         ReleaseGradient(u, now, options);
       } else {
-        ArriveTransfer(event.op, event.kind, now, options);
+        ArriveTransfer<kPlan>(event.op, event.kind, now, options);
       }
     }
   }
@@ -859,6 +919,7 @@ void Simulator::Simulate(const SimOptions& options) {
   const int64_t expected = static_cast<int64_t>(per_microbatch_ops_) * microbatches_ +
                            (num_ops - per_microbatch_ops_);
   if (finished != expected) Die("ops left unscheduled (deadlock)", expected - finished);
+  if (!kPlan && microbatches_ == 1 && per_microbatch_ops_ > 0) microbatch_done_[0] = makespan_;
 }
 
 void Simulator::WriteResult(const SimOptions& options) {

@@ -320,16 +320,24 @@ class Simulator {
   void PrepareTransfers(const Assignment& assignment, bool memory);
   void ComputeBottomLevels();
   void PrepareInstances(bool memory);
+  // kPlan = false: the plain step (one microbatch, no once op, no replicas), with every plan branch
+  // compiled out; the same code otherwise.
+  template <bool kPlan>
   void Simulate(const SimOptions& options);
   void WriteResult(const SimOptions& options);
   void StartOp(int32_t instance, int32_t rank, DeviceId d, int64_t now, bool memory);
+  template <bool kPlan>
   void FinishOp(int32_t instance, int64_t now, const SimOptions& options);
+  template <bool kPlan>
   void InputKnown(int32_t instance, int64_t arrival, int64_t now);
-  void GradientComplete(int32_t u, int64_t now, const SimOptions& options);
   void ReleaseGradient(int32_t u, int64_t now, const SimOptions& options);
+  template <bool kPlan>
   void ArriveTransfer(int32_t instance, int32_t x, int64_t now, const SimOptions& options);
+  template <bool kPlan>
   void ReleaseInputs(int32_t instance, int32_t u, int32_t m, DeviceId a, int64_t now, bool record);
+  template <bool kPlan>
   void MakeReady(int32_t instance);
+  template <bool kPlan>
   void Enqueue(int32_t instance, int32_t rank, int32_t klass);
   void MicrobatchDone(int32_t m, int64_t now);
   void PushEvent(int64_t time, int32_t op, int32_t kind);
