@@ -9,6 +9,7 @@
 #include "service/engine/baselines/pipeline.h"
 #include "service/engine/pardnn/pardnn_partitioner.h"
 #include "service/engine/portfolio/portfolio.h"
+#include "service/engine/stages/stages_partitioner.h"
 #include "service/engine/partition/simple_partitioners.h"
 
 namespace placement::engine {
@@ -26,6 +27,7 @@ struct Registry {
     Add(MakeHeftPartitioner());
     Add(MakeMetisPartitioner());
     Add(MakePipelinePartitioner());
+    Add(MakeStagesPartitioner());
     Add(MakeRoundRobinPartitioner());
     Add(MakeSingleDevicePartitioner());
     std::vector<const Partitioner*> members = all;

@@ -1,0 +1,286 @@
+#include "service/engine/stages/stages_partitioner.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "service/engine/baselines/pipeline.h"
+#include "service/engine/baselines/placement_units.h"
+#include "service/engine/sim/placement_score.h"
+#include "service/engine/sim/simulator.h"
+#include "service/engine/stages/stage_dp.h"
+
+namespace placement::engine {
+namespace stages {
+namespace {
+
+// The cost of splitting the chain into one piece of about equal compute per slot, each on its slot's
+// class: a split the DP can also make, so an upper bound of its optimum (kInfeasible when a piece does
+// not fit its class: then only memory and forbidden devices prune the DP).
+int64_t EqualSplitCost(const StageProblem& problem, const std::vector<int32_t>& class_of_slot) {
+  const int32_t n = problem.num_elements;
+  const int32_t slots = static_cast<int32_t>(class_of_slot.size());
+  if (slots == 0) return kInfeasible;
+  __int128 total = 0;
+  for (int32_t e = 0; e < n; ++e) total += problem.Compute(e, 0);
+  StageCostEvaluator eval(problem);
+  int64_t worst = 0;
+  int32_t e = 0;
+  __int128 done = 0;
+  for (int32_t slot = 0; slot < slots; ++slot) {
+    const __int128 target = total * (slot + 1) / slots;
+    const int32_t first = e;
+    while (e < n && (done < target || slot == slots - 1)) {
+      done += problem.Compute(e, 0);
+      eval.Add(e++);
+    }
+    if (e == first) continue;
+    const int64_t cost = eval.Cost(class_of_slot[slot]);
+    if (cost == kInfeasible) return kInfeasible;
+    worst = std::max(worst, cost);
+    for (int32_t k = e - 1; k >= first; --k) eval.Remove(k);
+  }
+  return worst;
+}
+
+class Planner {
+ public:
+  Planner(const Model& model, int32_t max_elements)
+      : model_(model), units_(baselines::BuildPlacementUnits(model)), max_elements_(max_elements) {
+    std::vector<DeviceId> all(model.num_devices());
+    for (DeviceId d = 0; d < model.num_devices(); ++d) all[d] = d;
+    device_chain_ = baselines::PipelineDeviceChain(model, all);
+  }
+
+  int32_t num_elements(OrderKind order) { return Get(order).chain.num_elements; }
+  const std::vector<int32_t>& unit_order(OrderKind order) { return Get(order).chain.unit_order; }
+
+  StagePlan Plan(OrderKind order, bool charge_transfers, int32_t interleave) {
+    StagePlan plan;
+    plan.order = order;
+    plan.charge_transfers = charge_transfers;
+    plan.interleave = interleave;
+    if (model_.num_devices() == 1) {
+      plan.assignment.assign(model_.num_ops(), 0);
+      plan.stages = 1;
+      return plan;
+    }
+    Order& o = Get(order);
+    // Devices: classes the DP may order freely, or fixed slots (interleaved; or when the classes are
+    // too many to count).
+    std::vector<DeviceClass> classes;
+    std::optional<StateSpace> states;
+    std::vector<int32_t> class_of_slot;
+    bool fixed_slots = interleave > 1;
+    if (!fixed_slots) {
+      classes = GroupDevices(model_, units_, device_chain_);
+      if (static_cast<int32_t>(classes.size()) <= kMaxClasses) {
+        std::vector<StageClass> counts(classes.size());
+        for (size_t c = 0; c < classes.size(); ++c) counts[c].count = static_cast<int32_t>(classes[c].devices.size());
+        states = StateSpace::ClassCounts(counts);
+      }
+      if (states) {
+        for (const DeviceId d : device_chain_) {
+          for (size_t c = 0; c < classes.size(); ++c) {
+            if (classes[c].representative == d ||
+                std::find(classes[c].devices.begin(), classes[c].devices.end(), d) != classes[c].devices.end()) {
+              class_of_slot.push_back(static_cast<int32_t>(c));
+              break;
+            }
+          }
+        }
+      } else {
+        fixed_slots = true;
+      }
+    }
+    if (fixed_slots) {
+      classes = OneClassPerDevice(device_chain_);
+      const int32_t k = static_cast<int32_t>(classes.size());
+      for (int32_t p = 0; p < k * interleave; ++p) class_of_slot.push_back(p % k);
+      states = StateSpace::Positions(class_of_slot);
+    }
+
+    // Memory regimes, most faithful first; then the same without pins and kinds (when contiguous
+    // stages cannot honour them, e.g. two units pinned to one device with another device's units
+    // between them) and the units that are not allowed where their stage went move afterwards.
+    const int32_t window = std::max(1, model_.plan.Window());
+    const int32_t in_flight = std::min(window, static_cast<int32_t>(model_.num_devices()));
+    const double share = 1.0 / interleave;
+    const CostModel regimes[] = {{in_flight, true, charge_transfers, share, true},
+                                 {1, true, charge_transfers, share, true},
+                                 {0, true, charge_transfers, share, true},
+                                 {0, false, charge_transfers, 1.0, true},
+                                 {in_flight, true, charge_transfers, share, false},
+                                 {0, false, charge_transfers, 1.0, false}};
+    StageSplit split;
+    for (const CostModel& cost : regimes) {
+      o.problem->Configure(cost, classes);
+      DpOptions options;
+      options.upper_bound = EqualSplitCost(o.problem->problem(), class_of_slot);
+      split = SolveChain(o.problem->problem(), *states, options);
+      if (split.objective == kInfeasible && options.upper_bound != kInfeasible) {
+        split = SolveChain(o.problem->problem(), *states, DpOptions());  // never expected; safe
+      }
+      if (split.objective != kInfeasible) break;
+    }
+    plan.objective = split.objective;
+    plan.stages = static_cast<int32_t>(split.stages.size());
+    std::vector<DeviceId> device_of_element(o.chain.num_elements, device_chain_.front());
+    for (const StageSplit::Stage& stage : split.stages) {
+      const DeviceClass& c = classes[stage.klass];
+      const DeviceId d = fixed_slots ? c.devices.front() : c.devices[stage.slot];
+      for (const int32_t e : stage.elements) device_of_element[e] = d;
+    }
+    plan.assignment.assign(model_.num_ops(), 0);
+    for (int32_t u = 0; u < units_.num_units(); ++u) {
+      DeviceId d = device_of_element[o.chain.element_of_unit[u]];
+      if (!units_.Allowed(model_, u, d)) d = NearestAllowed(u, d);
+      for (int32_t i = units_.begin(u); i < units_.end(u); ++i) plan.assignment[units_.member[i]] = d;
+    }
+    return plan;
+  }
+
+ private:
+  // The device unit `u` may use that is nearest to `d` along the device chain (ties: earlier).
+  DeviceId NearestAllowed(int32_t u, DeviceId d) const {
+    const int32_t at = static_cast<int32_t>(std::find(device_chain_.begin(), device_chain_.end(), d) -
+                                            device_chain_.begin());
+    DeviceId best = kNone;
+    int32_t best_distance = 0;
+    for (int32_t i = 0; i < static_cast<int32_t>(device_chain_.size()); ++i) {
+      if (!units_.Allowed(model_, u, device_chain_[i])) continue;
+      const int32_t distance = std::abs(i - at);
+      if (best == kNone || distance < best_distance) {
+        best = device_chain_[i];
+        best_distance = distance;
+      }
+    }
+    return best != kNone ? best : units_.FirstAllowed(model_, u);
+  }
+
+ private:
+  struct Order {
+    ChainElements chain;
+    std::unique_ptr<ChainProblem> problem;
+  };
+  Order& Get(OrderKind kind) {
+    std::optional<Order>& slot = kind == OrderKind::kLevels ? levels_ : folded_;
+    if (!slot) {
+      slot.emplace();
+      slot->chain = BuildChainElements(model_, units_, kind, max_elements_);
+      slot->problem = std::make_unique<ChainProblem>(model_, units_, slot->chain, device_chain_);
+    }
+    return *slot;
+  }
+
+  const Model& model_;
+  const baselines::PlacementUnits units_;
+  const int32_t max_elements_;
+  std::vector<DeviceId> device_chain_;
+  std::optional<Order> levels_, folded_;
+};
+
+}  // namespace
+
+std::string StagePlan::Describe() const {
+  return absl::StrCat(order == OrderKind::kLevels ? "levels" : "folded",
+                      charge_transfers ? ", transfers charged" : ", transfers overlapped",
+                      interleave > 1 ? absl::StrCat(", ", interleave, " stages per device") : "", ", ",
+                      stages, " stages");
+}
+
+StagePlan PlanStages(const Model& model, OrderKind order, bool charge_transfers, int32_t interleave,
+                     int32_t max_elements) {
+  Planner planner(model, max_elements);
+  return planner.Plan(order, charge_transfers, interleave);
+}
+
+}  // namespace stages
+
+namespace {
+
+using stages::OrderKind;
+using stages::StagePlan;
+
+class StagesPartitioner final : public Partitioner {
+ public:
+  explicit StagesPartitioner(StagesOptions options) : options_(std::move(options)) {}
+  std::string_view name() const override { return "stages"; }
+  std::string_view version() const override { return "1"; }
+  std::string_view description() const override {
+    return "Stage planner (PipeDream / NeurIPS'20 DP): contiguous stages of a layer order chosen by "
+           "dynamic programming to minimise the slowest stage (compute on heterogeneous devices, "
+           "transfers in and out, memory of the microbatches in flight), one stage per device or "
+           "interleaved (v stages per device); the simulator picks among the variants";
+  }
+
+  absl::StatusOr<PartitionResult> Partition(const Model& model,
+                                            const SolveContext& context) const override {
+    if (std::optional<PartitionResult> none = baselines::NothingToPlace(model)) return *std::move(none);
+    stages::Planner planner(model, options_.max_elements);
+    Simulator simulator(model);
+    PartitionResult result;
+    std::optional<StagePlan> best;
+    PlacementScore best_score = PlacementScore::Worst();
+    std::vector<Assignment> seen;
+    auto consider = [&](StagePlan plan) {
+      for (const Assignment& other : seen) {
+        if (other == plan.assignment) return;
+      }
+      const PlacementScore score = ScoreSimulation(model, simulator.Run(plan.assignment));
+      seen.push_back(plan.assignment);
+      if (!best || score.BetterThan(best_score)) {
+        best_score = score;
+        best = std::move(plan);
+      }
+    };
+    auto stop = [&] {
+      if (best && context.ShouldStop()) {
+        result.time_limited = true;
+        return true;
+      }
+      return false;
+    };
+    const OrderKind orders[] = {OrderKind::kLevels, OrderKind::kFolded};
+    int32_t step = 0;
+    const int32_t steps = 4 + static_cast<int32_t>(options_.interleave.size());
+    for (const OrderKind order : orders) {
+      // The folded order is only worth a try when it differs.
+      if (order == OrderKind::kFolded &&
+          planner.unit_order(OrderKind::kFolded) == planner.unit_order(OrderKind::kLevels)) {
+        continue;
+      }
+      for (const bool charge : {true, false}) {
+        if (stop()) break;
+        consider(planner.Plan(order, charge, 1));
+        context.Report("stages", 0.9 * (++step) / steps);
+      }
+    }
+    if (model.num_devices() > 1) {
+      const OrderKind order = best->order;
+      const bool charge = best->charge_transfers;
+      for (const int32_t v : options_.interleave) {
+        if (v <= 1 || stop()) continue;
+        if (static_cast<int64_t>(v) * model.num_devices() > planner.num_elements(order)) continue;
+        consider(planner.Plan(order, charge, v));
+        context.Report("stages", 0.9 * (++step) / steps);
+      }
+    }
+    result.assignment = std::move(best->assignment);
+    context.Report("stages", 1.0, best_score.Fits() ? best_score.makespan_ns : 0);
+    return result;
+  }
+
+ private:
+  StagesOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<Partitioner> MakeStagesPartitioner(StagesOptions options) {
+  return std::make_unique<StagesPartitioner>(std::move(options));
+}
+
+}  // namespace placement::engine
