@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <tuple>
 
@@ -133,6 +134,17 @@ ChainElements BuildChainElements(const Model& model, const PlacementUnits& units
   }
   chain.num_elements = element + 1;
   return chain;
+}
+
+int64_t OrderSpan(const Model& model, OrderKind order) {
+  const std::vector<int64_t> key = OpKeys(model, order);
+  int64_t span = 0;
+  for (OpId v = 0; v < model.num_ops(); ++v) {
+    for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
+      span = baselines::SaturatingAdd(span, std::abs(key[v] - key[model.out_dst[e]]));
+    }
+  }
+  return span;
 }
 
 std::vector<DeviceClass> GroupDevices(const Model& model, const PlacementUnits& units,

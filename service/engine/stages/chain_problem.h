@@ -66,6 +66,12 @@ struct ChainElements {
 ChainElements BuildChainElements(const Model& model, const baselines::PlacementUnits& units, OrderKind order,
                                  int32_t max_elements);
 
+// Σ over edges of |key(u) − key(v)| in `order`: how far apart the order puts producers and consumers
+// (a contiguous split cuts fewer edges when it is small). The planner tries the folded order only when
+// it brings the ops of an edge closer than the level order does (a training step: saved activations
+// span the whole level order, not the fold).
+int64_t OrderSpan(const Model& model, OrderKind order);
+
 struct CostModel {
   // Microbatches whose activations a stage is charged for; 0 = persistent bytes and accumulation
   // buffers only.

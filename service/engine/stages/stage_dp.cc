@@ -166,16 +166,26 @@ StageSplit SolveChain(const StageProblem& problem, const StateSpace& states, con
   const int32_t n = problem.num_elements;
   DpTable table(problem, states, n + 1, options);
   StageCostEvaluator eval(problem);
+  // Stages [begin, end) for every end. The evaluator's set carries over between ends: for one end it
+  // grows to the left from empty until it is prunable; for the next, the new element is added and the
+  // set shrinks from the left back to empty (every begin left of the first prunable one is prunable
+  // for the next end too). Each element is added and removed about once per end it is in range of.
+  int32_t begin = 0;
   for (int32_t end = 1; end <= n; ++end) {
-    // Stages [begin, end), growing to the left.
-    int32_t begin = end;
-    while (begin > 0) {
-      eval.Add(begin - 1);
-      --begin;
-      if (table.Prunable(eval)) break;
-      table.Relax(end, begin, eval);
+    if (end % 2 == 1) {
+      begin = end;
+      while (begin > 0) {
+        eval.Add(--begin);
+        if (table.Prunable(eval)) break;
+        table.Relax(end, begin, eval);
+      }
+    } else {
+      eval.Add(end - 1);
+      for (; begin < end; ++begin) {
+        if (!table.Prunable(eval)) table.Relax(end, begin, eval);
+        eval.Remove(begin);
+      }
     }
-    for (int32_t e = begin; e < end; ++e) eval.Remove(e);
     table.RelaxSkips(end);
   }
   return table.Extract(n, [](int32_t ideal, int32_t sub) {

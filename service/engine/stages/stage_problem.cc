@@ -1,5 +1,6 @@
 #include "service/engine/stages/stage_problem.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "service/engine/model/model.h"
@@ -48,80 +49,61 @@ void StageProblem::Finish() {
 
 StageCostEvaluator::StageCostEvaluator(const StageProblem& problem)
     : p_(problem),
+      track_transfers_(std::any_of(problem.classes.begin(), problem.classes.end(),
+                                   [](const StageClass& c) { return c.charges_transfers; })),
       in_stage_(problem.num_elements, 0),
       consumers_inside_(problem.num_senders(), 0),
       compute_(problem.num_compute_kinds, 0),
-      forbidding_(problem.num_classes(), 0) {}
-
-bool StageCostEvaluator::Crosses(int32_t s) const {
-  const int32_t consumers = p_.sender_consumer_offset[s + 1] - p_.sender_consumer_offset[s];
-  return in_stage_[p_.sender_element[s]] ? consumers_inside_[s] < consumers : consumers_inside_[s] > 0;
+      forbidding_(problem.num_classes(), 0) {
+  senders_.resize(problem.num_senders());
+  for (int32_t s = 0; s < problem.num_senders(); ++s) {
+    senders_[s] = Sender{problem.sender_element[s],
+                         problem.sender_consumer_offset[s + 1] - problem.sender_consumer_offset[s],
+                         problem.sender_cost[s]};
+  }
 }
 
-void StageCostEvaluator::Add(int32_t e) {
+int64_t StageCostEvaluator::ScaledCompute(int64_t compute, double speed) {
+  return ScaledComputeNs(compute, speed);
+}
+
+template <int kSign>
+void StageCostEvaluator::Update(int32_t e) {
   const int32_t kinds = p_.num_compute_kinds;
-  for (int32_t k = 0; k < kinds; ++k) compute_[k] += p_.compute[static_cast<size_t>(e) * kinds + k];
-  memory_ += p_.memory[e];
+  for (int32_t k = 0; k < kinds; ++k) compute_[k] += kSign * p_.compute[static_cast<size_t>(e) * kinds + k];
+  memory_ += kSign * p_.memory[e];
   for (uint64_t mask = p_.forbidden_classes[e]; mask != 0; mask &= mask - 1) {
-    ++forbidding_[__builtin_ctzll(mask)];
+    forbidding_[__builtin_ctzll(mask)] += kSign;
   }
-  ++size_;
-  // The element's own senders: they may start or stop crossing once it is inside.
+  size_ += kSign;
+  if (!track_transfers_) {
+    in_stage_[e] = kSign > 0;
+    return;
+  }
+  // The element's own senders: whether they cross flips with the element's side.
   for (int32_t i = p_.own_sender_offset[e]; i < p_.own_sender_offset[e + 1]; ++i) {
     const int32_t s = p_.own_sender[i];
-    if (Crosses(s)) transfers_ -= p_.sender_cost[s];
+    const Sender& sender = senders_[s];
+    const int32_t inside = consumers_inside_[s];
+    const bool outside_crosses = inside > 0, inside_crosses = inside < sender.consumers;
+    const bool before = kSign > 0 ? outside_crosses : inside_crosses;
+    const bool after = kSign > 0 ? inside_crosses : outside_crosses;
+    if (before != after) transfers_ += after ? sender.cost : -sender.cost;
   }
-  in_stage_[e] = 1;
-  for (int32_t i = p_.own_sender_offset[e]; i < p_.own_sender_offset[e + 1]; ++i) {
-    const int32_t s = p_.own_sender[i];
-    if (Crosses(s)) transfers_ += p_.sender_cost[s];
-  }
-  // Senders elsewhere that feed it: one more of their consumer elements is inside.
+  in_stage_[e] = kSign > 0;
+  // Senders elsewhere that feed it: one more (fewer) of their consumer elements is inside.
   for (int32_t i = p_.fed_by_offset[e]; i < p_.fed_by_offset[e + 1]; ++i) {
     const int32_t s = p_.fed_by[i];
-    const bool before = Crosses(s);
-    ++consumers_inside_[s];
-    const bool after = Crosses(s);
-    if (before != after) transfers_ += after ? p_.sender_cost[s] : -p_.sender_cost[s];
+    const Sender& sender = senders_[s];
+    const int32_t inside = consumers_inside_[s];
+    const bool before = Crosses(sender, inside);
+    const bool after = Crosses(sender, inside + kSign);
+    consumers_inside_[s] = inside + kSign;
+    if (before != after) transfers_ += after ? sender.cost : -sender.cost;
   }
 }
 
-void StageCostEvaluator::Remove(int32_t e) {
-  for (int32_t i = p_.fed_by_offset[e + 1] - 1; i >= p_.fed_by_offset[e]; --i) {
-    const int32_t s = p_.fed_by[i];
-    const bool before = Crosses(s);
-    --consumers_inside_[s];
-    const bool after = Crosses(s);
-    if (before != after) transfers_ += after ? p_.sender_cost[s] : -p_.sender_cost[s];
-  }
-  for (int32_t i = p_.own_sender_offset[e]; i < p_.own_sender_offset[e + 1]; ++i) {
-    const int32_t s = p_.own_sender[i];
-    if (Crosses(s)) transfers_ -= p_.sender_cost[s];
-  }
-  in_stage_[e] = 0;
-  for (int32_t i = p_.own_sender_offset[e]; i < p_.own_sender_offset[e + 1]; ++i) {
-    const int32_t s = p_.own_sender[i];
-    if (Crosses(s)) transfers_ += p_.sender_cost[s];
-  }
-  --size_;
-  for (uint64_t mask = p_.forbidden_classes[e]; mask != 0; mask &= mask - 1) {
-    --forbidding_[__builtin_ctzll(mask)];
-  }
-  memory_ -= p_.memory[e];
-  const int32_t kinds = p_.num_compute_kinds;
-  for (int32_t k = 0; k < kinds; ++k) compute_[k] -= p_.compute[static_cast<size_t>(e) * kinds + k];
-}
-
-int64_t StageCostEvaluator::LowerBound(int32_t c) const {
-  const StageClass& cls = p_.classes[c];
-  if (forbidding_[c] > 0 || memory_ > cls.capacity) return kInfeasible;
-  return ScaledComputeNs(compute_[cls.compute_kind], cls.speed);
-}
-
-int64_t StageCostEvaluator::Cost(int32_t c) const {
-  const int64_t compute = LowerBound(c);
-  if (compute == kInfeasible) return kInfeasible;
-  return p_.classes[c].charges_transfers ? compute + transfers_ : compute;
-}
+void StageCostEvaluator::Add(int32_t e) { Update<1>(e); }
+void StageCostEvaluator::Remove(int32_t e) { Update<-1>(e); }
 
 }  // namespace placement::engine::stages

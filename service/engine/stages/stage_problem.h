@@ -18,9 +18,9 @@
 // memory, which the builder makes persistent bytes plus whatever activation model it chose) exceeds the
 // class's capacity, or when an element may not run on c (pins, kinds). The empty stage costs 0.
 //
-// `StageCostEvaluator` keeps S and its cost under Add/Remove of single elements in O(senders touching
-// the element), so the DP can walk the sub-ideals of an ideal one element at a time; removals must come
-// in the reverse order of additions (a stack), which is how the walk uses it.
+// `StageCostEvaluator` keeps S and its cost under Add/Remove of single elements, in any order, in
+// O(senders touching the element) (O(1) when no class charges transfers), so the DP can walk the
+// sub-ideals of an ideal one element at a time.
 //
 // Every quantity is an int64 (ns or bytes, or any fixed unit the builder chose): sums are exact, so
 // results do not depend on the order elements were added in.
@@ -98,17 +98,39 @@ class StageCostEvaluator {
   bool Empty() const { return size_ == 0; }
 
   // cost_c(S), or kInfeasible.
-  int64_t Cost(int32_t c) const;
+  int64_t Cost(int32_t c) const {
+    const int64_t compute = LowerBound(c);
+    if (compute == kInfeasible) return kInfeasible;
+    return p_.classes[c].charges_transfers ? compute + transfers_ : compute;
+  }
   // A lower bound of cost_c(S') for every S' ⊇ S: the compute part, or kInfeasible when memory or a
   // forbidden element already rules c out (both only grow with S).
-  int64_t LowerBound(int32_t c) const;
+  int64_t LowerBound(int32_t c) const {
+    const StageClass& cls = p_.classes[c];
+    if (forbidding_[c] > 0 || memory_ > cls.capacity) return kInfeasible;
+    return ScaledCompute(compute_[cls.compute_kind], cls.speed);
+  }
   int64_t transfers() const { return transfers_; }
   int64_t memory() const { return memory_; }
 
  private:
-  bool Crosses(int32_t sender) const;
+  struct Sender {
+    int32_t element;
+    int32_t consumers;  // consumer elements other than its own
+    int64_t cost;
+  };
+  static int64_t ScaledCompute(int64_t compute, double speed);
+  // Whether sender s crosses S's boundary, for a given count of its consumer elements inside S.
+  bool Crosses(const Sender& s, int32_t inside) const {
+    return in_stage_[s.element] ? inside < s.consumers : inside > 0;
+  }
+  template <int kSign>
+  void Update(int32_t element);
 
   const StageProblem& p_;
+  // Transfers are only tracked when some class charges them.
+  const bool track_transfers_;
+  std::vector<Sender> senders_;
   std::vector<uint8_t> in_stage_;
   std::vector<int32_t> consumers_inside_;  // per sender
   std::vector<int64_t> compute_;           // per kind

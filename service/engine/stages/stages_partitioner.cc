@@ -55,7 +55,6 @@ class Planner {
   }
 
   int32_t num_elements(OrderKind order) { return Get(order).chain.num_elements; }
-  const std::vector<int32_t>& unit_order(OrderKind order) { return Get(order).chain.unit_order; }
 
   StagePlan Plan(OrderKind order, bool charge_transfers, int32_t interleave) {
     StagePlan plan;
@@ -247,9 +246,9 @@ class StagesPartitioner final : public Partitioner {
     int32_t step = 0;
     const int32_t steps = 4 + static_cast<int32_t>(options_.interleave.size());
     for (const OrderKind order : orders) {
-      // The folded order is only worth a try when it differs.
+      // The folded order is only worth a try when it brings producers and consumers closer.
       if (order == OrderKind::kFolded &&
-          planner.unit_order(OrderKind::kFolded) == planner.unit_order(OrderKind::kLevels)) {
+          stages::OrderSpan(model, OrderKind::kFolded) * 4 >= stages::OrderSpan(model, OrderKind::kLevels) * 3) {
         continue;
       }
       for (const bool charge : {true, false}) {
@@ -258,7 +257,8 @@ class StagesPartitioner final : public Partitioner {
         context.Report("stages", 0.9 * (++step) / steps);
       }
     }
-    if (model.num_devices() > 1) {
+    // Interleaving shrinks the bubble of a pipeline of microbatches; with one microbatch there is none.
+    if (model.num_devices() > 1 && model.plan.microbatches > 1) {
       const OrderKind order = best->order;
       const bool charge = best->charge_transfers;
       for (const int32_t v : options_.interleave) {

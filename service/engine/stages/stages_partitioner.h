@@ -16,9 +16,9 @@
 // 3. Stages go to devices in pipeline order along the device chain (baselines::PipelineDeviceChain:
 //    neighbours on fast links, devices of one host together); within a class, the first stage the DP
 //    gives the class takes its first device along the chain.
-// 4. Interleaved: with v ∈ {2, 4} virtual stages per device, the order is split into v·K stages and
-//    stage s runs on chain device s mod K (each stage may use 1/v of the device's memory); a smaller
-//    pipeline bubble for the same work.
+// 4. Interleaved (with microbatches): with v ∈ {2, 4} virtual stages per device, the order is split
+//    into v·K stages and stage s runs on chain device s mod K (each stage may use 1/v of the device's
+//    memory); a smaller pipeline bubble for the same work.
 // Every candidate (two orders × transfers charged or overlapped, then the interleaved ones on the best
 // order) is simulated on the model's plan (the simulator has the last word); the best (fits, then the
 // shortest step) is the answer. Pins, kinds and colocation groups hold by construction (units are
@@ -48,7 +48,7 @@ namespace placement::engine {
 
 struct StagesOptions {
   // Blocks the order is coarsened into (the DP's resolution): the stage boundaries fall between them.
-  int32_t max_elements = 2048;
+  int32_t max_elements = 1024;
   // Virtual stages per device tried besides 1 (the interleaved variant).
   std::vector<int32_t> interleave = {2, 4};
 };
