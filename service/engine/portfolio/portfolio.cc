@@ -218,18 +218,26 @@ class PortfolioRun {
     std::stable_sort(ranked.begin(), ranked.end(), [](const Candidate* a, const Candidate* b) {
       return portfolio::BetterScore(a->score, b->score);
     });
+    // Each window search costs several unrolled simulations: on large steps only the best answer gets one.
+    const int64_t unrolled =
+        static_cast<int64_t>(model_.plan.microbatches) * (model_.num_ops() + model_.num_edges());
+    const int32_t wanted = unrolled > options_.window_candidates_max_unrolled ? 1 : options_.window_candidates;
     std::vector<const Candidate*> distinct;
     for (const Candidate* c : ranked) {
       bool seen = false;
       for (const Candidate* d : distinct) seen |= d->assignment == c->assignment;
       if (!seen) distinct.push_back(c);
-      if (static_cast<int32_t>(distinct.size()) == options_.window_candidates) break;
+      if (static_cast<int32_t>(distinct.size()) == wanted) break;
     }
     std::optional<Candidate> chosen;
     for (size_t k = 0; k < distinct.size() && !context_.ShouldStop(); ++k) {
       const SolveContext share =
           context_.WithShareOfTimeLeft(0.5 / static_cast<double>(distinct.size() - k));
-      const WindowChoice choice = ChooseWindow(model_, distinct[k]->assignment, simulator_, share);
+      WindowSearchOptions search;
+      search.known_window = model_.plan.Window();  // every candidate was scored with it
+      search.known_score = PlacementScore{distinct[k]->score.overflow_bytes, distinct[k]->score.makespan_ns};
+      const WindowChoice choice =
+          ChooseWindow(model_, distinct[k]->assignment, simulator_, share, search);
       Candidate c{distinct[k]->assignment, distinct[k]->score};
       c.score.overflow_bytes = choice.score.overflow_bytes;
       c.score.makespan_ns = choice.score.makespan_ns;
