@@ -29,13 +29,18 @@ WindowChoice ChooseWindow(const Model& model, const Assignment& assignment, Simu
   best.score = PlacementScore::Worst();
   best.max_in_flight = m;
   std::vector<uint8_t> tried(static_cast<size_t>(m) + 1, 0);
+  bool first = true;
   auto try_window = [&](int32_t w) {
     w = std::clamp(w, 1, m);
     if (tried[w]) return;
     tried[w] = 1;
-    const PlacementScore score = ScoreWithWindow(model, assignment, sim, w);
-    ++best.simulations;
-    if (best.simulations == 1 || Better(score, w, best.score, best.max_in_flight)) {
+    PlacementScore score = options.known_score;
+    if (w != options.known_window) {
+      score = ScoreWithWindow(model, assignment, sim, w);
+      ++best.simulations;
+    }
+    if (first || Better(score, w, best.score, best.max_in_flight)) {
+      first = false;
       best.score = score;
       best.max_in_flight = w;
     }

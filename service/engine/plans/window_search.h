@@ -35,6 +35,10 @@ struct WindowChoice {
 // log M simulations), then one step to each side of the best.
 struct WindowSearchOptions {
   int64_t exhaustive_budget = 2'000'000;
+  // A score already known for one window (the working window an algorithm simulated with): not
+  // simulated again. 0 = none.
+  int32_t known_window = 0;
+  PlacementScore known_score;
 };
 
 // The best window for `assignment` on `model` (a plan model: group 0's devices). With a window fixed by

@@ -218,18 +218,29 @@ class PortfolioRun {
     std::stable_sort(ranked.begin(), ranked.end(), [](const Candidate* a, const Candidate* b) {
       return portfolio::BetterScore(a->score, b->score);
     });
+    // Each window search costs several unrolled simulations: on large steps only the best answer gets one.
+    const int64_t unrolled =
+        static_cast<int64_t>(model_.plan.microbatches) * (model_.num_ops() + model_.num_edges());
+    const int32_t wanted = unrolled > options_.window_candidates_max_unrolled ? 1 : options_.window_candidates;
     std::vector<const Candidate*> distinct;
     for (const Candidate* c : ranked) {
       bool seen = false;
       for (const Candidate* d : distinct) seen |= d->assignment == c->assignment;
       if (!seen) distinct.push_back(c);
-      if (static_cast<int32_t>(distinct.size()) == options_.window_candidates) break;
     }
+    // The best `wanted` answers, and further ones in rank order while none fits yet: an answer that
+    // overflows with the working window may fit with a smaller one (a member run alone would find it, and
+    // auto is never worse than a member).
     std::optional<Candidate> chosen;
     for (size_t k = 0; k < distinct.size() && !context_.ShouldStop(); ++k) {
-      const SolveContext share =
-          context_.WithShareOfTimeLeft(0.5 / static_cast<double>(distinct.size() - k));
-      const WindowChoice choice = ChooseWindow(model_, distinct[k]->assignment, simulator_, share);
+      if (static_cast<int32_t>(k) >= wanted && chosen && chosen->score.feasible) break;
+      const size_t left = std::max<size_t>(1, std::min<size_t>(distinct.size(), wanted) - std::min<size_t>(k, wanted));
+      const SolveContext share = context_.WithShareOfTimeLeft(0.5 / static_cast<double>(left));
+      WindowSearchOptions search;
+      search.known_window = model_.plan.Window();  // every candidate was scored with it
+      search.known_score = PlacementScore{distinct[k]->score.overflow_bytes, distinct[k]->score.makespan_ns};
+      const WindowChoice choice =
+          ChooseWindow(model_, distinct[k]->assignment, simulator_, share, search);
       Candidate c{distinct[k]->assignment, distinct[k]->score};
       c.score.overflow_bytes = choice.score.overflow_bytes;
       c.score.makespan_ns = choice.score.makespan_ns;

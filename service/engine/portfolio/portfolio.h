@@ -57,6 +57,8 @@ struct PortfolioOptions {
   // Training plans whose window the solver chooses: how many of the best distinct answers get their own
   // window search before the best of them goes on to the search.
   int32_t window_candidates = 3;
+  // ... and just one when the unrolled step (microbatches × (ops + edges)) is larger than this.
+  int64_t window_candidates_max_unrolled = 1'000'000;
 };
 
 // api.md name "auto". `members` must outlive the returned partitioner; the version string covers every
