@@ -184,7 +184,7 @@ TEST(EvaluateTest, ReportsConstraintViolationsByRequestIndex) {
 }
 
 TEST(RegistryTest, OffersEveryApiAlgorithmWithAutoAsDefault) {
-  for (const char* name : {"pardnn", "m_etf", "m_topo", "heft", "metis", "pipeline", "round_robin",
+  for (const char* name : {"pardnn", "m_etf", "m_topo", "heft", "metis", "pipeline", "stages", "round_robin",
                            "single_device", "auto"}) {
     ASSERT_NE(FindAlgorithm(name), nullptr) << name;
     EXPECT_EQ(FindAlgorithm(name)->name(), name);

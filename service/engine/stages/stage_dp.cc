@@ -115,14 +115,56 @@ class DpTable {
   }
 
   // Walks back from (full, last state); `elements_between(I, J)` lists I \ J.
+  // Non-empty stages on the way back from (full, state).
+  int32_t StageCount(int32_t full, int32_t state) const {
+    int32_t count = 0;
+    for (int32_t ideal = full; ideal != 0;) {
+      const size_t at = static_cast<size_t>(ideal) * num_states_ + state;
+      const int32_t sub = back_sub_[at];
+      count += sub != ideal;
+      ideal = sub;
+      state = (states_.begin(0) + back_transition_[at])->from;
+    }
+    return count;
+  }
+
+  // The split of the state with every device; with `bubble_microbatches` M > 0 also the one of the
+  // state whose objective × (M + stages − 1) is smallest, when it has fewer stages.
   template <typename ElementsBetween>
-  StageSplit Extract(int32_t full, ElementsBetween elements_between) const {
+  StageSplit Extract(int32_t full, int32_t bubble_microbatches, ElementsBetween elements_between) const {
+    const int32_t last = num_states_ - 1;
+    StageSplit split = ExtractState(full, last, elements_between);
+    if (bubble_microbatches <= 0 || split.objective == kInfeasible) return split;
+    int32_t best_state = last;
+    __int128 best_step = static_cast<__int128>(split.objective) *
+                         (bubble_microbatches + static_cast<int64_t>(split.stages.size()) - 1);
+    int32_t best_count = static_cast<int32_t>(split.stages.size());
+    for (int32_t s = last - 1; s >= 1; --s) {
+      const int64_t objective = best_[static_cast<size_t>(full) * num_states_ + s];
+      if (objective == kInfeasible) continue;
+      const int32_t count = StageCount(full, s);
+      const __int128 step = static_cast<__int128>(objective) * (bubble_microbatches + count - 1);
+      if (step < best_step) {
+        best_step = step;
+        best_state = s;
+        best_count = count;
+      }
+    }
+    if (best_count < static_cast<int32_t>(split.stages.size())) {
+      StageSplit fewer = ExtractState(full, best_state, elements_between);
+      split.fewer_objective = fewer.objective;
+      split.fewer_stages = std::move(fewer.stages);
+    }
+    return split;
+  }
+
+  template <typename ElementsBetween>
+  StageSplit ExtractState(int32_t full, int32_t state, ElementsBetween elements_between) const {
     StageSplit split;
     split.pairs_visited = pairs_;
-    const int32_t last = num_states_ - 1;
-    split.objective = best_[static_cast<size_t>(full) * num_states_ + last];
+    split.objective = best_[static_cast<size_t>(full) * num_states_ + state];
     if (split.objective == kInfeasible) return split;
-    int32_t ideal = full, state = last;
+    int32_t ideal = full;
     while (ideal != 0) {
       const size_t at = static_cast<size_t>(ideal) * num_states_ + state;
       const int32_t sub = back_sub_[at];
@@ -188,7 +230,7 @@ StageSplit SolveChain(const StageProblem& problem, const StateSpace& states, con
     }
     table.RelaxSkips(end);
   }
-  return table.Extract(n, [](int32_t ideal, int32_t sub) {
+  return table.Extract(n, options.bubble_microbatches, [](int32_t ideal, int32_t sub) {
     std::vector<int32_t> elements;
     for (int32_t e = sub; e < ideal; ++e) elements.push_back(e);
     return elements;
@@ -230,7 +272,7 @@ StageSplit SolveIdeals(const StageProblem& problem, const IdealLattice& lattice,
     }
     table.RelaxSkips(ideal);
   }
-  return table.Extract(lattice.full(), [&](int32_t ideal, int32_t sub) {
+  return table.Extract(lattice.full(), options.bubble_microbatches, [&](int32_t ideal, int32_t sub) {
     std::vector<int32_t> elements;
     for (int32_t e = 0; e < problem.num_elements; ++e) {
       if (lattice.Contains(ideal, e) && !lattice.Contains(sub, e)) elements.push_back(e);

@@ -74,10 +74,18 @@ struct StageSplit {
   int64_t objective = kInfeasible;
   std::vector<Stage> stages;  // pipeline order: the stage holding the order's first elements first
   int64_t pairs_visited = 0;  // stages evaluated (for benchmarks)
+  // With DpOptions::bubble_microbatches: the split using fewer devices whose pipeline would be shorter
+  // (objective × (M + stages − 1) smaller, GPipe's bubble), when there is one; else empty.
+  std::vector<Stage> fewer_stages;
+  int64_t fewer_objective = kInfeasible;
 };
 
 struct DpOptions {
   int64_t upper_bound = kInfeasible;
+  // M > 0: also find the device state whose split minimises objective × (M + stages − 1): with few
+  // microbatches and coarse stages, a shorter pipeline can finish a step sooner than one more device
+  // shortens its slowest stage (StageSplit::fewer_stages).
+  int32_t bubble_microbatches = 0;
 };
 
 StageSplit SolveChain(const StageProblem& problem, const StateSpace& states, const DpOptions& options);

@@ -163,6 +163,26 @@ TEST(StageDpTest, FixedSlotsFollowTheirClasses) {
   }
 }
 
+TEST(StageDpTest, OffersAShorterPipelineWhenTheBubbleOutweighsADevice) {
+  // 5 | 1 1 1 1 1 on up to four devices: the slowest stage is 5 whatever the split, so with 4
+  // microbatches two stages (5 × (4 + 1)) beat four (5 × (4 + 3)).
+  Builder b = Builder::Chain({5, 1, 1, 1, 1, 1});
+  b.classes = {Devices(4)};
+  const StageProblem p = b.Build();
+  DpOptions options;
+  options.bubble_microbatches = 4;
+  const StageSplit split = SolveChain(p, *StateSpace::ClassCounts(p.classes), options);
+  EXPECT_EQ(split.objective, 5);
+  const std::vector<StageSplit::Stage>& shortest = split.fewer_stages.empty() ? split.stages : split.fewer_stages;
+  EXPECT_EQ(shortest.size(), 2u);
+  if (!split.fewer_stages.empty()) {
+    EXPECT_EQ(split.fewer_objective, 5);
+    EXPECT_GT(split.stages.size(), 2u);
+  }
+  // Without microbatches to weigh, no alternative.
+  EXPECT_TRUE(SolveChain(p, *StateSpace::ClassCounts(p.classes), DpOptions()).fewer_stages.empty());
+}
+
 // Brute force over every monotone assignment of elements to K ordered stages (stage(u) <= stage(v) on
 // every edge: exactly the contiguous splits), one class of K devices.
 int64_t BruteForce(const StageProblem& p, int32_t k) {

@@ -56,7 +56,10 @@ class Planner {
 
   int32_t num_elements(OrderKind order) { return Get(order).chain.num_elements; }
 
-  StagePlan Plan(OrderKind order, bool charge_transfers, int32_t interleave) {
+  // The plan of one candidate; with `fewer` also the plan on fewer devices whose pipeline the DP
+  // expects to be shorter (StageSplit::fewer_stages), when there is one.
+  StagePlan Plan(OrderKind order, bool charge_transfers, int32_t interleave,
+                 std::optional<StagePlan>* fewer = nullptr) {
     StagePlan plan;
     plan.order = order;
     plan.charge_transfers = charge_transfers;
@@ -118,30 +121,47 @@ class Planner {
       o.problem->Configure(cost, classes);
       DpOptions options;
       options.upper_bound = EqualSplitCost(o.problem->problem(), class_of_slot);
+      if (fewer != nullptr && model_.plan.microbatches > 1) options.bubble_microbatches = model_.plan.microbatches;
       split = SolveChain(o.problem->problem(), *states, options);
       if (split.objective == kInfeasible && options.upper_bound != kInfeasible) {
-        split = SolveChain(o.problem->problem(), *states, DpOptions());  // never expected; safe
+        options.upper_bound = kInfeasible;  // never expected; safe
+        split = SolveChain(o.problem->problem(), *states, options);
       }
       if (split.objective != kInfeasible) break;
     }
     plan.objective = split.objective;
     plan.stages = static_cast<int32_t>(split.stages.size());
-    std::vector<DeviceId> device_of_element(o.chain.num_elements, device_chain_.front());
-    for (const StageSplit::Stage& stage : split.stages) {
-      const DeviceClass& c = classes[stage.klass];
-      const DeviceId d = fixed_slots ? c.devices.front() : c.devices[stage.slot];
-      for (const int32_t e : stage.elements) device_of_element[e] = d;
-    }
-    plan.assignment.assign(model_.num_ops(), 0);
-    for (int32_t u = 0; u < units_.num_units(); ++u) {
-      DeviceId d = device_of_element[o.chain.element_of_unit[u]];
-      if (!units_.Allowed(model_, u, d)) d = NearestAllowed(u, d);
-      for (int32_t i = units_.begin(u); i < units_.end(u); ++i) plan.assignment[units_.member[i]] = d;
+    plan.assignment = ToAssignment(o.chain, classes, fixed_slots, split.stages);
+    if (fewer != nullptr && !split.fewer_stages.empty()) {
+      StagePlan other = plan;
+      other.objective = split.fewer_objective;
+      other.stages = static_cast<int32_t>(split.fewer_stages.size());
+      other.assignment = ToAssignment(o.chain, classes, fixed_slots, split.fewer_stages);
+      *fewer = std::move(other);
     }
     return plan;
   }
 
  private:
+  // Stages to devices (a class's k-th stage on its k-th device; a slot's class is its device), then
+  // units to their stage's device, or the nearest allowed one.
+  Assignment ToAssignment(const ChainElements& chain, const std::vector<DeviceClass>& classes, bool fixed_slots,
+                          const std::vector<StageSplit::Stage>& stages) const {
+    std::vector<DeviceId> device_of_element(chain.num_elements, device_chain_.front());
+    for (const StageSplit::Stage& stage : stages) {
+      const DeviceClass& c = classes[stage.klass];
+      const DeviceId d = fixed_slots ? c.devices.front() : c.devices[stage.slot];
+      for (const int32_t e : stage.elements) device_of_element[e] = d;
+    }
+    Assignment assignment(model_.num_ops(), 0);
+    for (int32_t u = 0; u < units_.num_units(); ++u) {
+      DeviceId d = device_of_element[chain.element_of_unit[u]];
+      if (!units_.Allowed(model_, u, d)) d = NearestAllowed(u, d);
+      for (int32_t i = units_.begin(u); i < units_.end(u); ++i) assignment[units_.member[i]] = d;
+    }
+    return assignment;
+  }
+
   // The device unit `u` may use that is nearest to `d` along the device chain (ties: earlier).
   DeviceId NearestAllowed(int32_t u, DeviceId d) const {
     const int32_t at = static_cast<int32_t>(std::find(device_chain_.begin(), device_chain_.end(), d) -
@@ -253,7 +273,9 @@ class StagesPartitioner final : public Partitioner {
       }
       for (const bool charge : {true, false}) {
         if (stop()) break;
-        consider(planner.Plan(order, charge, 1));
+        std::optional<StagePlan> fewer;
+        consider(planner.Plan(order, charge, 1, &fewer));
+        if (fewer && !stop()) consider(*std::move(fewer));
         context.Report("stages", 0.9 * (++step) / steps);
       }
     }

@@ -19,8 +19,12 @@
 // 4. Interleaved (with microbatches): with v ∈ {2, 4} virtual stages per device, the order is split
 //    into v·K stages and stage s runs on chain device s mod K (each stage may use 1/v of the device's
 //    memory); a smaller pipeline bubble for the same work.
-// Every candidate (two orders × transfers charged or overlapped, then the interleaved ones on the best
-// order) is simulated on the model's plan (the simulator has the last word); the best (fits, then the
+// 5. Fewer stages: with few microbatches and coarse stages, one more device can shorten the slowest
+//    stage less than it lengthens the pipeline's fill and drain; the DP's table also gives the best
+//    split on every smaller set of devices, and the one minimising slowest stage × (M + stages − 1)
+//    (GPipe's bubble) is one more candidate when it uses fewer stages.
+// Every candidate (two orders × transfers charged or overlapped, with their fewer-stage splits, then
+// the interleaved ones on the best order) is simulated on the model's plan (the simulator has the last word); the best (fits, then the
 // shortest step) is the answer. Pins, kinds and colocation groups hold by construction (units are
 // placed whole; a stage never goes to a device one of its units may not use). Once-per-step ops go with
 // their unit, or follow the parameters they update (chain_problem.h).
