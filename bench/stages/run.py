@@ -6,7 +6,7 @@ Two measurements (README.md has the commands and the figures):
   objective  target (a): on every training input, the published DP's max-load (`dp.exe < input`) and
              our DP's in the same cost model (`stages_msr_dp`), side by side; exit 1 on a mismatch.
   plans      target (b): the published DP's and PipeDream's splits at K accelerators (`dp.exe` and
-             `dp.exe -pipeDream` on the input with maxFPGAs = K), then `stages_bench`, which simulates
+             `dp.exe -pipeDream` on the input with maxFPGAs = K, maxCPUs = 0), then `stages_bench`, which simulates
              them, the human experts' splits and our algorithms under training plans.
 
 The published code is never part of this repository: pass --dp_src=DIR (a copy of the repository, e.g.
@@ -131,6 +131,9 @@ def plans(args, dp, work):
             expert_k = len(json.loads(expert.read_text())["fpgas"])
             if expert_k not in case_ks:
                 case_ks.append(expert_k)
+        # The simulated cluster has K accelerators and no CPU, so the splits may not use one (with a CPU
+        # the published DP moves layers there at small K: no transfers are charged to it).
+        doc["maxCPUs"] = 0
         for k in case_ks:
             doc["maxFPGAs"] = k
             text = json.dumps(doc)

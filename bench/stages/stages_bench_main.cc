@@ -37,6 +37,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/common/corpus_files.h"
 #include "bench/stages/msr_stage_problem.h"
 #include "placement/v1/placement.pb.h"
 #include "service/engine/importers/msr_importer.h"
@@ -102,17 +103,10 @@ std::string Stem(const std::string& path) {
 
 bool Exists(const std::string& path) { return std::ifstream(path).good(); }
 
-// The request at K accelerators, M microbatches, one replica, the window open.
+// The request at K accelerators (bench/common's resizing, accelerators first), M microbatches, one
+// replica, the window open.
 v1::PlaceRequest Resize(const v1::PlaceRequest& imported, int32_t k, int32_t m) {
-  v1::PlaceRequest request = imported;
-  v1::Cluster* cluster = request.mutable_cluster();
-  const v1::Device accelerator = cluster->devices(0);
-  cluster->clear_devices();
-  for (int32_t i = 0; i < k; ++i) {
-    v1::Device* device = cluster->add_devices();
-    *device = accelerator;
-    device->set_name(absl::StrCat("acc", i));
-  }
+  v1::PlaceRequest request = ResizeCluster(imported, k, /*memory_bytes=*/0);
   v1::PlacementOptions* options = request.mutable_options();
   options->set_microbatches(m);
   options->set_max_in_flight(0);
