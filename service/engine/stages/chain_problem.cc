@@ -272,6 +272,26 @@ ChainProblem::ChainProblem(const Model& model, const PlacementUnits& units, cons
   problem_.Finish();
 }
 
+void ChainProblem::SetPredecessors() {
+  const int32_t n = chain_.num_elements;
+  std::vector<std::vector<int32_t>> preds(n);
+  for (OpId v = 0; v < model_.num_ops(); ++v) {
+    const int32_t from = chain_.element_of_unit[units_.unit_of_op[v]];
+    for (EdgeId k = model_.out_begin(v); k < model_.out_end(v); ++k) {
+      const int32_t to = chain_.element_of_unit[units_.unit_of_op[model_.out_dst[k]]];
+      if (from < to) preds[to].push_back(from);
+    }
+  }
+  problem_.pred.clear();
+  problem_.pred_offset.assign(static_cast<size_t>(n) + 1, 0);
+  for (int32_t e = 0; e < n; ++e) {
+    std::sort(preds[e].begin(), preds[e].end());
+    preds[e].erase(std::unique(preds[e].begin(), preds[e].end()), preds[e].end());
+    problem_.pred.insert(problem_.pred.end(), preds[e].begin(), preds[e].end());
+    problem_.pred_offset[e + 1] = static_cast<int32_t>(problem_.pred.size());
+  }
+}
+
 void ChainProblem::Configure(const CostModel& cost, const std::vector<DeviceClass>& classes) {
   const int32_t n = chain_.num_elements;
   problem_.classes.clear();

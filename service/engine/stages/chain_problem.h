@@ -103,6 +103,11 @@ class ChainProblem {
   ChainProblem(const Model& model, const baselines::PlacementUnits& units, const ChainElements& chain,
                const std::vector<DeviceId>& device_chain);
 
+  // Gives every element the predecessors the model's edges imply along the chain (an edge from a block
+  // to a later one; edges back, e.g. of a backward pass, impose nothing): a partial order whose ideals
+  // include every prefix of the chain, for SolveIdeals.
+  void SetPredecessors();
+
   // Sets the memory of every element, the classes and their capacities; the problem is then ready.
   void Configure(const CostModel& cost, const std::vector<DeviceClass>& classes);
   const StageProblem& problem() const { return problem_; }

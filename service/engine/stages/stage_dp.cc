@@ -115,6 +115,8 @@ class DpTable {
   }
 
   // Walks back from (full, last state); `elements_between(I, J)` lists I \ J.
+  int64_t pairs() const { return pairs_; }
+
   // Non-empty stages on the way back from (full, state).
   int32_t StageCount(int32_t full, int32_t state) const {
     int32_t count = 0;
@@ -250,6 +252,13 @@ StageSplit SolveIdeals(const StageProblem& problem, const IdealLattice& lattice,
   };
   std::vector<Frame> stack;
   for (int32_t ideal = 1; ideal < count; ++ideal) {
+    if ((options.max_pairs > 0 && table.pairs() > options.max_pairs) ||
+        (options.should_stop && ideal % 64 == 0 && options.should_stop())) {
+      StageSplit stopped;
+      stopped.stopped = true;
+      stopped.pairs_visited = table.pairs();
+      return stopped;
+    }
     stamp[ideal] = ideal;
     stack.push_back({ideal, -1, lattice.ChildrenBegin(ideal)});
     while (!stack.empty()) {

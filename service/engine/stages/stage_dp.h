@@ -28,6 +28,7 @@
 #define PLACEMENT_SERVICE_ENGINE_STAGES_STAGE_DP_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -78,6 +79,8 @@ struct StageSplit {
   // (objective × (M + stages − 1) smaller, GPipe's bubble), when there is one; else empty.
   std::vector<Stage> fewer_stages;
   int64_t fewer_objective = kInfeasible;
+  // SolveIdeals gave up (DpOptions::max_pairs or should_stop): no split.
+  bool stopped = false;
 };
 
 struct DpOptions {
@@ -86,6 +89,10 @@ struct DpOptions {
   // microbatches and coarse stages, a shorter pipeline can finish a step sooner than one more device
   // shortens its slowest stage (StageSplit::fewer_stages).
   int32_t bubble_microbatches = 0;
+  // SolveIdeals only: give up after about this many stages evaluated (0 = never), or when
+  // `should_stop` says so (polled every 64 ideals).
+  int64_t max_pairs = 0;
+  std::function<bool()> should_stop;
 };
 
 StageSplit SolveChain(const StageProblem& problem, const StateSpace& states, const DpOptions& options);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include "service/engine/baselines/placement_units.h"
 #include "service/engine/sim/placement_score.h"
 #include "service/engine/sim/simulator.h"
+#include "service/engine/stages/ideal_lattice.h"
 #include "service/engine/stages/stage_dp.h"
 
 namespace placement::engine {
@@ -45,31 +47,44 @@ int64_t EqualSplitCost(const StageProblem& problem, const std::vector<int32_t>& 
   return worst;
 }
 
+// The exact search (every contiguous split, SolveIdeals) on the level order's units: only for small
+// graphs, whose lattice of ideals stays small.
+constexpr int32_t kMaxExactElements = 2048;
+constexpr int64_t kMaxExactIdeals = 6000;
+constexpr int64_t kMaxExactPairs = 4'000'000;
+
 class Planner {
  public:
-  Planner(const Model& model, int32_t max_elements)
-      : model_(model), units_(baselines::BuildPlacementUnits(model)), max_elements_(max_elements) {
+  Planner(const Model& model, int32_t max_elements, const SolveContext& context)
+      : model_(model),
+        context_(context),
+        units_(baselines::BuildPlacementUnits(model)),
+        max_elements_(max_elements) {
     std::vector<DeviceId> all(model.num_devices());
     for (DeviceId d = 0; d < model.num_devices(); ++d) all[d] = d;
     device_chain_ = baselines::PipelineDeviceChain(model, all);
   }
 
   int32_t num_elements(OrderKind order) { return Get(order).chain.num_elements; }
+  // True when the exact search applies: the level order's units, few enough, with a small lattice.
+  bool CanSearchIdeals() { return Exact() != nullptr; }
 
   // The plan of one candidate; with `fewer` also the plan on fewer devices whose pipeline the DP
   // expects to be shorter (StageSplit::fewer_stages), when there is one.
+  // With `exact`, over every contiguous split of the level order's units (CanSearchIdeals()).
   StagePlan Plan(OrderKind order, bool charge_transfers, int32_t interleave,
-                 std::optional<StagePlan>* fewer = nullptr) {
+                 std::optional<StagePlan>* fewer = nullptr, bool exact = false) {
     StagePlan plan;
     plan.order = order;
     plan.charge_transfers = charge_transfers;
     plan.interleave = interleave;
+    plan.exact = exact;
     if (model_.num_devices() == 1) {
       plan.assignment.assign(model_.num_ops(), 0);
       plan.stages = 1;
       return plan;
     }
-    Order& o = Get(order);
+    Order& o = exact ? *Exact() : Get(order);
     // Devices: classes the DP may order freely, or fixed slots (interleaved; or when the classes are
     // too many to count).
     std::vector<DeviceClass> classes;
@@ -127,6 +142,14 @@ class Planner {
         options.upper_bound = kInfeasible;  // never expected; safe
         split = SolveChain(o.problem->problem(), *states, options);
       }
+      if (exact && split.objective != kInfeasible) {
+        // The chain's optimum bounds the exact search, which keeps it unless it finds better in time.
+        options.upper_bound = split.objective;
+        options.max_pairs = kMaxExactPairs;
+        options.should_stop = [this] { return context_.ShouldStop(); };
+        StageSplit every = SolveIdeals(o.problem->problem(), *o.lattice, *states, options);
+        if (!every.stopped && every.objective <= split.objective) split = std::move(every);
+      }
       if (split.objective != kInfeasible) break;
     }
     plan.objective = split.objective;
@@ -183,7 +206,25 @@ class Planner {
   struct Order {
     ChainElements chain;
     std::unique_ptr<ChainProblem> problem;
+    std::optional<IdealLattice> lattice;  // the exact search's
   };
+  Order* Exact() {
+    // Units that ride along (parameters, updates) join a layer's element: a few times the limit in units
+    // can still fit, far more cannot.
+    if (!exact_tried_ && units_.num_units() <= 8 * kMaxExactElements) {
+      exact_tried_ = true;
+      Order order;
+      order.chain = BuildChainElements(model_, units_, OrderKind::kLevels, std::numeric_limits<int32_t>::max() / 4);
+      if (order.chain.num_elements <= kMaxExactElements && order.chain.num_elements > 1) {
+        exact_.emplace(std::move(order));
+        exact_->problem = std::make_unique<ChainProblem>(model_, units_, exact_->chain, device_chain_);
+        exact_->problem->SetPredecessors();
+        exact_->lattice = IdealLattice::Enumerate(exact_->problem->problem(), kMaxExactIdeals);
+        if (!exact_->lattice) exact_.reset();
+      }
+    }
+    return exact_ ? &*exact_ : nullptr;
+  }
   Order& Get(OrderKind kind) {
     std::optional<Order>& slot = kind == OrderKind::kLevels ? levels_ : folded_;
     if (!slot) {
@@ -195,25 +236,29 @@ class Planner {
   }
 
   const Model& model_;
+  const SolveContext& context_;
   const baselines::PlacementUnits units_;
   const int32_t max_elements_;
   std::vector<DeviceId> device_chain_;
-  std::optional<Order> levels_, folded_;
+  std::optional<Order> levels_, folded_, exact_;
+  bool exact_tried_ = false;
 };
 
 }  // namespace
 
 std::string StagePlan::Describe() const {
-  return absl::StrCat(order == OrderKind::kLevels ? "levels" : "folded",
+  return absl::StrCat(exact ? "every contiguous split of the levels" : order == OrderKind::kLevels ? "levels" : "folded",
                       charge_transfers ? ", transfers charged" : ", transfers overlapped",
                       interleave > 1 ? absl::StrCat(", ", interleave, " stages per device") : "", ", ",
                       stages, " stages");
 }
 
 StagePlan PlanStages(const Model& model, OrderKind order, bool charge_transfers, int32_t interleave,
-                     int32_t max_elements) {
-  Planner planner(model, max_elements);
-  return planner.Plan(order, charge_transfers, interleave);
+                     int32_t max_elements, bool exact) {
+  const SolveContext context;
+  Planner planner(model, max_elements, context);
+  if (exact && !planner.CanSearchIdeals()) exact = false;
+  return planner.Plan(order, charge_transfers, interleave, nullptr, exact);
 }
 
 }  // namespace stages
@@ -238,7 +283,7 @@ class StagesPartitioner final : public Partitioner {
   absl::StatusOr<PartitionResult> Partition(const Model& model,
                                             const SolveContext& context) const override {
     if (std::optional<PartitionResult> none = baselines::NothingToPlace(model)) return *std::move(none);
-    stages::Planner planner(model, options_.max_elements);
+    stages::Planner planner(model, options_.max_elements, context);
     Simulator simulator(model);
     PartitionResult result;
     std::optional<StagePlan> best;
@@ -277,6 +322,15 @@ class StagesPartitioner final : public Partitioner {
         consider(planner.Plan(order, charge, 1, &fewer));
         if (fewer && !stop()) consider(*std::move(fewer));
         context.Report("stages", 0.9 * (++step) / steps);
+      }
+    }
+    // Every contiguous split of the level order, when the graph is small enough to enumerate them.
+    if (model.num_devices() > 1 && !stop() && planner.CanSearchIdeals()) {
+      for (const bool charge : {true, false}) {
+        if (stop()) break;
+        std::optional<StagePlan> fewer;
+        consider(planner.Plan(OrderKind::kLevels, charge, 1, &fewer, /*exact=*/true));
+        if (fewer && !stop()) consider(*std::move(fewer));
       }
     }
     // Interleaving shrinks the bubble of a pipeline of microbatches; with one microbatch there is none.

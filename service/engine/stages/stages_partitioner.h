@@ -19,12 +19,16 @@
 // 4. Interleaved (with microbatches): with v ∈ {2, 4} virtual stages per device, the order is split
 //    into v·K stages and stage s runs on chain device s mod K (each stage may use 1/v of the device's
 //    memory); a smaller pipeline bubble for the same work.
-// 5. Fewer stages: with few microbatches and coarse stages, one more device can shorten the slowest
+// 5. Every contiguous split: for small graphs (at most 2048 units in the level order, 6000 ideals of
+//    the partial order its edges give the units), the DP runs over every ideal of that order, not only
+//    the prefixes of one order — the NeurIPS'20 DP's search space — bounded by the chain's optimum and
+//    by a budget of stages evaluated (and the deadline).
+// 6. Fewer stages: with few microbatches and coarse stages, one more device can shorten the slowest
 //    stage less than it lengthens the pipeline's fill and drain; the DP's table also gives the best
 //    split on every smaller set of devices, and the one minimising slowest stage × (M + stages − 1)
 //    (GPipe's bubble) is one more candidate when it uses fewer stages.
-// Every candidate (two orders × transfers charged or overlapped, with their fewer-stage splits, then
-// the interleaved ones on the best order) is simulated on the model's plan (the simulator has the last word); the best (fits, then the
+// Every candidate (two orders × transfers charged or overlapped, the exact search, each with its
+// fewer-stage split, then the interleaved ones on the best order) is simulated on the model's plan (the simulator has the last word); the best (fits, then the
 // shortest step) is the answer. Pins, kinds and colocation groups hold by construction (units are
 // placed whole; a stage never goes to a device one of its units may not use). Once-per-step ops go with
 // their unit, or follow the parameters they update (chain_problem.h).
@@ -72,11 +76,14 @@ struct StagePlan {
   OrderKind order = OrderKind::kLevels;
   bool charge_transfers = true;
   int32_t interleave = 1;
+  bool exact = false;  // over every contiguous split of the level order's units (SolveIdeals)
   std::string Describe() const;
 };
 
+// `exact`: every contiguous split of the level order's units, when the graph is small enough (else
+// as without it).
 StagePlan PlanStages(const Model& model, OrderKind order, bool charge_transfers, int32_t interleave,
-                     int32_t max_elements = StagesOptions().max_elements);
+                     int32_t max_elements = StagesOptions().max_elements, bool exact = false);
 
 }  // namespace stages
 }  // namespace placement::engine

@@ -162,6 +162,37 @@ TEST(StagesTest, NeverSlowerThanOneDeviceOnAPipeline) {
   }
 }
 
+TEST(StagesTest, SearchesEveryContiguousSplitOfSmallGraphs) {
+  // Two parallel branches s → a1 → a2 → t and s → b1 → b2 → t, each tensor inside a branch huge. By
+  // layers the order is s a1 b1 a2 b2 t and every cut of it goes through a branch; the split by
+  // branch ({s, a1, a2} | {b1, b2, t}) is contiguous in the partial order but in no layer order.
+  ProblemBuilder p;
+  const int s = p.AddOp(0), a1 = p.AddOp(1'000'000), b1 = p.AddOp(1'000'000), a2 = p.AddOp(1'000'000),
+            b2 = p.AddOp(1'000'000), t = p.AddOp(0);
+  p.AddEdge(s, a1, 10);
+  p.AddEdge(s, b1, 10);
+  p.AddEdge(a1, a2, 1'000'000'000);
+  p.AddEdge(b1, b2, 1'000'000'000);
+  p.AddEdge(a2, t, 10);
+  p.AddEdge(b2, t, 10);
+  p.AddDevices(2, int64_t{1} << 40);
+  SetPlan(p, 4);
+  const Model model = p.Build();
+  const stages::StagePlan chain = stages::PlanStages(model, OrderKind::kLevels, true, 1);
+  const stages::StagePlan every = stages::PlanStages(model, OrderKind::kLevels, true, 1, 1024, /*exact=*/true);
+  EXPECT_TRUE(every.exact);
+  EXPECT_LT(every.objective, chain.objective);
+  const Assignment& a = every.assignment;
+  EXPECT_EQ(a[a1], a[a2]);
+  EXPECT_EQ(a[b1], a[b2]);
+  EXPECT_NE(a[a1], a[b1]);
+  // The simulator agrees: the partitioner's answer keeps both huge tensors at home.
+  const Assignment best = PlaceWith(*MakeStagesPartitioner(), model);
+  EXPECT_EQ(best[a1], best[a2]);
+  EXPECT_EQ(best[b1], best[b2]);
+  EXPECT_NE(best[a1], best[b1]);
+}
+
 TEST(StagesTest, InterleavedStagesCycleOverTheDevices) {
   ProblemBuilder p = Chain(16, 100, 10, 2);
   SetPlan(p, 8, 2);
