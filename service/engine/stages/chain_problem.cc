@@ -22,25 +22,26 @@ bool IsPrimary(const Model& model, OpId v) {
 // Per op: its key in `order` (see the header).
 std::vector<int64_t> OpKeys(const Model& model, OrderKind order) {
   const OpId n = model.num_ops();
-  std::vector<int32_t> depth(n, 0), height(n, 0);
-  for (const OpId v : model.topo_order) {
-    for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
-      depth[model.out_dst[e]] = std::max(depth[model.out_dst[e]], depth[v] + 1);
-    }
-  }
+  std::vector<int32_t> height(n, 0);
   for (auto it = model.topo_order.rbegin(); it != model.topo_order.rend(); ++it) {
     const OpId v = *it;
     for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
       height[v] = std::max(height[v], height[model.out_dst[e]] + 1);
     }
   }
+  // As late as possible: depth = (longest path) − height, so that an op that only prepares what a later
+  // layer reads (a weight's transpose for the backward pass) sits with that layer, not at the start.
+  int32_t longest = 0;
+  for (OpId v = 0; v < n; ++v) longest = std::max(longest, height[v]);
   std::vector<int64_t> key(n);
   for (OpId v = 0; v < n; ++v) {
-    key[v] = order == OrderKind::kLevels ? depth[v] : std::min(depth[v], height[v]);
+    const int64_t late = longest - height[v];
+    key[v] = order == OrderKind::kLevels ? late : std::min<int64_t>(late, height[v]);
   }
-  // Sources without work of their own follow their first primary consumer.
+  // Sources (parameters, weight transposes, inputs; once or not) take their first primary consumer's
+  // key: a weight read by a deep layer belongs to that layer, not to the start of the order.
   for (OpId v = 0; v < n; ++v) {
-    if (!IsSource(model, v) || IsPrimary(model, v)) continue;
+    if (!IsSource(model, v)) continue;
     int64_t first = std::numeric_limits<int64_t>::max();
     for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
       if (IsPrimary(model, model.out_dst[e])) first = std::min(first, key[model.out_dst[e]]);

@@ -6,15 +6,17 @@
 // the smallest key of its *primary* members (per-microbatch ops with an input or with compute of their
 // own), and units are sorted by
 // (key, units without primary members last, unit id). Two keys:
-//   * `kLevels`: the op's depth (longest path in edges from a source): a topological order in which the
-//     ops of one layer sit together, as a forward pass runs;
-//   * `kFolded`: min(depth, height) (height = longest path in edges to a sink): a training step mirrors
-//     its forward pass in the backward pass, so the backward op of layer i is as far from the end as
-//     the forward op of layer i is from the start; folding puts both in one stage, as PipeDream's stages
-//     hold a layer's forward and backward work (and its weights, read by both).
-// Ops that are not primary follow what they serve: a source without compute (parameter) takes the smallest key
-// of its primary consumers (its first layer); a once-per-step op (optimizer update) takes its source
-// inputs' key — the stage of its parameter's consumers — or else its inputs' smallest key. A unit with
+//   * `kLevels`: the op's level as late as possible (L − height, L the longest path in edges, height
+//     the longest path from the op to a sink): a topological order in which the ops of one layer sit
+//     together, as a forward pass runs, and an op that only prepares what a later layer reads (a
+//     weight's transpose for the backward pass) sits with that layer;
+//   * `kFolded`: min(L − height, height): a training step mirrors its forward pass in the backward
+//     pass, so the backward op of layer i is as far from the end as the forward op of layer i is from
+//     the start; folding puts both in one stage, as PipeDream's stages hold a layer's forward and
+//     backward work (and its weights, read by both).
+// Ops follow what they serve: a source (parameter, weight transpose, input) takes its first primary
+// consumer's key; a once-per-step op (optimizer update) takes its source inputs' key — the
+// stage of its parameter's consumers — or else its inputs' smallest key. A unit with
 // no primary member takes its members' smallest key. The planner tries both orders and keeps the one
 // the simulator prefers.
 //
