@@ -19,24 +19,27 @@ bool IsPrimary(const Model& model, OpId v) {
   return !model.is_once(v) && (!IsSource(model, v) || model.compute_ns[v] > 0);
 }
 
-// Per op: its key in `order` (see the header).
-std::vector<int64_t> OpKeys(const Model& model, OrderKind order) {
+// Per op: its key in `order` (see the header): levels as late as possible (`late`), or as soon.
+std::vector<int64_t> OpKeys(const Model& model, OrderKind order, bool late) {
   const OpId n = model.num_ops();
-  std::vector<int32_t> height(n, 0);
+  std::vector<int32_t> depth(n, 0), height(n, 0);
+  for (const OpId v : model.topo_order) {
+    for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
+      depth[model.out_dst[e]] = std::max(depth[model.out_dst[e]], depth[v] + 1);
+    }
+  }
   for (auto it = model.topo_order.rbegin(); it != model.topo_order.rend(); ++it) {
     const OpId v = *it;
     for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
       height[v] = std::max(height[v], height[model.out_dst[e]] + 1);
     }
   }
-  // As late as possible: depth = (longest path) − height, so that an op that only prepares what a later
-  // layer reads (a weight's transpose for the backward pass) sits with that layer, not at the start.
   int32_t longest = 0;
   for (OpId v = 0; v < n; ++v) longest = std::max(longest, height[v]);
   std::vector<int64_t> key(n);
   for (OpId v = 0; v < n; ++v) {
-    const int64_t late = longest - height[v];
-    key[v] = order == OrderKind::kLevels ? late : std::min<int64_t>(late, height[v]);
+    const int64_t level = late ? longest - height[v] : depth[v];
+    key[v] = order == OrderKind::kLevels ? level : std::min<int64_t>(level, height[v]);
   }
   // Sources (parameters, weight transposes, inputs; once or not) take their first primary consumer's
   // key: a weight read by a deep layer belongs to that layer, not to the start of the order.
@@ -80,7 +83,7 @@ ChainElements BuildChainElements(const Model& model, const PlacementUnits& units
                                  int32_t max_elements) {
   ChainElements chain;
   chain.order = order;
-  const std::vector<int64_t> op_key = OpKeys(model, order);
+  const std::vector<int64_t> op_key = OpKeys(model, order, /*late=*/true);
   const int32_t num_units = units.num_units();
   std::vector<int64_t> unit_key(num_units);
   std::vector<int64_t> unit_weight(num_units, 0);
@@ -138,7 +141,9 @@ ChainElements BuildChainElements(const Model& model, const PlacementUnits& units
 }
 
 int64_t OrderSpan(const Model& model, OrderKind order) {
-  const std::vector<int64_t> key = OpKeys(model, order);
+  // On levels as soon as possible: as late as possible stretches the edges out of ops with short tails
+  // (every op of a wide random DAG), which says nothing about a mirrored backward pass.
+  const std::vector<int64_t> key = OpKeys(model, order, /*late=*/false);
   int64_t span = 0;
   for (OpId v = 0; v < model.num_ops(); ++v) {
     for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {

@@ -6,11 +6,11 @@
 // the smallest key of its *primary* members (per-microbatch ops with an input or with compute of their
 // own), and units are sorted by
 // (key, units without primary members last, unit id). Two keys:
-//   * `kLevels`: the op's level as late as possible (L − height, L the longest path in edges, height
+//   * `kLevels`: the op's level as late as possible (L − height; L the longest path in edges, height
 //     the longest path from the op to a sink): a topological order in which the ops of one layer sit
 //     together, as a forward pass runs, and an op that only prepares what a later layer reads (a
 //     weight's transpose for the backward pass) sits with that layer;
-//   * `kFolded`: min(L − height, height): a training step mirrors its forward pass in the backward
+//   * `kFolded`: min(level, height): a training step mirrors its forward pass in the backward
 //     pass, so the backward op of layer i is as far from the end as the forward op of layer i is from
 //     the start; folding puts both in one stage, as PipeDream's stages hold a layer's forward and
 //     backward work (and its weights, read by both).
@@ -68,10 +68,10 @@ struct ChainElements {
 ChainElements BuildChainElements(const Model& model, const baselines::PlacementUnits& units, OrderKind order,
                                  int32_t max_elements);
 
-// Σ over edges of |key(u) − key(v)| in `order`: how far apart the order puts producers and consumers
-// (a contiguous split cuts fewer edges when it is small). The planner tries the folded order only when
-// it brings the ops of an edge closer than the level order does (a training step: saved activations
-// span the whole level order, not the fold).
+// Σ over edges of |key(u) − key(v)| in `order`, on levels as soon as possible (depth): how far apart
+// the order puts producers and consumers (a contiguous split cuts fewer edges when it is small). The
+// planner tries the folded order only when it brings the ops of an edge closer than the level order
+// does (a training step: saved activations span the whole level order, not the fold).
 int64_t OrderSpan(const Model& model, OrderKind order);
 
 struct CostModel {
