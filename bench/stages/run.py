@@ -36,6 +36,11 @@ def training_inputs(inputs, only):
     return [f for f in files if only in str(f)]
 
 
+def case_stem(path):
+    """LayerGraphs-resnet50_training: both folders have a resnet50_training."""
+    return f"{path.parent.name}-{path.stem}"
+
+
 def limited(memory_gb):
     """preexec_fn: caps the child's address space, so a run that would exhaust the machine fails."""
     def apply():
@@ -97,7 +102,10 @@ def objective(args, dp, work):
               "published s | ours s |\n|---|---:|---:|---:|---:|---:|---:|")
     for path in training_inputs(args.inputs, args.only):
         ours = run_ours(args.ours, path)
-        answer, seconds, note = run_published(dp, path.read_text(), args)
+        if args.skip_published and re.search(args.skip_published, path.stem):
+            answer, seconds, note = None, 0.0, f"skipped (--skip_published={args.skip_published})"
+        else:
+            answer, seconds, note = run_published(dp, path.read_text(), args)
         name = f"{path.parent.name}/{path.stem}"
         mine = float(ours["max_load"])
         if answer is None:
@@ -125,6 +133,7 @@ def plans(args, dp, work):
     for path in training_inputs(args.inputs, args.only):
         doc = json.loads(path.read_text())
         name = path.stem.split("_training")[0]
+        stem = case_stem(path)
         expert = Path(args.experts) / f"{name}_training_expert.json"
         case_ks = list(ks)
         if expert.exists():
@@ -137,26 +146,26 @@ def plans(args, dp, work):
         for k in case_ks:
             doc["maxFPGAs"] = k
             text = json.dumps(doc)
-            (inputs / f"{path.stem}_k{k}.json").write_text(text)
+            (inputs / f"{stem}_k{k}.json").write_text(text)
             for mode, flags in (("dp", ()), ("pipedream", ("-pipeDream",))):
-                target = splits / f"{path.stem}_k{k}_{mode}.json"
+                target = splits / f"{stem}_k{k}_{mode}.json"
                 if target.exists() and args.reuse:
                     continue
-                if mode == "dp" and args.skip_published and re.search(args.skip_published, path.stem):
+                if mode == "dp" and args.skip_published and re.search(args.skip_published, stem):
                     answer, seconds, note = None, 0.0, f"skipped (--skip_published={args.skip_published})"
                 else:
                     answer, seconds, note = run_published(dp, text, args, flags)
                 if answer is not None:
                     target.write_text(json.dumps(answer))
-                    print(f"{path.stem} K={k} {mode}: {seconds:.1f} s", file=sys.stderr)
+                    print(f"{stem} K={k} {mode}: {seconds:.1f} s", file=sys.stderr)
                 elif mode == "dp":
                     # Our reproduction of the same DP (same objective in its cost model, possibly
                     # another optimal split) stands in, and the table says so.
-                    run_ours(args.ours, inputs / f"{path.stem}_k{k}.json", out=target)
-                    notes.append(f"{path.stem} K={k}: published DP not run ({note}); the DP split is "
+                    run_ours(args.ours, inputs / f"{stem}_k{k}.json", out=target)
+                    notes.append(f"{stem} K={k}: published DP not run ({note}); the DP split is "
                                  f"our reproduction's (stages_msr_dp)")
                 else:
-                    notes.append(f"{path.stem} K={k} {mode}: not run ({note})")
+                    notes.append(f"{stem} K={k} {mode}: not run ({note})")
                 if answer is None:
                     print(notes[-1], file=sys.stderr)
     command = [str(args.bench), f"--msr_dir={args.inputs}", f"--splits_dir={splits}",

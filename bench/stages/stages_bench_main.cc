@@ -9,7 +9,7 @@
 // Every case is the msr importer's request (placement_offline convert --from=msr: one node per op,
 // fpgaLatency ms, size as persistent bytes, 2 GiB/s links) with its accelerators resized to K (same
 // memory, maxSizePerFPGA), `microbatches` M, the window left open and one replica (a pipeline over the
-// K devices, as the splits are). A split file (`<input>_k<K>_dp.json`, `..._pipedream.json`; the
+// K devices, as the splits are). A split file (`<folder>-<input>_k<K>_dp.json`, `..._pipedream.json`; the
 // published output format, node ids per accelerator) is scored by Evaluate, which picks its fastest
 // window that fits (plans/window_search.h); algorithms run through Solve (window search included) with
 // --time_limit_s each. A split that puts nodes on the CPU cannot run on the accelerator-only cluster and
@@ -96,9 +96,12 @@ std::vector<std::string> TrainingInputs(const std::string& dir) {
   return files;
 }
 
+// "LayerGraphs-resnet50_training": both folders have a resnet50_training.
 std::string Stem(const std::string& path) {
-  std::string name = path.substr(path.find_last_of('/') + 1);
-  return name.substr(0, name.size() - 5);  // ".json"
+  const size_t slash = path.find_last_of('/');
+  const size_t parent = path.find_last_of('/', slash - 1);
+  const std::string name = path.substr(slash + 1, path.size() - slash - 1 - 5);  // without ".json"
+  return absl::StrCat(path.substr(parent + 1, slash - parent - 1), "-", name);
 }
 
 bool Exists(const std::string& path) { return std::ifstream(path).good(); }
@@ -175,7 +178,7 @@ int Run() {
     }
     const std::string stem = Stem(path);
     // The experts' split, and the K it is for.
-    const std::string name = stem.substr(0, stem.find("_training"));
+    const std::string name = stem.substr(stem.find('-') + 1, stem.find("_training") - stem.find('-') - 1);
     const std::string expert = absl::StrCat(absl::GetFlag(FLAGS_experts_dir), "/", name, "_training_expert.json");
     int32_t expert_k = 0;
     if (Exists(expert)) {

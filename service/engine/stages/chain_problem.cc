@@ -140,6 +140,76 @@ ChainElements BuildChainElements(const Model& model, const PlacementUnits& units
   return chain;
 }
 
+ChainElements BuildAnchoredElements(const Model& model, const PlacementUnits& units) {
+  const OpId n = model.num_ops();
+  std::vector<int32_t> depth(n, 0), height(n, 0);
+  for (const OpId v : model.topo_order) {
+    for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
+      depth[model.out_dst[e]] = std::max(depth[model.out_dst[e]], depth[v] + 1);
+    }
+  }
+  for (auto it = model.topo_order.rbegin(); it != model.topo_order.rend(); ++it) {
+    for (EdgeId e = model.out_begin(*it); e < model.out_end(*it); ++e) {
+      height[*it] = std::max(height[*it], height[model.out_dst[e]] + 1);
+    }
+  }
+  auto forward = [&](OpId v) { return IsPrimary(model, v) && depth[v] <= height[v]; };
+  const std::vector<int64_t> key = OpKeys(model, OrderKind::kLevels, /*late=*/true);
+  const int32_t num_units = units.num_units();
+  std::vector<int64_t> unit_key(num_units, std::numeric_limits<int64_t>::max());
+  std::vector<int32_t> anchored;
+  for (int32_t u = 0; u < num_units; ++u) {
+    for (int32_t i = units.begin(u); i < units.end(u); ++i) {
+      if (forward(units.member[i])) unit_key[u] = std::min(unit_key[u], key[units.member[i]]);
+    }
+    if (unit_key[u] != std::numeric_limits<int64_t>::max()) anchored.push_back(u);
+  }
+  std::sort(anchored.begin(), anchored.end(),
+            [&](int32_t a, int32_t b) { return std::tie(unit_key[a], a) < std::tie(unit_key[b], b); });
+  ChainElements chain;
+  chain.order = OrderKind::kLevels;
+  chain.element_of_unit.assign(num_units, -1);
+  for (size_t i = 0; i < anchored.size(); ++i) chain.element_of_unit[anchored[i]] = static_cast<int32_t>(i);
+  chain.num_elements = static_cast<int32_t>(anchored.size());
+  if (chain.num_elements == 0) {
+    chain.num_elements = 1;
+    std::fill(chain.element_of_unit.begin(), chain.element_of_unit.end(), 0);
+  }
+  auto element_of = [&](OpId v) { return chain.element_of_unit[units.unit_of_op[v]]; };
+  // Riders, in topological order: the latest element of a forward op they read (a saved activation),
+  // else the latest element of any settled input.
+  for (const OpId v : model.topo_order) {
+    const int32_t u = units.unit_of_op[v];
+    if (chain.element_of_unit[u] >= 0) continue;
+    int32_t from_forward = -1, from_any = -1;
+    for (EdgeId e = model.in_begin(v); e < model.in_end(v); ++e) {
+      const OpId p = model.in_src[e];
+      const int32_t element = element_of(p);
+      if (element < 0) continue;
+      from_any = std::max(from_any, element);
+      if (forward(p)) from_forward = std::max(from_forward, element);
+    }
+    chain.element_of_unit[u] = from_forward >= 0 ? from_forward : from_any;
+  }
+  // What is left (parameters, sources): the earliest element of a consumer, else the first.
+  for (auto it = model.topo_order.rbegin(); it != model.topo_order.rend(); ++it) {
+    const int32_t u = units.unit_of_op[*it];
+    if (chain.element_of_unit[u] >= 0) continue;
+    int32_t first = std::numeric_limits<int32_t>::max();
+    for (EdgeId e = model.out_begin(*it); e < model.out_end(*it); ++e) {
+      const int32_t element = element_of(model.out_dst[e]);
+      if (element >= 0) first = std::min(first, element);
+    }
+    chain.element_of_unit[u] = first != std::numeric_limits<int32_t>::max() ? first : 0;
+  }
+  chain.unit_order.resize(num_units);
+  for (int32_t u = 0; u < num_units; ++u) chain.unit_order[u] = u;
+  std::stable_sort(chain.unit_order.begin(), chain.unit_order.end(), [&](int32_t a, int32_t b) {
+    return chain.element_of_unit[a] < chain.element_of_unit[b];
+  });
+  return chain;
+}
+
 int64_t OrderSpan(const Model& model, OrderKind order) {
   // On levels as soon as possible: as late as possible stretches the edges out of ops with short tails
   // (every op of a wide random DAG), which says nothing about a mirrored backward pass.

@@ -68,6 +68,14 @@ struct ChainElements {
 ChainElements BuildChainElements(const Model& model, const baselines::PlacementUnits& units, OrderKind order,
                                  int32_t max_elements);
 
+// The exact search's elements (the NeurIPS'20 DP's structure, generalised): every unit with a *forward*
+// member — a primary op no farther from the sources than from the sinks (depth <= height) — is an
+// element, in level order; every other unit rides with an element: the latest element of a forward op
+// it reads (a backward op with the layer whose activation it reads), else the latest of its settled
+// inputs, else (parameters) the earliest of its consumers. The model's edges between elements then
+// order the forward work only (SetPredecessors), as the forward graph orders the published DP's ideals.
+ChainElements BuildAnchoredElements(const Model& model, const baselines::PlacementUnits& units);
+
 // Σ over edges of |key(u) − key(v)| in `order`, on levels as soon as possible (depth): how far apart
 // the order puts producers and consumers (a contiguous split cuts fewer edges when it is small). The
 // planner tries the folded order only when it brings the ops of an edge closer than the level order

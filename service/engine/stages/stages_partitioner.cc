@@ -47,10 +47,10 @@ int64_t EqualSplitCost(const StageProblem& problem, const std::vector<int32_t>& 
   return worst;
 }
 
-// The exact search (every contiguous split, SolveIdeals) on the level order's units: only for small
-// graphs, whose lattice of ideals stays small.
+// The exact search (every contiguous split, SolveIdeals) on the forward-anchored elements
+// (BuildAnchoredElements): only for small graphs, whose lattice of ideals stays small.
 constexpr int32_t kMaxExactElements = 2048;
-constexpr int64_t kMaxExactIdeals = 6000;
+constexpr int64_t kMaxExactIdeals = 20000;
 constexpr int64_t kMaxExactPairs = 4'000'000;
 
 class Planner {
@@ -66,12 +66,12 @@ class Planner {
   }
 
   int32_t num_elements(OrderKind order) { return Get(order).chain.num_elements; }
-  // True when the exact search applies: the level order's units, few enough, with a small lattice.
+  // True when the exact search applies: few enough elements, with a small lattice.
   bool CanSearchIdeals() { return Exact() != nullptr; }
 
   // The plan of one candidate; with `fewer` also the plan on fewer devices whose pipeline the DP
   // expects to be shorter (StageSplit::fewer_stages), when there is one.
-  // With `exact`, over every contiguous split of the level order's units (CanSearchIdeals()).
+  // With `exact`, over every contiguous split of the forward-anchored elements (CanSearchIdeals()).
   StagePlan Plan(OrderKind order, bool charge_transfers, int32_t interleave,
                  std::optional<StagePlan>* fewer = nullptr, bool exact = false) {
     StagePlan plan;
@@ -214,7 +214,7 @@ class Planner {
     if (!exact_tried_ && units_.num_units() <= 8 * kMaxExactElements) {
       exact_tried_ = true;
       Order order;
-      order.chain = BuildChainElements(model_, units_, OrderKind::kLevels, std::numeric_limits<int32_t>::max() / 4);
+      order.chain = BuildAnchoredElements(model_, units_);
       if (order.chain.num_elements <= kMaxExactElements && order.chain.num_elements > 1) {
         exact_.emplace(std::move(order));
         exact_->problem = std::make_unique<ChainProblem>(model_, units_, exact_->chain, device_chain_);
@@ -247,7 +247,7 @@ class Planner {
 }  // namespace
 
 std::string StagePlan::Describe() const {
-  return absl::StrCat(exact ? "every contiguous split of the levels" : order == OrderKind::kLevels ? "levels" : "folded",
+  return absl::StrCat(exact ? "every contiguous split" : order == OrderKind::kLevels ? "levels" : "folded",
                       charge_transfers ? ", transfers charged" : ", transfers overlapped",
                       interleave > 1 ? absl::StrCat(", ", interleave, " stages per device") : "", ", ",
                       stages, " stages");
@@ -324,7 +324,7 @@ class StagesPartitioner final : public Partitioner {
         context.Report("stages", 0.9 * (++step) / steps);
       }
     }
-    // Every contiguous split of the level order, when the graph is small enough to enumerate them.
+    // Every contiguous split, when the graph is small enough to enumerate them.
     if (model.num_devices() > 1 && !stop() && planner.CanSearchIdeals()) {
       for (const bool charge : {true, false}) {
         if (stop()) break;

@@ -19,10 +19,11 @@
 // 4. Interleaved (with microbatches): with v ∈ {2, 4} virtual stages per device, the order is split
 //    into v·K stages and stage s runs on chain device s mod K (each stage may use 1/v of the device's
 //    memory); a smaller pipeline bubble for the same work.
-// 5. Every contiguous split: for small graphs (at most 2048 units in the level order, 6000 ideals of
-//    the partial order its edges give the units), the DP runs over every ideal of that order, not only
-//    the prefixes of one order — the NeurIPS'20 DP's search space — bounded by the chain's optimum and
-//    by a budget of stages evaluated (and the deadline).
+// 5. Every contiguous split: for small graphs (at most 2048 elements, 20000 ideals), the DP runs over
+//    every ideal of the forward work's partial order, each forward unit with the backward work that
+//    reads it (chain_problem.h, BuildAnchoredElements) — the NeurIPS'20 DP's search space — not only
+//    the prefixes of one order; bounded by the chain's optimum, a budget of 4M stages evaluated and
+//    the deadline.
 // 6. Fewer stages: with few microbatches and coarse stages, one more device can shorten the slowest
 //    stage less than it lengthens the pipeline's fill and drain; the DP's table also gives the best
 //    split on every smaller set of devices, and the one minimising slowest stage × (M + stages − 1)
@@ -76,12 +77,12 @@ struct StagePlan {
   OrderKind order = OrderKind::kLevels;
   bool charge_transfers = true;
   int32_t interleave = 1;
-  bool exact = false;  // over every contiguous split of the level order's units (SolveIdeals)
+  bool exact = false;  // over every contiguous split of the forward-anchored elements (SolveIdeals)
   std::string Describe() const;
 };
 
-// `exact`: every contiguous split of the level order's units, when the graph is small enough (else
-// as without it).
+// `exact`: every contiguous split of the forward-anchored elements, when the graph is small enough
+// (else as without it; `order` is then the level order).
 StagePlan PlanStages(const Model& model, OrderKind order, bool charge_transfers, int32_t interleave,
                      int32_t max_elements = StagesOptions().max_elements, bool exact = false);
 
