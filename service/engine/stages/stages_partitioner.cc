@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/engine/baselines/pipeline.h"
 #include "service/engine/baselines/placement_units.h"
+#include "service/engine/plans/window_search.h"
 #include "service/engine/sim/placement_score.h"
 #include "service/engine/sim/simulator.h"
 #include "service/engine/stages/ideal_lattice.h"
@@ -288,13 +289,13 @@ class StagesPartitioner final : public Partitioner {
     PartitionResult result;
     std::optional<StagePlan> best;
     PlacementScore best_score = PlacementScore::Worst();
-    std::vector<Assignment> seen;
+    std::vector<std::pair<Assignment, PlacementScore>> seen;  // every candidate simulated, in order
     auto consider = [&](StagePlan plan) {
-      for (const Assignment& other : seen) {
-        if (other == plan.assignment) return;
+      for (const auto& other : seen) {
+        if (other.first == plan.assignment) return;
       }
       const PlacementScore score = ScoreSimulation(model, simulator.Run(plan.assignment));
-      seen.push_back(plan.assignment);
+      seen.emplace_back(plan.assignment, score);
       if (!best || score.BetterThan(best_score)) {
         best_score = score;
         best = std::move(plan);
@@ -345,11 +346,50 @@ class StagesPartitioner final : public Partitioner {
       }
     }
     result.assignment = std::move(best->assignment);
+    ChooseTheWindow(model, simulator, context, seen, result, best_score);
     context.Report("stages", 1.0, best_score.Fits() ? best_score.makespan_ns : 0);
     return result;
   }
 
  private:
+  // When the solver chooses W (api.md §2.1), the candidates were judged with the working window; the
+  // best few now get their own fastest W that fits (plans/window_search.h), and the best of those is the
+  // answer, with its W. One window search costs several unrolled simulations: on large steps only the
+  // best candidate gets one.
+  static void ChooseTheWindow(const Model& model, Simulator& simulator, const SolveContext& context,
+                              const std::vector<std::pair<Assignment, PlacementScore>>& seen,
+                              PartitionResult& result, PlacementScore& best_score) {
+    if (!model.solver_chooses_window || model.plan.microbatches <= 1 || context.ShouldStop()) return;
+    std::vector<size_t> ranked(seen.size());
+    for (size_t i = 0; i < seen.size(); ++i) ranked[i] = i;
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [&](size_t a, size_t b) { return seen[a].second.BetterThan(seen[b].second); });
+    const int64_t unrolled = static_cast<int64_t>(model.plan.microbatches) * (model.num_ops() + model.num_edges());
+    const size_t wanted = std::min<size_t>(ranked.size(), unrolled > kWindowCandidatesMaxUnrolled ? 1 : 3);
+    std::optional<WindowChoice> chosen;
+    size_t chosen_index = 0;
+    for (size_t k = 0; k < wanted && !context.ShouldStop(); ++k) {
+      const auto& [assignment, score] = seen[ranked[k]];
+      WindowSearchOptions search;
+      search.known_window = model.plan.Window();  // the candidates were scored with it
+      search.known_score = score;
+      const WindowChoice choice = ChooseWindow(model, assignment, simulator,
+                                               context.WithShareOfTimeLeft(1.0 / static_cast<double>(wanted - k)),
+                                               search);
+      if (!chosen || choice.score.BetterThan(chosen->score)) {
+        chosen = choice;
+        chosen_index = ranked[k];
+      }
+    }
+    if (!chosen) return;
+    result.assignment = seen[chosen_index].first;
+    result.max_in_flight = chosen->max_in_flight;
+    best_score = chosen->score;
+  }
+
+ private:
+  // As `auto`'s: above this many unrolled ops and edges, only the best candidate's window is searched.
+  static constexpr int64_t kWindowCandidatesMaxUnrolled = 1'000'000;
   StagesOptions options_;
 };
 

@@ -30,7 +30,9 @@
 //    (GPipe's bubble) is one more candidate when it uses fewer stages.
 // Every candidate (two orders × transfers charged or overlapped, the exact search, each with its
 // fewer-stage split, then the interleaved ones on the best order) is simulated on the model's plan (the simulator has the last word); the best (fits, then the
-// shortest step) is the answer. Pins, kinds and colocation groups hold by construction (units are
+// shortest step) is the answer; when the solver chooses W, the best three (one on large steps) get their
+// own fastest window that fits and the best of those is the answer, with its W
+// (PartitionResult::max_in_flight). Pins, kinds and colocation groups hold by construction (units are
 // placed whole; a stage never goes to a device one of its units may not use). Once-per-step ops go with
 // their unit, or follow the parameters they update (chain_problem.h).
 //
