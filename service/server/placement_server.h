@@ -161,6 +161,9 @@ class PlacementServer {
   ServiceMetrics& metrics() { return *metrics_; }
 
  private:
+  // Stops the Prometheus endpoint (at the end of a shutdown) in milliseconds.
+  void StopMetricsEndpoint();
+
   const PlacementServerOptions options_;
   std::unique_ptr<ServiceMetrics> metrics_;
   std::unique_ptr<core::AlgorithmCatalog> catalog_;
