@@ -747,12 +747,22 @@ void OperationCoordinator::PollFollowed() {
 
 void OperationCoordinator::PublishUnpublished() {
   std::vector<std::string> names;
+  std::vector<std::shared_ptr<jobs::Job>> released;
   {
     absl::MutexLock lock(&mu_);
     stats_.unpublished = static_cast<int64_t>(unpublished_.size());
     if (unpublished_.empty()) return;
-    for (const auto& [name, unpublished] : unpublished_) names.push_back(name);
+    for (auto& [name, unpublished] : unpublished_) {
+      names.push_back(name);
+      // An operation that ended here (cancelled by its caller, say) needs no job any more, however
+      // long Redis stays away; what it ended with is published from the operation itself.
+      std::shared_ptr<jobs::Operation> op = unpublished.operation.lock();
+      if ((op == nullptr || op->done()) && unpublished.hold != nullptr) {
+        released.push_back(std::move(unpublished.hold));
+      }
+    }
   }
+  for (const std::shared_ptr<jobs::Job>& hold : released) jobs_->Release(hold);
   for (const std::string& name : names) {
     Unpublished item;
     {
@@ -767,10 +777,7 @@ void OperationCoordinator::PublishUnpublished() {
       absl::MutexLock lock(&mu_);
       unpublished_[name] = std::move(item);
     };
-    if (op == nullptr) {  // expired or evicted here: nothing left to publish
-      if (item.hold != nullptr) jobs_->Release(item.hold);
-      continue;
-    }
+    if (op == nullptr) continue;  // expired or evicted here: nothing left to publish
     if (item.record.job_key.empty()) {  // done from the start (a cache hit)
       absl::Status recorded = background_->RecordDone(item.record, item.value, item.value_ttl,
                                                       options_.ttl_after_done);
@@ -791,8 +798,8 @@ void OperationCoordinator::PublishUnpublished() {
       if (!ours) {
         // Another replica's live job (or an identical one of ours already shared): that owner
         // writes the answer; this replica's job goes on for its own callers only.
-        jobs_->Release(item.hold);
-      } else if (op->done()) {
+        if (item.hold != nullptr) jobs_->Release(item.hold);
+      } else if (op->done() || item.hold == nullptr) {
         // Ended before Redis was back: write its end at once (the job created, or adopted from a
         // submit script Redis ran late, has nothing left to run).
         const jobs::Operation::Snapshot snapshot = op->snapshot();
@@ -803,7 +810,7 @@ void OperationCoordinator::PublishUnpublished() {
             CompletionOf(item.record.job_key, outcome->entry_id, item.record.request_digest,
                          result, snapshot.queue_time, absl::ZeroDuration()));
         if (!written.ok()) NoteRedisError("publishing a finished operation", written.status());
-        jobs_->Release(item.hold);
+        if (item.hold != nullptr) jobs_->Release(item.hold);
       } else {
         Own(item.record.job_key, outcome->entry_id, item.record.request_digest,
             std::move(item.hold));

@@ -355,6 +355,21 @@ TEST(OperationCoordinatorTest, AnOperationMadeWhileRedisWasAwayIsPublishedOnceIt
   EXPECT_EQ(solver.runs.load(), 1);
 }
 
+TEST(OperationCoordinatorTest, ALocalOperationCancelledWhileRedisIsAwayStopsItsJob) {
+  START_REDIS_OR_SKIP(redis);
+  Solver solver;  // never released: only a cancel ends the job
+  Replica a(redis.port(), "a", &solver);
+  redis.Kill();
+  v1::CacheResult cache;
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> op = a.Submit("d12", &cache);
+  ASSERT_TRUE(op.ok()) << op.status();
+  solver.started.WaitForNotification();
+  ASSERT_TRUE(a.coordinator().Cancel((*op)->name(), "team-a").ok());
+  // The hold kept for publishing does not keep the job running for nobody.
+  EXPECT_TRUE(solver.stopped.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_EQ((*op)->snapshot().error.code(), absl::StatusCode::kCancelled);
+}
+
 TEST(OperationCoordinatorTest, ASubmitThatTimedOutInAStalledRedisIsAdoptedNotSolvedTwice) {
   START_REDIS_OR_SKIP(redis);
   Solver solver;
