@@ -117,10 +117,9 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
         .timeout = std::min(options_.redis.timeout, options_.min_time_budget / 2),
         .connections = options_.redis.connections});
     // The coordinator's own thread writes whole results and is waited for by nobody: it gets its own
-    // two connections and at least a second per round trip.
-    // Its backoff stays well below the lease: once Redis answers again, this replica must adopt
-    // the jobs a stalled Redis created for it late (publishing its local operations) before their
-    // leases run out and another replica takes them over.
+    // two connections and at least a second per round trip. Its backoff stays well below the lease:
+    // once Redis answers again, this replica must adopt the jobs a stalled Redis created for it late
+    // (publishing its local operations) before their leases run out and another replica takes them.
     const absl::Duration background_backoff =
         std::min(absl::Seconds(2), options_.shared_operations.lease / 4);
     background_redis_ = std::make_unique<shared_ops::RedisClient>(shared_ops::RedisClientOptions{

@@ -258,20 +258,7 @@ class ServiceMetrics::GaugeCollector : public prometheus::Collectable {
                                  "Jobs another replica took over from this one (its lease ran out "
                                  "while it was alive).",
                                  d(shared.leases_lost)));
-      std::vector<std::pair<std::vector<ClientMetric::Label>, double>> fallbacks;
-      for (const char* reason : {"submit", "record"}) {
-        auto it = shared.fallbacks.find(reason);
-        fallbacks.push_back({{{"reason", reason}}, it == shared.fallbacks.end() ? 0 : d(it->second)});
-      }
-      families.push_back(LabeledCounters(
-          "placement_shared_operations_fallback_total",
-          "Operations that stayed local to this replica because Redis failed: submit (a new "
-          "operation), record (a cache hit not recorded for the other replicas).",
-          std::move(fallbacks)));
-      families.push_back(Counter("placement_shared_operations_redis_round_trips_total",
-                                 "Round trips to Redis for shared operations (tried, successful "
-                                 "or not).",
-                                 d(shared.round_trips)));
+      // One series per value, zero for those that never happened (a stable set of series).
       auto by_label = [&](const char* label, std::initializer_list<const char*> values,
                           const std::map<std::string, int64_t>& counts) {
         std::vector<std::pair<std::vector<ClientMetric::Label>, double>> series;
@@ -281,6 +268,16 @@ class ServiceMetrics::GaugeCollector : public prometheus::Collectable {
         }
         return series;
       };
+      families.push_back(LabeledCounters(
+          "placement_shared_operations_fallback_total",
+          "Operations that stayed local to this replica because Redis failed (published once it "
+          "answers): submit (a new operation), record (a cache hit not recorded for the other "
+          "replicas).",
+          by_label("reason", {"submit", "record"}, shared.fallbacks)));
+      families.push_back(Counter("placement_shared_operations_redis_round_trips_total",
+                                 "Round trips to Redis for shared operations (tried, successful "
+                                 "or not).",
+                                 d(shared.round_trips)));
       families.push_back(LabeledCounters(
           "placement_shared_operations_redis_errors_total",
           "Failed round trips of shared operations by kind: connection (Redis did not answer), oom "

@@ -29,122 +29,31 @@
 #include "client/placement_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/redis_replicas.h"
 #include "tests/e2e/server_process.h"
-#include "tests/e2e/temp_dir.h"
 #include "tests/e2e/test_requests.h"
-#include "tests/testutil/redis_server.h"
 
 namespace placement::e2e {
 namespace {
 
-using client::ClientOptions;
 using client::PlacementClient;
-using testutil::RedisServer;
-using testutil::RedisServerOptions;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr char kTokens[] =
-    "team-a-token-0123456789abcdef team-a\n"
-    "team-b-token-fedcba9876543210 team-b\n";
-constexpr char kTeamA[] = "team-a-token-0123456789abcdef";
-constexpr char kTeamB[] = "team-b-token-fedcba9876543210";
 constexpr char kTakenOver[] = "placement_operations_taken_over_total";
 
-class SharedOperationsTrustTest : public ::testing::Test {
- protected:
-  // Starts Redis with `options` (a test that needs another Redis calls it again first thing).
-  void StartRedis(RedisServerOptions options = {}) {
-    redis_.reset();
-    absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start(std::move(options));
-    if (absl::IsNotFound(redis.status())) GTEST_SKIP() << redis.status();
-    ASSERT_TRUE(redis.ok()) << redis.status();
-    redis_ = *std::move(redis);
+class SharedOperationsTrustTest : public RedisReplicasTest {};
+
+// Solves of every algorithm these tests use on `server` (the sum of placement_solves_total).
+double Solves(const ServerProcess& server) {
+  absl::StatusOr<std::string> scrape = ScrapeMetrics(server.metrics_port());
+  if (!scrape.ok()) return -1;
+  double total = 0;
+  for (const char* algorithm : {"m_topo", "testing_wait", "round_robin"}) {
+    total += MetricValue(*scrape,
+                         absl::StrCat("placement_solves_total{algorithm=\"", algorithm, "\"}"));
   }
-
-  void SetUp() override {
-    tokens_ = dir_.Write("tokens", kTokens);
-    key_prefix_ = absl::StrCat("trust", FreshSeed(), ":");
-    StartRedis();
-  }
-
-  std::vector<std::string> ReplicaFlags(const std::vector<std::string>& extra) const {
-    std::vector<std::string> flags = {absl::StrCat("--redis=", redis_->address()),
-                                      "--redis_key_prefix=" + key_prefix_,
-                                      "--redis_timeout=100ms",
-                                      "--operation_lease=1s",
-                                      "--workers=1",
-                                      "--testing_algorithms",
-                                      "--log_requests=false",
-                                      "--shutdown_grace=1s",
-                                      "--auth_tokens=" + tokens_};
-    flags.insert(flags.end(), extra.begin(), extra.end());
-    return flags;
-  }
-
-  std::unique_ptr<ServerProcess> StartReplica(const std::vector<std::string>& extra = {}) {
-    absl::StatusOr<std::unique_ptr<ServerProcess>> server =
-        ServerProcess::Start(ReplicaFlags(extra));
-    EXPECT_TRUE(server.ok()) << server.status();
-    return server.ok() ? *std::move(server) : nullptr;
-  }
-
-  static std::unique_ptr<PlacementClient> Client(const ServerProcess& server,
-                                                 const std::string& token = kTeamA) {
-    ClientOptions options;
-    options.target = server.address();
-    options.default_timeout = absl::Seconds(30);
-    options.retry.max_attempts = 1;
-    options.token = token;
-    return std::make_unique<PlacementClient>(options);
-  }
-
-  static double Metric(const ServerProcess& server, absl::string_view series) {
-    absl::StatusOr<std::string> scrape = ScrapeMetrics(server.metrics_port());
-    EXPECT_TRUE(scrape.ok()) << scrape.status();
-    return scrape.ok() ? MetricValue(*scrape, series) : -1;
-  }
-
-  // Solves of every algorithm on `server` (the sum of placement_solves_total).
-  static double Solves(const ServerProcess& server) {
-    absl::StatusOr<std::string> scrape = ScrapeMetrics(server.metrics_port());
-    if (!scrape.ok()) return -1;
-    double total = 0;
-    for (const char* algorithm : {"m_topo", "testing_wait", "round_robin"}) {
-      total += MetricValue(*scrape, absl::StrCat("placement_solves_total{algorithm=\"", algorithm,
-                                                 "\"}"));
-    }
-    return total;
-  }
-
-  // Until `series` on `server` reaches `value` (true) or `timeout` passes (false).
-  static bool AwaitMetric(const ServerProcess& server, absl::string_view series, double value,
-                          absl::Duration timeout) {
-    const absl::Time give_up = absl::Now() + timeout;
-    while (absl::Now() < give_up) {
-      if (Metric(server, series) >= value) return true;
-      absl::SleepFor(absl::Milliseconds(20));  // another process's counter: nothing to await on
-    }
-    return false;
-  }
-
-  std::string Key(absl::string_view rest) const { return absl::StrCat(key_prefix_, "o1:", rest); }
-
-  TempDir dir_{"shared_operations_trust_e2e"};
-  std::unique_ptr<RedisServer> redis_;
-  std::string tokens_;
-  std::string key_prefix_;
-};
-
-// Until `name` (through `client`) reports a stage other than "queued", or 10 s.
-bool AwaitRunning(PlacementClient& client, const std::string& name) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < give_up) {
-    absl::StatusOr<v1::Operation> got = client.GetOperation(name);
-    if (got.ok() && got->metadata().stage() != "queued") return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return false;
+  return total;
 }
 
 // A request of about `bytes` serialized bytes, held on a worker for `limit` (testing_wait).
@@ -173,44 +82,41 @@ absl::Duration KillAndTimeTakeover(ServerProcess& a, ServerProcess& b) {
 }
 
 TEST_F(SharedOperationsTrustTest, ALiveJobIsTakenOverWithoutWaitingBehindCancelledOnes) {
-  std::unique_ptr<ServerProcess> a = StartReplica({"--operation_lease=2s"});
-  std::unique_ptr<ServerProcess> b = StartReplica({"--operation_lease=2s"});
+  ServerProcess* a = Replica({"--operation_lease=2s"});
+  ServerProcess* b = Replica({"--operation_lease=2s"});
   ASSERT_TRUE(a && b);
-  auto on_a = Client(*a);
-  auto on_b = Client(*b);
+  PlacementClient& on_a = ClientOf(*a);
+  PlacementClient& on_b = ClientOf(*b);
   // 40 jobs submitted and cancelled on A (one worker: one runs, the rest queue), then a live job.
   for (int i = 0; i < 40; ++i) {
-    absl::StatusOr<v1::Operation> op = on_a->Submit(SlowRequest(FreshSeed(), absl::Minutes(5)));
+    absl::StatusOr<v1::Operation> op = on_a.Submit(SlowRequest(FreshSeed(), absl::Minutes(5)));
     ASSERT_TRUE(op.ok()) << op.status();
-    ASSERT_TRUE(on_a->CancelOperation(op->name()).ok());
+    ASSERT_TRUE(on_a.CancelOperation(op->name()).ok());
   }
-  absl::StatusOr<v1::Operation> live = on_a->Submit(SlowRequest(FreshSeed(), absl::Seconds(2)));
+  absl::StatusOr<v1::Operation> live = on_a.Submit(SlowRequest(FreshSeed(), absl::Seconds(2)));
   ASSERT_TRUE(live.ok()) << live.status();
-  ASSERT_TRUE(AwaitRunning(*on_b, live->name()));
+  ASSERT_TRUE(AwaitRunning(on_b, live->name()));
   const absl::Duration takeover = KillAndTimeTakeover(*a, *b);
   std::cout << "takeover after SIGKILL with 40 cancelled jobs before the live one: "
             << absl::FormatDuration(takeover) << " (lease 2s)\n";
   EXPECT_LT(takeover, absl::Seconds(2) + absl::Milliseconds(1200));
   absl::StatusOr<v1::Operation> done =
-      on_b->WaitUntilDone(live->name(), absl::Now() + absl::Seconds(20));
+      on_b.WaitUntilDone(live->name(), absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_TRUE(done->has_response()) << done->error().message();
   EXPECT_THAT(b->Log(), HasSubstr("took over"));
-  on_a.reset();
-  on_b.reset();
-  StopServer(*b);
 }
 
 TEST_F(SharedOperationsTrustTest, GarbageAndDeadStreamEntriesDrainAtOnceAtTakeover) {
-  std::unique_ptr<ServerProcess> a = StartReplica({"--operation_lease=2s"});
-  std::unique_ptr<ServerProcess> b = StartReplica({"--operation_lease=2s"});
+  ServerProcess* a = Replica({"--operation_lease=2s"});
+  ServerProcess* b = Replica({"--operation_lease=2s"});
   ASSERT_TRUE(a && b);
-  auto on_a = Client(*a);
-  auto on_b = Client(*b);
+  PlacementClient& on_a = ClientOf(*a);
+  PlacementClient& on_b = ClientOf(*b);
   // One job creates the stream and its group; it finishes at once.
-  absl::StatusOr<v1::Operation> first = on_a->Submit(RandomRequest(20, FreshSeed(), "m_topo"));
+  absl::StatusOr<v1::Operation> first = on_a.Submit(RandomRequest(20, FreshSeed(), "m_topo"));
   ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_TRUE(on_a->WaitUntilDone(first->name(), absl::Now() + absl::Seconds(20)).ok());
+  ASSERT_TRUE(on_a.WaitUntilDone(first->name(), absl::Now() + absl::Seconds(20)).ok());
   // 40 entries no job owns, delivered to a consumer that never acknowledges them: forged ones, and
   // ones naming jobs that do not exist or ended.
   const std::string stream = Key("jobs");
@@ -225,89 +131,80 @@ TEST_F(SharedOperationsTrustTest, GarbageAndDeadStreamEntriesDrainAtOnceAtTakeov
   ASSERT_TRUE(redis_->Command({"XREADGROUP", "GROUP", "replicas", "ghost", "COUNT", "100",
                                "STREAMS", stream, ">"})
                   .ok());
-  absl::StatusOr<v1::Operation> live = on_a->Submit(SlowRequest(FreshSeed(), absl::Seconds(2)));
+  absl::StatusOr<v1::Operation> live = on_a.Submit(SlowRequest(FreshSeed(), absl::Seconds(2)));
   ASSERT_TRUE(live.ok()) << live.status();
-  ASSERT_TRUE(AwaitRunning(*on_b, live->name()));
+  ASSERT_TRUE(AwaitRunning(on_b, live->name()));
   const absl::Duration takeover = KillAndTimeTakeover(*a, *b);
   std::cout << "takeover after SIGKILL with 40 garbage entries before the live one: "
             << absl::FormatDuration(takeover) << " (lease 2s)\n";
   EXPECT_LT(takeover, absl::Seconds(2) + absl::Milliseconds(1200));
   absl::StatusOr<v1::Operation> done =
-      on_b->WaitUntilDone(live->name(), absl::Now() + absl::Seconds(20));
+      on_b.WaitUntilDone(live->name(), absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_TRUE(done->has_response()) << done->error().message();
   // Nothing is left pending in the group: the garbage went at once.
   absl::StatusOr<std::string> pending = redis_->Command({"XLEN", stream});
   ASSERT_TRUE(pending.ok());
   EXPECT_EQ(*pending, "0");
-  on_a.reset();
-  on_b.reset();
-  StopServer(*b);
 }
 
 // ---- Finding 2: one tenant evicts every other tenant's records ----
 
 TEST_F(SharedOperationsTrustTest, HugePendingRequestsOfOneTenantDoNotEvictAnotherTenantsRecords) {
   StartRedis({.args = {"--maxmemory", "32mb", "--maxmemory-policy", "volatile-lru"}});
-  std::unique_ptr<ServerProcess> a = StartReplica();
-  std::unique_ptr<ServerProcess> b = StartReplica();
+  ServerProcess* a = Replica();
+  ServerProcess* b = Replica();
   ASSERT_TRUE(a && b);
   // Tenant B's 20 finished operations.
-  auto team_b_on_a = Client(*a, kTeamB);
+  PlacementClient& team_b_on_a = ClientOf(*a, kTeamB);
   std::vector<std::string> names;
   for (int i = 0; i < 20; ++i) {
-    absl::StatusOr<v1::Operation> op = team_b_on_a->Submit(RandomRequest(30, FreshSeed(), "m_topo"));
+    absl::StatusOr<v1::Operation> op = team_b_on_a.Submit(RandomRequest(30, FreshSeed(), "m_topo"));
     ASSERT_TRUE(op.ok()) << op.status();
-    ASSERT_TRUE(team_b_on_a->WaitUntilDone(op->name(), absl::Now() + absl::Seconds(20)).ok());
+    ASSERT_TRUE(team_b_on_a.WaitUntilDone(op->name(), absl::Now() + absl::Seconds(20)).ok());
     names.push_back(op->name());
   }
   // Tenant A: four pending requests of about 10 MiB each (40 MiB in a 32 MB Redis).
-  auto team_a_on_a = Client(*a, kTeamA);
+  PlacementClient& team_a_on_a = ClientOf(*a, kTeamA);
   std::vector<std::string> huge;
   for (int i = 0; i < 4; ++i) {
     absl::StatusOr<v1::Operation> op =
-        team_a_on_a->Submit(SlowRequestOfSize(int64_t{10} << 20, absl::Minutes(5)));
+        team_a_on_a.Submit(SlowRequestOfSize(int64_t{10} << 20, absl::Minutes(5)));
     ASSERT_TRUE(op.ok()) << op.status();
     huge.push_back(op->name());
   }
   // Every one of B's records is still there: another replica answers for them.
-  auto team_b_on_b = Client(*b, kTeamB);
+  PlacementClient& team_b_on_b = ClientOf(*b, kTeamB);
   int missing = 0;
   for (const std::string& name : names) {
     absl::StatusOr<v1::Operation> got =
-        team_b_on_b->WaitUntilDone(name, absl::Now() + absl::Seconds(10));
+        team_b_on_b.WaitUntilDone(name, absl::Now() + absl::Seconds(10));
     if (!got.ok() || !got->done() || !got->has_response()) ++missing;
   }
   EXPECT_EQ(missing, 0);
   // A's huge operations are shared too (their records), but their requests were not stored.
-  auto team_a_on_b = Client(*b, kTeamA);
+  PlacementClient& team_a_on_b = ClientOf(*b, kTeamA);
   for (const std::string& name : huge) {
-    absl::StatusOr<v1::Operation> got = team_a_on_b->GetOperation(name);
+    absl::StatusOr<v1::Operation> got = team_a_on_b.GetOperation(name);
     EXPECT_TRUE(got.ok()) << got.status();
-    EXPECT_TRUE(team_a_on_a->CancelOperation(name).ok());
+    EXPECT_TRUE(team_a_on_a.CancelOperation(name).ok());
   }
   EXPECT_EQ(Metric(*a, "placement_shared_requests_not_stored_total{reason=\"size\"}"), 4);
   EXPECT_THAT(a->Log(), HasSubstr("--operation_max_request_bytes"));
-  team_b_on_a.reset();
-  team_b_on_b.reset();
-  team_a_on_a.reset();
-  team_a_on_b.reset();
-  StopServer(*a);
-  StopServer(*b);
 }
 
 // ---- Finding 3: a full Redis with noeviction ----
 
 TEST_F(SharedOperationsTrustTest, AFullRedisEndsFollowersOnOtherReplicasAndIsLoggedAndCounted) {
   StartRedis({.args = {"--maxmemory-policy", "noeviction"}});
-  std::unique_ptr<ServerProcess> a = StartReplica();
-  std::unique_ptr<ServerProcess> b = StartReplica();
+  ServerProcess* a = Replica();
+  ServerProcess* b = Replica();
   ASSERT_TRUE(a && b);
-  auto on_a = Client(*a);
-  auto on_b = Client(*b);
-  absl::StatusOr<v1::Operation> op = on_a->Submit(SlowRequest(FreshSeed(), absl::Seconds(2)));
+  PlacementClient& on_a = ClientOf(*a);
+  PlacementClient& on_b = ClientOf(*b);
+  absl::StatusOr<v1::Operation> op = on_a.Submit(SlowRequest(FreshSeed(), absl::Seconds(2)));
   ASSERT_TRUE(op.ok()) << op.status();
-  ASSERT_TRUE(AwaitRunning(*on_b, op->name()));
+  ASSERT_TRUE(AwaitRunning(on_b, op->name()));
   // Redis is full: it holds more than its maxmemory, and noeviction refuses every write.
   ASSERT_TRUE(redis_->Command({"CONFIG", "SET", "maxmemory", "1"}).ok());
   absl::StatusOr<std::string> refused = redis_->Command({"SET", Key("probe"), "x"});
@@ -315,7 +212,7 @@ TEST_F(SharedOperationsTrustTest, AFullRedisEndsFollowersOnOtherReplicasAndIsLog
   ASSERT_THAT(std::string(refused.status().message()), HasSubstr("OOM"));
   // The job ends on A (2 s); its result cannot be stored. B's follower must not pend forever.
   absl::StatusOr<v1::Operation> on_b_done =
-      on_b->WaitUntilDone(op->name(), absl::Now() + absl::Seconds(15));
+      on_b.WaitUntilDone(op->name(), absl::Now() + absl::Seconds(15));
   ASSERT_TRUE(on_b_done.ok()) << on_b_done.status();
   ASSERT_TRUE(on_b_done->done());
   EXPECT_FALSE(on_b_done->has_response());
@@ -323,30 +220,26 @@ TEST_F(SharedOperationsTrustTest, AFullRedisEndsFollowersOnOtherReplicasAndIsLog
       << on_b_done->error().message();
   EXPECT_THAT(on_b_done->error().message(), HasSubstr("memory"));
   // A's own caller has the answer; the refusal is counted and logged.
-  absl::StatusOr<v1::Operation> on_a_done = on_a->GetOperation(op->name());
+  absl::StatusOr<v1::Operation> on_a_done = on_a.GetOperation(op->name());
   ASSERT_TRUE(on_a_done.ok());
   EXPECT_TRUE(on_a_done->has_response());
   EXPECT_GE(Metric(*a, "placement_shared_operations_redis_errors_total{kind=\"oom\"}"), 1);
   EXPECT_THAT(a->Log(), HasSubstr("out of memory"));
-  on_a.reset();
-  on_b.reset();
-  StopServer(*a);
-  StopServer(*b);
 }
 
 // ---- Finding 4: the first submit after a Redis restart ----
 
 TEST_F(SharedOperationsTrustTest, TheFirstSubmitsAfterARedisRestartAreShared) {
-  std::unique_ptr<ServerProcess> a = StartReplica();
-  std::unique_ptr<ServerProcess> b = StartReplica();
+  ServerProcess* a = Replica();
+  ServerProcess* b = Replica();
   ASSERT_TRUE(a && b);
-  auto on_a = Client(*a);
-  auto on_b = Client(*b);
+  PlacementClient& on_a = ClientOf(*a);
+  PlacementClient& on_b = ClientOf(*b);
   // Several submits at once: the pool holds a few connections afterwards.
   std::vector<std::thread> warmers;
   for (int i = 0; i < 4; ++i) {
     warmers.emplace_back([&] {
-      auto client = Client(*a);
+      std::unique_ptr<PlacementClient> client = Client(*a);
       absl::StatusOr<v1::Operation> op = client->Submit(RandomRequest(20, FreshSeed(), "m_topo"));
       EXPECT_TRUE(op.ok()) << op.status();
     });
@@ -355,38 +248,34 @@ TEST_F(SharedOperationsTrustTest, TheFirstSubmitsAfterARedisRestartAreShared) {
   ASSERT_TRUE(redis_->Restart().ok());
   absl::SleepFor(absl::Seconds(3));  // Redis is back and quiet, as in the report
   for (int i = 0; i < 4; ++i) {
-    absl::StatusOr<v1::Operation> op = on_a->Submit(RandomRequest(20, FreshSeed(), "m_topo"));
+    absl::StatusOr<v1::Operation> op = on_a.Submit(RandomRequest(20, FreshSeed(), "m_topo"));
     ASSERT_TRUE(op.ok()) << op.status();
-    absl::StatusOr<v1::Operation> seen = on_b->GetOperation(op->name());
+    absl::StatusOr<v1::Operation> seen = on_b.GetOperation(op->name());
     EXPECT_TRUE(seen.ok()) << "submit " << i << " after the restart: " << seen.status();
   }
   EXPECT_EQ(Metric(*a, "placement_shared_operations_fallback_total{reason=\"submit\"}"), 0);
-  on_a.reset();
-  on_b.reset();
-  StopServer(*a);
-  StopServer(*b);
 }
 
 TEST_F(SharedOperationsTrustTest, AnOperationCreatedWhileRedisWasAwayIsPublishedWhenItIsBack) {
-  std::unique_ptr<ServerProcess> a = StartReplica();
-  std::unique_ptr<ServerProcess> b = StartReplica();
+  ServerProcess* a = Replica();
+  ServerProcess* b = Replica();
   ASSERT_TRUE(a && b);
-  auto on_a = Client(*a);
-  auto on_b = Client(*b);
+  PlacementClient& on_a = ClientOf(*a);
+  PlacementClient& on_b = ClientOf(*b);
   redis_->Kill();
-  absl::StatusOr<v1::Operation> quick = on_a->Submit(RandomRequest(20, FreshSeed(), "m_topo"));
+  absl::StatusOr<v1::Operation> quick = on_a.Submit(RandomRequest(20, FreshSeed(), "m_topo"));
   ASSERT_TRUE(quick.ok()) << quick.status();
-  ASSERT_TRUE(on_a->WaitUntilDone(quick->name(), absl::Now() + absl::Seconds(20)).ok());
-  absl::StatusOr<v1::Operation> slow = on_a->Submit(SlowRequest(FreshSeed(), absl::Seconds(3)));
+  ASSERT_TRUE(on_a.WaitUntilDone(quick->name(), absl::Now() + absl::Seconds(20)).ok());
+  absl::StatusOr<v1::Operation> slow = on_a.Submit(SlowRequest(FreshSeed(), absl::Seconds(3)));
   ASSERT_TRUE(slow.ok()) << slow.status();
   // Meanwhile another replica says "retry", never "not found".
-  EXPECT_EQ(on_b->GetOperation(quick->name()).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(on_b.GetOperation(quick->name()).status().code(), absl::StatusCode::kUnavailable);
   ASSERT_TRUE(redis_->Restart().ok());
   // From the moment Redis is back, B never answers NOT_FOUND for them, and soon knows them.
   const absl::Time give_up = absl::Now() + absl::Seconds(10);
   absl::StatusOr<v1::Operation> quick_on_b = absl::UnknownError("not asked");
   while (absl::Now() < give_up) {
-    quick_on_b = on_b->GetOperation(quick->name());
+    quick_on_b = on_b.GetOperation(quick->name());
     ASSERT_NE(quick_on_b.status().code(), absl::StatusCode::kNotFound)
         << quick_on_b.status() << "\n" << a->Log();
     if (quick_on_b.ok()) break;
@@ -395,35 +284,31 @@ TEST_F(SharedOperationsTrustTest, AnOperationCreatedWhileRedisWasAwayIsPublished
   ASSERT_TRUE(quick_on_b.ok()) << quick_on_b.status();
   EXPECT_TRUE(quick_on_b->done() && quick_on_b->has_response());
   absl::StatusOr<v1::Operation> slow_on_b =
-      on_b->WaitUntilDone(slow->name(), absl::Now() + absl::Seconds(20));
+      on_b.WaitUntilDone(slow->name(), absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(slow_on_b.ok()) << slow_on_b.status();
   EXPECT_TRUE(slow_on_b->has_response()) << slow_on_b->error().message();
   EXPECT_EQ(Solves(*a) + Solves(*b), 2);  // published, not solved again
   EXPECT_THAT(a->Log(), HasSubstr("published"));
-  on_a.reset();
-  on_b.reset();
-  StopServer(*a);
-  StopServer(*b);
 }
 
 // ---- Finding 5: submits that time out during a Redis stall ----
 
 TEST_F(SharedOperationsTrustTest, SubmitsTimingOutDuringARedisStallAreSolvedOnceEach) {
-  std::unique_ptr<ServerProcess> a = StartReplica();
-  std::unique_ptr<ServerProcess> b = StartReplica();
+  ServerProcess* a = Replica();
+  ServerProcess* b = Replica();
   ASSERT_TRUE(a && b);
-  auto on_a = Client(*a);
-  auto on_b = Client(*b);
-  absl::StatusOr<v1::Operation> warm = on_a->Submit(RandomRequest(20, FreshSeed(), "m_topo"));
+  PlacementClient& on_a = ClientOf(*a);
+  PlacementClient& on_b = ClientOf(*b);
+  absl::StatusOr<v1::Operation> warm = on_a.Submit(RandomRequest(20, FreshSeed(), "m_topo"));
   ASSERT_TRUE(warm.ok()) << warm.status();  // the stream, its group, the scripts
-  ASSERT_TRUE(on_a->WaitUntilDone(warm->name(), absl::Now() + absl::Seconds(20)).ok());
+  ASSERT_TRUE(on_a.WaitUntilDone(warm->name(), absl::Now() + absl::Seconds(20)).ok());
   const double solves_before = Solves(*a) + Solves(*b);
   redis_->Pause();
   std::vector<std::string> names;
   // 6 distinct requests over 10 s: spaced so that each reaches the stalled Redis (past the
   // client's backoff) and times out there; Redis runs them all when it resumes.
   for (int i = 0; i < 6; ++i) {
-    absl::StatusOr<v1::Operation> op = on_a->Submit(RandomRequest(20, FreshSeed(), "m_topo"));
+    absl::StatusOr<v1::Operation> op = on_a.Submit(RandomRequest(20, FreshSeed(), "m_topo"));
     ASSERT_TRUE(op.ok()) << op.status();
     names.push_back(op->name());
     absl::SleepFor(absl::Milliseconds(1600));
@@ -434,69 +319,58 @@ TEST_F(SharedOperationsTrustTest, SubmitsTimingOutDuringARedisStallAreSolvedOnce
   EXPECT_EQ(Solves(*a) + Solves(*b) - solves_before, 6) << a->Log() << "\n---\n" << b->Log();
   EXPECT_EQ(Metric(*b, kTakenOver), 0);
   for (const std::string& name : names) {
-    absl::StatusOr<v1::Operation> seen = on_b->WaitUntilDone(name, absl::Now() + absl::Seconds(10));
+    absl::StatusOr<v1::Operation> seen = on_b.WaitUntilDone(name, absl::Now() + absl::Seconds(10));
     ASSERT_TRUE(seen.ok()) << name << ": " << seen.status();
     EXPECT_TRUE(seen->has_response()) << seen->error().message();
   }
-  on_a.reset();
-  on_b.reset();
-  StopServer(*a);
-  StopServer(*b);
 }
 
 // ---- Finding 6: a rolling update that changes --default_time_limit ----
 
 TEST_F(SharedOperationsTrustTest, ATakeoverRunsWithTheTimeLimitTheJobWasSubmittedWith) {
-  std::unique_ptr<ServerProcess> a = StartReplica({"--default_time_limit=2s"});
-  std::unique_ptr<ServerProcess> b = StartReplica({"--default_time_limit=3s"});
+  ServerProcess* a = Replica({"--default_time_limit=2s"});
+  ServerProcess* b = Replica({"--default_time_limit=3s"});
   ASSERT_TRUE(a && b);
-  auto on_a = Client(*a);
-  auto on_b = Client(*b);
+  PlacementClient& on_a = ClientOf(*a);
+  PlacementClient& on_b = ClientOf(*b);
   v1::PlaceRequest request = SlowRequest(FreshSeed(), absl::Seconds(1));
   request.mutable_options()->clear_time_limit();  // the replica's default applies
-  absl::StatusOr<v1::Operation> op = on_a->Submit(request);
+  absl::StatusOr<v1::Operation> op = on_a.Submit(request);
   ASSERT_TRUE(op.ok()) << op.status();
-  ASSERT_TRUE(AwaitRunning(*on_b, op->name()));
+  ASSERT_TRUE(AwaitRunning(on_b, op->name()));
   a->Signal(SIGKILL);
   ASSERT_TRUE(a->WaitForExit(absl::Seconds(10)).ok());
-  absl::StatusOr<v1::Operation> done = on_b->WaitUntilDone(op->name(), absl::Now() + absl::Seconds(20));
+  absl::StatusOr<v1::Operation> done = on_b.WaitUntilDone(op->name(), absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(done.ok()) << done.status();
   ASSERT_TRUE(done->has_response()) << done->error().message();
   EXPECT_EQ(done->response().placement().provenance().time_limit_ns(), 2'000'000'000);
   EXPECT_EQ(Metric(*b, kTakenOver), 1);
-  on_a.reset();
-  on_b.reset();
-  StopServer(*b);
 }
 
 // ---- Rough edges ----
 
 TEST_F(SharedOperationsTrustTest, AReplicaWithAShorterLeaseDoesNotStealLiveJobs) {
-  std::unique_ptr<ServerProcess> a = StartReplica({"--operation_lease=4s"});
-  std::unique_ptr<ServerProcess> b = StartReplica({"--operation_lease=1s"});
+  ServerProcess* a = Replica({"--operation_lease=4s"});
+  ServerProcess* b = Replica({"--operation_lease=1s"});
   ASSERT_TRUE(a && b);
-  auto on_a = Client(*a);
-  auto on_b = Client(*b);
-  absl::StatusOr<v1::Operation> op = on_a->Submit(SlowRequest(FreshSeed(), absl::Seconds(5)));
+  PlacementClient& on_a = ClientOf(*a);
+  PlacementClient& on_b = ClientOf(*b);
+  absl::StatusOr<v1::Operation> op = on_a.Submit(SlowRequest(FreshSeed(), absl::Seconds(5)));
   ASSERT_TRUE(op.ok()) << op.status();
-  ASSERT_TRUE(AwaitRunning(*on_b, op->name()));
+  ASSERT_TRUE(AwaitRunning(on_b, op->name()));
   absl::SleepFor(absl::Seconds(3));  // three of B's leases, less than A's
   EXPECT_EQ(Metric(*b, kTakenOver), 0);
   EXPECT_EQ(Metric(*a, "placement_operation_leases_lost_total"), 0);
   EXPECT_TRUE(b->WaitForLog("lease", absl::Seconds(1))) << b->Log();
-  absl::StatusOr<v1::Operation> done = on_b->WaitUntilDone(op->name(), absl::Now() + absl::Seconds(20));
+  absl::StatusOr<v1::Operation> done = on_b.WaitUntilDone(op->name(), absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_TRUE(done->has_response());
   EXPECT_EQ(Solves(*a) + Solves(*b), 1);
-  on_a.reset();
-  on_b.reset();
-  StopServer(*a);
-  StopServer(*b);
 }
 
 TEST_F(SharedOperationsTrustTest, DistinctFastSubmitsToTwoReplicasAreSolvedOnceEach) {
-  std::unique_ptr<ServerProcess> a = StartReplica({"--workers=2"});
-  std::unique_ptr<ServerProcess> b = StartReplica({"--workers=2"});
+  ServerProcess* a = Replica({"--workers=2"});
+  ServerProcess* b = Replica({"--workers=2"});
   ASSERT_TRUE(a && b);
   constexpr int kThreads = 4;
   constexpr int kPerThread = 50;
@@ -505,7 +379,7 @@ TEST_F(SharedOperationsTrustTest, DistinctFastSubmitsToTwoReplicasAreSolvedOnceE
   std::vector<std::pair<int, std::string>> submitted;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      auto client = Client(t % 2 == 0 ? *a : *b);
+      std::unique_ptr<PlacementClient> client = Client(t % 2 == 0 ? *a : *b);
       for (int i = 0; i < kPerThread; ++i) {
         absl::StatusOr<v1::Operation> op = client->Submit(RandomRequest(20, FreshSeed(), "m_topo"));
         EXPECT_TRUE(op.ok()) << op.status();
@@ -518,14 +392,12 @@ TEST_F(SharedOperationsTrustTest, DistinctFastSubmitsToTwoReplicasAreSolvedOnceE
   for (std::thread& thread : threads) thread.join();
   ASSERT_EQ(submitted.size(), static_cast<size_t>(kThreads * kPerThread));
   for (const auto& [replica, name] : submitted) {
-    auto client = Client(replica == 0 ? *a : *b);
+    std::unique_ptr<PlacementClient> client = Client(replica == 0 ? *a : *b);
     absl::StatusOr<v1::Operation> done = client->WaitUntilDone(name, absl::Now() + absl::Seconds(20));
     ASSERT_TRUE(done.ok() && done->has_response()) << name;
   }
   EXPECT_EQ(Solves(*a) + Solves(*b), kThreads * kPerThread);
   EXPECT_EQ(Metric(*a, kTakenOver) + Metric(*b, kTakenOver), 0);
-  StopServer(*a);
-  StopServer(*b);
 }
 
 TEST_F(SharedOperationsTrustTest, ANonRedisAddressOrARedisWantingAPasswordIsAFailedStart) {
@@ -548,18 +420,18 @@ TEST_F(SharedOperationsTrustTest, ANonRedisAddressOrARedisWantingAPasswordIsAFai
 }
 
 TEST_F(SharedOperationsTrustTest, ErrorRepliesAndForgedFieldsAreReportedAsWhatTheyAre) {
-  std::unique_ptr<ServerProcess> a = StartReplica();
-  std::unique_ptr<ServerProcess> b = StartReplica();
+  ServerProcess* a = Replica();
+  ServerProcess* b = Replica();
   ASSERT_TRUE(a && b);
-  auto on_a = Client(*a);
-  auto on_b = Client(*b);
+  PlacementClient& on_a = ClientOf(*a);
+  PlacementClient& on_b = ClientOf(*b);
   // A record of the wrong type: Redis answers WRONGTYPE, which no retry can change.
-  absl::StatusOr<v1::Operation> done = on_a->Submit(RandomRequest(20, FreshSeed(), "m_topo"));
+  absl::StatusOr<v1::Operation> done = on_a.Submit(RandomRequest(20, FreshSeed(), "m_topo"));
   ASSERT_TRUE(done.ok()) << done.status();
-  ASSERT_TRUE(on_a->WaitUntilDone(done->name(), absl::Now() + absl::Seconds(20)).ok());
+  ASSERT_TRUE(on_a.WaitUntilDone(done->name(), absl::Now() + absl::Seconds(20)).ok());
   ASSERT_TRUE(redis_->Command({"DEL", Key("op:" + done->name())}).ok());
   ASSERT_TRUE(redis_->Command({"SET", Key("op:" + done->name()), "not a hash"}).ok());
-  absl::StatusOr<v1::Operation> wrong_type = on_b->GetOperation(done->name());
+  absl::StatusOr<v1::Operation> wrong_type = on_b.GetOperation(done->name());
   ASSERT_FALSE(wrong_type.ok());
   EXPECT_NE(wrong_type.status().code(), absl::StatusCode::kUnavailable) << wrong_type.status();
   EXPECT_THAT(std::string(wrong_type.status().message()), HasSubstr("WRONGTYPE"));
@@ -567,16 +439,16 @@ TEST_F(SharedOperationsTrustTest, ErrorRepliesAndForgedFieldsAreReportedAsWhatTh
   EXPECT_FALSE(client::RetryDelayOf(wrong_type.status()).has_value());
 
   // A 4 MiB stage forged into a running job's record never reaches a caller.
-  absl::StatusOr<v1::Operation> slow = on_a->Submit(SlowRequest(FreshSeed(), absl::Seconds(30)));
+  absl::StatusOr<v1::Operation> slow = on_a.Submit(SlowRequest(FreshSeed(), absl::Seconds(30)));
   ASSERT_TRUE(slow.ok()) << slow.status();
-  ASSERT_TRUE(AwaitRunning(*on_b, slow->name()));
+  ASSERT_TRUE(AwaitRunning(on_b, slow->name()));
   absl::StatusOr<std::string> job = redis_->Command({"HGET", Key("op:" + slow->name()), "job"});
   ASSERT_TRUE(job.ok());
   ASSERT_TRUE(redis_->Command({"HSET", Key("job:" + *job), "stage", std::string(4 << 20, 's'),
                                "fraction", "7", "best_makespan_ns", "-9"})
                   .ok());
-  auto fresh_b = Client(*b);
-  absl::StatusOr<v1::Operation> forged = fresh_b->GetOperation(slow->name());
+  PlacementClient& fresh_b = ClientOf(*b);
+  absl::StatusOr<v1::Operation> forged = fresh_b.GetOperation(slow->name());
   if (forged.ok()) {
     EXPECT_LE(forged->metadata().stage().size(), 64u);
     EXPECT_GE(forged->metadata().fraction(), 0);
@@ -586,12 +458,12 @@ TEST_F(SharedOperationsTrustTest, ErrorRepliesAndForgedFieldsAreReportedAsWhatTh
   } else {
     EXPECT_EQ(forged.status().code(), absl::StatusCode::kDataLoss) << forged.status();
   }
-  EXPECT_TRUE(on_a->CancelOperation(slow->name()).ok());
+  EXPECT_TRUE(on_a.CancelOperation(slow->name()).ok());
 
   // A result evicted from Redis: ABORTED ("submit again"), as the status table says.
-  absl::StatusOr<v1::Operation> evicted = on_a->Submit(RandomRequest(20, FreshSeed(), "m_topo"));
+  absl::StatusOr<v1::Operation> evicted = on_a.Submit(RandomRequest(20, FreshSeed(), "m_topo"));
   ASSERT_TRUE(evicted.ok()) << evicted.status();
-  ASSERT_TRUE(on_a->WaitUntilDone(evicted->name(), absl::Now() + absl::Seconds(20)).ok());
+  ASSERT_TRUE(on_a.WaitUntilDone(evicted->name(), absl::Now() + absl::Seconds(20)).ok());
   absl::StatusOr<std::string> evicted_job = redis_->Command({"HGET", Key("op:" + evicted->name()), "job"});
   ASSERT_TRUE(evicted_job.ok());
   // A's background thread writes the completion a moment after its own caller has the answer.
@@ -604,30 +476,25 @@ TEST_F(SharedOperationsTrustTest, ErrorRepliesAndForgedFieldsAreReportedAsWhatTh
       redis_->Command({"HGET", Key("job:" + *evicted_job), "result"});
   ASSERT_TRUE(result_key.ok());
   ASSERT_TRUE(redis_->Command({"DEL", *result_key}).ok());
-  absl::StatusOr<v1::Operation> gone = on_b->GetOperation(evicted->name());
+  absl::StatusOr<v1::Operation> gone = on_b.GetOperation(evicted->name());
   ASSERT_TRUE(gone.ok()) << gone.status();
   ASSERT_TRUE(gone->done());
   EXPECT_EQ(gone->error().code(), static_cast<int>(absl::StatusCode::kAborted))
       << gone->error().message();
-  on_a.reset();
-  on_b.reset();
-  fresh_b.reset();
-  StopServer(*a);
-  StopServer(*b);
 }
 
 TEST_F(SharedOperationsTrustTest, ShutdownWithRedisStalledAndFollowersEndsWithinTheGrace) {
-  std::unique_ptr<ServerProcess> a = StartReplica();
-  std::unique_ptr<ServerProcess> b = StartReplica({"--shutdown_grace=500ms"});
+  ServerProcess* a = Replica();
+  ServerProcess* b = Replica({"--shutdown_grace=500ms"});
   ASSERT_TRUE(a && b);
-  auto on_a = Client(*a);
-  absl::StatusOr<v1::Operation> op = on_a->Submit(SlowRequest(FreshSeed(), absl::Minutes(2)));
+  PlacementClient& on_a = ClientOf(*a);
+  absl::StatusOr<v1::Operation> op = on_a.Submit(SlowRequest(FreshSeed(), absl::Minutes(2)));
   ASSERT_TRUE(op.ok()) << op.status();
   // Followers on B: a Watch and a long Wait.
   std::vector<std::thread> followers;
   for (int i = 0; i < 2; ++i) {
     followers.emplace_back([&, i] {
-      auto on_b = Client(*b);
+      std::unique_ptr<PlacementClient> on_b = Client(*b);
       if (i == 0) {
         (void)on_b->WatchOperation(op->name(), nullptr, absl::Now() + absl::Seconds(60));
       } else {
@@ -650,8 +517,6 @@ TEST_F(SharedOperationsTrustTest, ShutdownWithRedisStalledAndFollowersEndsWithin
   // No call was waiting for a job: nothing to say about answering them.
   EXPECT_THAT(b->Log(), Not(HasSubstr("still waiting")));
   redis_->Resume();
-  on_a.reset();
-  StopServer(*a);
 }
 
 }  // namespace
