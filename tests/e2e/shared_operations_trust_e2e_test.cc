@@ -369,8 +369,10 @@ TEST_F(SharedOperationsTrustTest, AReplicaWithAShorterLeaseDoesNotStealLiveJobs)
 }
 
 TEST_F(SharedOperationsTrustTest, DistinctFastSubmitsToTwoReplicasAreSolvedOnceEach) {
-  ServerProcess* a = Replica({"--workers=2"});
-  ServerProcess* b = Replica({"--workers=2"});
+  // A long lease: a replica slowed down (sanitizers, a loaded machine) must not lose jobs to the
+  // other one here; what this counts is admissions.
+  ServerProcess* a = Replica({"--workers=2", "--operation_lease=5s"});
+  ServerProcess* b = Replica({"--workers=2", "--operation_lease=5s"});
   ASSERT_TRUE(a && b);
   constexpr int kThreads = 4;
   constexpr int kPerThread = 50;
