@@ -47,9 +47,13 @@ const char* Mismatch(const v1::Placement& placement, absl::string_view request_d
 
 }  // namespace
 
-int64_t EstimateJobMemoryBytes(int64_t num_ops, int64_t num_edges, int64_t num_devices) {
-  // The model (names, SoA attributes, CSR both ways) plus an algorithm's per-op and per-edge scratch.
-  return (int64_t{64} << 10) + num_ops * 512 + num_edges * 96 + num_devices * num_devices * 16;
+int64_t EstimateJobMemoryBytes(int64_t num_ops, int64_t num_edges, int64_t num_devices,
+                               int64_t microbatches) {
+  // The model (names, SoA attributes, CSR both ways) plus an algorithm's per-op and per-edge scratch;
+  // a training plan's simulations keep state per op copy and per copy of each transfer.
+  const int64_t copies = std::max<int64_t>(1, microbatches) - 1;
+  return (int64_t{64} << 10) + num_ops * 512 + num_edges * 96 + num_devices * num_devices * 16 +
+         copies * (num_ops * 48 + num_edges * 16);
 }
 
 PlacementCore::PlacementCore(PlacementCoreOptions options, const AlgorithmCatalog* catalog,
@@ -157,8 +161,9 @@ absl::StatusOr<std::shared_ptr<const PreparedRequest>> PlacementCore::Prepare(
   prepared->request_id = request.request_id();
   auto shared_model = std::make_shared<const engine::Model>(*std::move(model));
   prepared->request_digest = (*algorithm)->RequestDigest(*shared_model, prepared->options);
-  prepared->estimated_memory_bytes = EstimateJobMemoryBytes(
-      shared_model->num_ops(), shared_model->num_edges(), shared_model->num_devices());
+  prepared->estimated_memory_bytes =
+      EstimateJobMemoryBytes(shared_model->num_ops(), shared_model->num_edges(),
+                             shared_model->num_devices(), shared_model->plan.microbatches);
   prepared->model = std::move(shared_model);
   prepared->time_limit = TimeLimitOf(request.options());
   return prepared;
@@ -388,8 +393,9 @@ absl::StatusOr<EvaluateStart> PlacementCore::StartEvaluate(const v1::EvaluateReq
   spec.deadline =
       deadline == absl::InfiniteFuture() ? deadline : deadline - options_.reply_margin;
   spec.time_limit = options_.max_time_limit;
-  spec.estimated_memory_bytes = EstimateJobMemoryBytes(
-      request.graph().ops_size(), request.graph().edges_size(), request.cluster().devices_size());
+  spec.estimated_memory_bytes =
+      EstimateJobMemoryBytes(request.graph().ops_size(), request.graph().edges_size(),
+                             request.cluster().devices_size(), request.options().microbatches());
   spec.work = [copy, output, limits = options_.model_limits](
                   const jobs::JobContext&) -> absl::StatusOr<jobs::PlacementPtr> {
     absl::StatusOr<v1::EvaluateResponse> response = engine::Evaluate(*copy, limits);
