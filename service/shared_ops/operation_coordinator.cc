@@ -143,6 +143,23 @@ void OperationCoordinator::NoteRedisError(absl::string_view what, const absl::St
   }
 }
 
+void OperationCoordinator::NoteStorage(const OperationRecord& record, RequestStorage storage) {
+  if (storage == RequestStorage::kStored) return;
+  const bool too_large = storage == RequestStorage::kTooLarge;
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.requests_not_stored[too_large ? "size" : "tenant_budget"];
+  }
+  log_.Log(too_large ? "request_size" : "request_budget",
+           absl::StrCat("shared operations: the request of ", record.name, " (tenant \"",
+                        record.tenant, "\") is not stored in Redis: ",
+                        too_large ? absl::StrCat("larger than --operation_max_request_bytes=",
+                                                 options_.max_request_bytes)
+                                  : absl::StrCat("the tenant's --operation_tenant_request_bytes=",
+                                                 options_.tenant_request_bytes, " are in use"),
+                        "; the operation is shared, but only this replica can run its job"));
+}
+
 absl::Status OperationCoordinator::NotFound(const std::string& name, absl::Status not_found) {
   // A Redis that restarted a moment ago knows nothing yet of the operations replicas made while it
   // was away: they are published within a poll interval or two of Redis answering again.
@@ -236,21 +253,7 @@ absl::StatusOr<std::shared_ptr<jobs::Operation>> OperationCoordinator::Submit(
     return SubmitLocally(std::move(submit), std::move(record), std::move(job), cache,
                          outcome.status());
   }
-  if (outcome->storage != RequestStorage::kStored && outcome->result == SubmitResult::kCreated) {
-    const bool too_large = outcome->storage == RequestStorage::kTooLarge;
-    {
-      absl::MutexLock lock(&mu_);
-      ++stats_.requests_not_stored[too_large ? "size" : "tenant_budget"];
-    }
-    log_.Log(too_large ? "request_size" : "request_budget",
-             absl::StrCat("shared operations: the request of ", record.name, " (tenant \"",
-                          record.tenant, "\") is not stored in Redis: ",
-                          too_large ? absl::StrCat("larger than --operation_max_request_bytes=",
-                                                   options_.max_request_bytes)
-                                    : absl::StrCat("the tenant's --operation_tenant_request_bytes=",
-                                                   options_.tenant_request_bytes, " are in use"),
-                          "; the operation is shared, but only this replica can run its job"));
-  }
+  if (outcome->result == SubmitResult::kCreated) NoteStorage(record, outcome->storage);
 
   if (outcome->result != SubmitResult::kCreated && outcome->owner != store_->consumer()) {
     // Another replica runs it: one solve for the cluster; this replica follows it.
@@ -793,6 +796,7 @@ void OperationCoordinator::PublishUnpublished() {
         keep();
         return;
       }
+      if (outcome->result == SubmitResult::kCreated) NoteStorage(item.record, outcome->storage);
       const bool ours = outcome->owner == store_->consumer() && !outcome->entry_id.empty() &&
                         outcome->result != SubmitResult::kJoined;
       if (!ours) {

@@ -213,6 +213,8 @@ class OperationCoordinator {
                           const std::string& request_digest,
                           const absl::StatusOr<jobs::PlacementPtr>& placement,
                           absl::Duration queue_time, absl::Duration solve_time) const;
+  // Counts (and logs, rate-limited) a request a new job's record was made without.
+  void NoteStorage(const OperationRecord& record, RequestStorage storage) ABSL_LOCKS_EXCLUDED(mu_);
   // Counts (and logs, rate-limited) a failed round trip of `what`.
   void NoteRedisError(absl::string_view what, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   // What a caller gets when a round trip its call needs failed.

@@ -189,7 +189,8 @@ TEST_F(SharedOperationsTrustTest, HugePendingRequestsOfOneTenantDoNotEvictAnothe
     EXPECT_TRUE(got.ok()) << got.status();
     EXPECT_TRUE(team_a_on_a.CancelOperation(name).ok());
   }
-  EXPECT_EQ(Metric(*a, "placement_shared_requests_not_stored_total{reason=\"size\"}"), 4);
+  EXPECT_EQ(Metric(*a, "placement_shared_requests_not_stored_total{reason=\"size\"}"), 4)
+      << a->Log();
   EXPECT_THAT(a->Log(), HasSubstr("--operation_max_request_bytes"));
 }
 
