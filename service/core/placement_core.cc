@@ -329,13 +329,25 @@ absl::StatusOr<std::shared_ptr<jobs::Operation>> PlacementCore::CancelOperation(
 }
 
 absl::StatusOr<shared_ops::RebuiltJob> PlacementCore::RebuildSharedJob(
-    const std::string& serialized_request, const std::string& tenant) {
+    const std::string& serialized_request, const std::string& tenant, absl::Duration time_limit) {
   v1::PlaceRequest request;
   if (!request.ParseFromString(serialized_request)) {
     return absl::InvalidArgumentError("the shared request does not parse as a PlaceRequest");
   }
   absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = Prepare(request);
   if (!prepared.ok()) return prepared.status();
+  if (time_limit > absl::ZeroDuration() && time_limit != (*prepared)->time_limit) {
+    // The job runs with what it was submitted with, not with this replica's --default_time_limit
+    // (a rolling update may change it): the time limit is part of the job key.
+    if (time_limit > options_.max_time_limit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the job was submitted with a time limit of ", absl::FormatDuration(time_limit),
+          ", above this replica's --max_time_limit=", absl::FormatDuration(options_.max_time_limit)));
+    }
+    auto carried = std::make_shared<PreparedRequest>(**prepared);
+    carried->time_limit = time_limit;
+    prepared = std::shared_ptr<const PreparedRequest>(std::move(carried));
+  }
   std::string request_digest = (*prepared)->request_digest;
   return shared_ops::RebuiltJob{MakeJobSpec(*std::move(prepared), absl::InfiniteFuture(), tenant),
                                 std::move(request_digest)};

@@ -156,9 +156,12 @@ class PlacementCore {
   // callers.
   void ShareOperations(shared_ops::OperationCoordinator* shared) { shared_ = shared; }
   // For `shared`: the job of a request another replica submitted (a serialized PlaceRequest), to take it
-  // over when that replica went away. INVALID_ARGUMENT when it does not parse or validate here.
+  // over when that replica went away, with the time limit it was submitted with (zero = this core's
+  // own: a record that does not say). INVALID_ARGUMENT when it does not parse or validate here, or
+  // when that time limit is above this core's max_time_limit.
   absl::StatusOr<shared_ops::RebuiltJob> RebuildSharedJob(const std::string& serialized_request,
-                                                          const std::string& tenant);
+                                                          const std::string& tenant,
+                                                          absl::Duration time_limit);
 
   const PlacementCoreOptions& options() const { return options_; }
   // Bytes held by the repeat index.

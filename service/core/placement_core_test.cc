@@ -266,7 +266,7 @@ TEST_F(PlacementCoreTest, ASharedRequestIsRebuiltIntoTheSameJobAnotherReplicaWou
   absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = core_.Prepare(request);
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   absl::StatusOr<shared_ops::RebuiltJob> rebuilt =
-      core_.RebuildSharedJob(request.SerializeAsString(), "team-a");
+      core_.RebuildSharedJob(request.SerializeAsString(), "team-a", absl::ZeroDuration());
   ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
   EXPECT_EQ(rebuilt->request_digest, (*prepared)->request_digest);
   // The job key covers the time limit, as the local single-flight key does.
@@ -281,12 +281,35 @@ TEST_F(PlacementCoreTest, ASharedRequestIsRebuiltIntoTheSameJobAnotherReplicaWou
   EXPECT_EQ((*result.placement)->provenance().request_digest(), (*prepared)->request_digest);
   jobs_.Release(admitted->job);
 
-  EXPECT_EQ(core_.RebuildSharedJob("\xff\xff not a request", "").status().code(),
+  EXPECT_EQ(core_.RebuildSharedJob("\xff\xff not a request", "", absl::ZeroDuration())
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);
   v1::PlaceRequest invalid = request;
   invalid.mutable_options()->set_algorithm("no_such_algorithm");
-  EXPECT_EQ(core_.RebuildSharedJob(invalid.SerializeAsString(), "").status().code(),
+  EXPECT_EQ(core_.RebuildSharedJob(invalid.SerializeAsString(), "", absl::ZeroDuration())
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(PlacementCoreTest, ASharedJobKeepsTheTimeLimitItWasSubmittedWith) {
+  // Submitted to a replica whose default time limit was 3 s; this one's default differs.
+  v1::PlaceRequest request = Request(12, 5, "m_topo");
+  request.mutable_options()->clear_time_limit();
+  absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = core_.Prepare(request);
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  ASSERT_NE((*prepared)->time_limit, absl::Seconds(3));
+  absl::StatusOr<shared_ops::RebuiltJob> rebuilt =
+      core_.RebuildSharedJob(request.SerializeAsString(), "team-a", absl::Seconds(3));
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
+  EXPECT_EQ(rebuilt->spec.request_digest, absl::StrCat((*prepared)->request_digest, "@3000000000"));
+  EXPECT_EQ(rebuilt->spec.time_limit, absl::Seconds(3));
+  // Above this replica's --max_time_limit: refused, with the reason.
+  absl::StatusOr<shared_ops::RebuiltJob> too_long = core_.RebuildSharedJob(
+      request.SerializeAsString(), "team-a", core_.options().max_time_limit + absl::Seconds(1));
+  EXPECT_EQ(too_long.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(too_long.status().message()), HasSubstr("--max_time_limit"));
 }
 
 }  // namespace

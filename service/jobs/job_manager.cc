@@ -102,6 +102,11 @@ absl::StatusOr<Admission> JobManager::Acquire(JobSpec spec) {
   return Reject(std::move(rejection), reason);
 }
 
+void JobManager::Join(const std::shared_ptr<Job>& job) {
+  absl::MutexLock lock(&mu_);
+  ++job->waiters_;
+}
+
 void JobManager::Release(const std::shared_ptr<Job>& job) {
   bool dequeued = false;
   {

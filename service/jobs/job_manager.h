@@ -132,6 +132,11 @@ class JobManager {
   // waiting; DEADLINE_EXCEEDED when spec.deadline leaves less than min_time_budget.
   absl::StatusOr<Admission> Acquire(JobSpec spec) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Counts one more waiter of `job` (which an Acquire returned and that still has a waiter), balanced
+  // by one Release like an Acquire. Unlike Acquire with the same spec, it never admits a second job
+  // when `job` has just finished: a job that fast is simply held done.
+  void Join(const std::shared_ptr<Job>& job) ABSL_LOCKS_EXCLUDED(mu_);
+
   // One waiter of `job` stopped waiting. Cancels the job when it was the last and the job is not done.
   void Release(const std::shared_ptr<Job>& job) ABSL_LOCKS_EXCLUDED(mu_);
 

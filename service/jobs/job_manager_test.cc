@@ -265,6 +265,31 @@ TEST(JobManagerTest, DeadlinePassingWhileQueuedEndsTheJobWithoutRunningIt) {
   jobs.Release(queued->job);
 }
 
+TEST(JobManagerTest, JoinHoldsTheVeryJobEvenOnceItFinished) {
+  JobManager jobs({.workers = 1});
+  // A job that finished already: Join holds it done; an Acquire with the same digest would have
+  // admitted (and run) it once more.
+  absl::StatusOr<Admission> fast = jobs.Acquire(Spec("fast", Immediate(1)));
+  ASSERT_TRUE(fast.ok());
+  AwaitJobDone(fast->job);
+  jobs.Join(fast->job);
+  EXPECT_EQ(jobs.Stats().in_flight, 0);
+  jobs.Release(fast->job);
+  jobs.Release(fast->job);
+  // A running job: the joined waiter keeps it running after the first one leaves.
+  Gate gate;
+  absl::StatusOr<Admission> running = AcquireRunning(jobs, gate, "slow");
+  ASSERT_TRUE(running.ok());
+  jobs.Join(running->job);
+  jobs.Release(running->job);
+  EXPECT_FALSE(running->job->cancelled());
+  gate.release.Notify();
+  const JobResult& result = AwaitJobDone(running->job);
+  EXPECT_TRUE(result.placement.ok()) << result.placement.status();
+  jobs.Release(running->job);
+  EXPECT_EQ(gate.runs.load(), 1);
+}
+
 TEST(JobManagerTest, ReleasingTheLastWaiterOfAQueuedJobDropsIt) {
   JobManager jobs({.workers = 1});
   Gate gate;

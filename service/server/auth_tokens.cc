@@ -192,15 +192,16 @@ absl::Status TokenAuthenticator::LoadLocked(bool force) {
   // Remembered even when parsing fails, so a broken file is reported once, not on every poll.
   loaded_identity_ = identity;
   absl::StatusOr<TokenTable> table = ParseTokenFile(text);
-  if (table.ok() && loaded_once_) {
-    // A reload that would lock everyone out, or a file caught while it is being written (its last
-    // line may be cut: "TOKEN te" would load the tenant "te"), is not applied; once the writer is
-    // done the file changes again and is reloaded.
-    if (table->tenant_by_token_sha256.empty()) {
-      table = absl::InvalidArgumentError(
-          "the file holds no tokens (emptied, or being written?); an empty file would refuse every "
-          "caller");
-    } else if (!text.empty() && text.back() != '\n') {
+  if (table.ok() && table->tenant_by_token_sha256.empty()) {
+    // At start-up as on a reload: a file without tokens would refuse every caller (a reload keeps
+    // the previous tokens, a start fails).
+    table = absl::InvalidArgumentError(
+        "the file holds no tokens (emptied, or being written?); an empty file would refuse every "
+        "caller");
+  } else if (table.ok() && loaded_once_) {
+    // A file caught while it is being written (its last line may be cut: "TOKEN te" would load the
+    // tenant "te") is not applied; once the writer is done the file changes again and is reloaded.
+    if (!text.empty() && text.back() != '\n') {
       table = absl::InvalidArgumentError(
           "the file does not end with a newline: it is probably being written (write it to a "
           "temporary file and rename it into place)");

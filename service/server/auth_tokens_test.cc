@@ -149,6 +149,14 @@ TEST(TokenAuthenticatorTest, MissingOrInvalidFileFailsCreate) {
   file.Write("short tenant\n");
   EXPECT_EQ(TokenAuthenticator::Create({.path = file.path()}).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // A file without tokens is refused at start as on a reload (it would refuse every caller).
+  for (const char* empty : {"", "# only a comment\n", "\n\n"}) {
+    file.Write(empty);
+    absl::StatusOr<std::unique_ptr<TokenAuthenticator>> none =
+        TokenAuthenticator::Create({.path = file.path()});
+    EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument) << empty;
+    EXPECT_THAT(std::string(none.status().message()), HasSubstr("no tokens"));
+  }
 }
 
 TEST(TokenAuthenticatorTest, ReloadsAChangedFileOncePerPollInterval) {

@@ -8,12 +8,16 @@
 //   2. keep serving for `shutdown_drain_delay` (load balancers move away);
 //   3. stop admitting jobs (UNAVAILABLE) and end long waits (WaitOperation returns, WatchOperation
 //      streams end with UNAVAILABLE); with a shared operations store (--redis), hand the jobs this
-//      replica runs for the cluster back at once, so another replica takes them over (same operation
-//      names) instead of waiting for their leases to expire;
-//   4. grpc::Server::Shutdown(now + shutdown_grace): in-flight calls finish; at the end of the grace
-//      the calls still waiting are answered UNAVAILABLE ("the server is shutting down ...; retry",
-//      RetryInfo) and their jobs released; gRPC cancels what is left shortly after;
-//   5. cancel the remaining jobs and join the workers; Wait() returns.
+//      replica runs for the cluster back at once (on a thread of its own, so that a Redis that does
+//      not answer delays nothing), so another replica takes them over (same operation names) instead
+//      of waiting for their leases to expire;
+//   4. grpc::Server::Shutdown(grace end): in-flight calls finish; at the end of the grace the calls
+//      still waiting are answered UNAVAILABLE ("the server is shutting down ...; retry", RetryInfo)
+//      and their jobs released (logged only when there were some); gRPC cancels what is left shortly
+//      after;
+//   5. close the Redis connections (round trips still waiting end now), cancel the remaining jobs,
+//      join the workers, stop the metrics endpoint; Wait() returns. All of it within
+//      shutdown_drain_delay + shutdown_grace + about half a second, whatever Redis does.
 // main() blocks SIGTERM/SIGINT before any thread starts and receives them on a sigwait thread:
 // calling grpc::Server::Shutdown from a signal handler can deadlock.
 //
@@ -143,8 +147,9 @@ class PlacementServer {
   // Binds and starts serving. UNAVAILABLE when a port cannot be bound; INVALID_ARGUMENT for a
   // contradictory security configuration (or none: neither TLS files nor `insecure`); NOT_FOUND /
   // INVALID_ARGUMENT for unreadable or invalid certificate, key or tokens files.
-  // INVALID_ARGUMENT for a malformed redis_address (an unreachable Redis is not an error: the shared
-  // tier is best effort).
+  // INVALID_ARGUMENT for a malformed redis_address or one where something other than Redis (7.0 or
+  // newer) answers, FAILED_PRECONDITION for a Redis that wants a password (an unreachable Redis is
+  // not an error, only logged: the shared tier is best effort).
   absl::Status Start();
   // Re-reads the tokens file now (SIGHUP). FAILED_PRECONDITION without one; on a bad file the
   // previous tokens stay in force and the error is returned.
@@ -161,6 +166,9 @@ class PlacementServer {
   ServiceMetrics& metrics() { return *metrics_; }
 
  private:
+  // Stops the Prometheus endpoint (at the end of a shutdown) in milliseconds.
+  void StopMetricsEndpoint();
+
   const PlacementServerOptions options_;
   std::unique_ptr<ServiceMetrics> metrics_;
   std::unique_ptr<core::AlgorithmCatalog> catalog_;

@@ -11,12 +11,16 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <grpc/support/log.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -131,6 +135,14 @@ ABSL_FLAG(absl::Duration, operation_lease, absl::Seconds(5),
 ABSL_FLAG(absl::Duration, operation_poll_interval, absl::Milliseconds(100),
           "With --redis: how often a replica reads the state of operations another replica runs "
           "(for Wait and Watch through it). 10ms..10s.");
+ABSL_FLAG(int64_t, operation_max_request_bytes, int64_t{8} << 20,
+          "With --redis: requests larger than this (serialized) are not stored in Redis. Their "
+          "operations are shared all the same, but no other replica can take their job over if "
+          "this one dies (the operations then end ABORTED). 0 = store none.");
+ABSL_FLAG(int64_t, operation_tenant_request_bytes, int64_t{64} << 20,
+          "With --redis: bytes of requests one tenant may have stored in Redis at once (pending "
+          "jobs, for takeovers); beyond it the tenant's requests are not stored, as above, so one "
+          "tenant cannot crowd the others' records out of Redis (0 = unlimited).");
 ABSL_FLAG(bool, testing_algorithms, false,
           "Offer the `testing_wait` algorithm, which holds a worker until cancelled or out of "
           "time, `testing_throw` (throws from the worker) and `testing_overrun` (ignores its time "
@@ -241,6 +253,11 @@ absl::Status CheckFlags() {
                    absl::Seconds(10));
   check.DurationIn("operation_poll_interval", absl::GetFlag(FLAGS_operation_poll_interval),
                    absl::Milliseconds(10), absl::Seconds(10));
+  check.IntIn("operation_max_request_bytes", absl::GetFlag(FLAGS_operation_max_request_bytes), 0,
+              kInt64Max, " (0 = store no request)");
+  check.IntIn("operation_tenant_request_bytes",
+              absl::GetFlag(FLAGS_operation_tenant_request_bytes), 0, kInt64Max,
+              " (0 = unlimited)");
   if (!check.errors().empty()) {
     return absl::InvalidArgumentError(absl::StrJoin(check.errors(), "; "));
   }
@@ -251,6 +268,24 @@ absl::Status CheckFlags() {
         absl::FormatDuration(absl::GetFlag(FLAGS_max_time_limit))));
   }
   return absl::OkStatus();
+}
+
+// gRPC's own log lines ("E0101 12:00:00.000 chttp2_server.cc:...] ... Address already in use") during
+// start-up repeat, in a format of their own, what the one line of a failed start says: they are
+// dropped until the server is up, then written through LogLine like every other line. An operator
+// who sets GRPC_VERBOSITY gets gRPC's own logging untouched.
+std::atomic<bool> grpc_log_quiet{true};
+
+void RouteGrpcLog() {
+  if (std::getenv("GRPC_VERBOSITY") != nullptr) return;
+  gpr_set_log_function([](gpr_log_func_args* args) {
+    if (grpc_log_quiet.load(std::memory_order_relaxed)) return;
+    const char* severity = args->severity == GPR_LOG_SEVERITY_ERROR  ? "E"
+                           : args->severity == GPR_LOG_SEVERITY_INFO ? "I"
+                                                                     : "D";
+    placement::server::LogLine(
+        absl::StrCat("grpc ", severity, " ", args->file, ":", args->line, "] ", args->message));
+  });
 }
 
 }  // namespace
@@ -303,6 +338,9 @@ int main(int argc, char** argv) {
   options.redis.key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
   options.shared_operations.lease = absl::GetFlag(FLAGS_operation_lease);
   options.shared_operations.poll_interval = absl::GetFlag(FLAGS_operation_poll_interval);
+  options.shared_operations.max_request_bytes = absl::GetFlag(FLAGS_operation_max_request_bytes);
+  options.shared_operations.tenant_request_bytes =
+      absl::GetFlag(FLAGS_operation_tenant_request_bytes);
   options.core.default_time_limit = absl::GetFlag(FLAGS_default_time_limit);
   options.core.max_time_limit = absl::GetFlag(FLAGS_max_time_limit);
   options.core.cache_time_limited_results = absl::GetFlag(FLAGS_cache_time_limited);
@@ -322,12 +360,14 @@ int main(int argc, char** argv) {
   options.tenant_limits.rate_qps = absl::GetFlag(FLAGS_tenant_rate_qps);
   options.tenant_limits.burst = absl::GetFlag(FLAGS_tenant_burst);
 
+  RouteGrpcLog();
   placement::server::PlacementServer server(options);
   if (absl::Status started = server.Start(); !started.ok()) {
     std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(started.code()).c_str(),
                  std::string(started.message()).c_str());
     return 1;
   }
+  grpc_log_quiet.store(false, std::memory_order_relaxed);
 
   std::thread signal_thread([&server, signals] {
     while (true) {

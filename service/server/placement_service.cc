@@ -57,20 +57,21 @@ void DrainSignal::Unsubscribe(uint64_t id) {
   }
 }
 
-void DrainSignal::CallOnce(bool* flag, Subscribers* list) {
+size_t DrainSignal::CallOnce(bool* flag, Subscribers* list) {
   Subscribers to_call;
   {
     absl::MutexLock lock(&mu_);
-    if (*flag) return;
+    if (*flag) return 0;
     *flag = true;
     to_call.swap(*list);
   }
   for (auto& [id, callback] : to_call) callback();
+  return to_call.size();
 }
 
 void DrainSignal::Fire() { CallOnce(&fired_, &subscribers_); }
 
-void DrainSignal::Abort() { CallOnce(&aborted_, &abort_subscribers_); }
+size_t DrainSignal::Abort() { return CallOnce(&aborted_, &abort_subscribers_); }
 
 bool DrainSignal::fired() const {
   absl::MutexLock lock(&mu_);
@@ -118,7 +119,7 @@ absl::Status PlacementServiceImpl::OffloadQueueFull() const {
 
 void PlacementServiceImpl::Drain() { drain_.Fire(); }
 
-void PlacementServiceImpl::AbortWaits() { drain_.Abort(); }
+size_t PlacementServiceImpl::AbortWaits() { return drain_.Abort(); }
 
 absl::StatusOr<std::string> PlacementServiceImpl::Admit(
     const grpc::CallbackServerContext* context) {

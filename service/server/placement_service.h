@@ -75,14 +75,15 @@ class DrainSignal {
   // Either kind of subscription.
   void Unsubscribe(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   void Fire() ABSL_LOCKS_EXCLUDED(mu_);
-  void Abort() ABSL_LOCKS_EXCLUDED(mu_);
+  // Returns how many abort subscribers it called (0 the second time).
+  size_t Abort() ABSL_LOCKS_EXCLUDED(mu_);
   bool fired() const ABSL_LOCKS_EXCLUDED(mu_);
   bool aborted() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   using Subscribers = std::vector<std::pair<uint64_t, std::function<void()>>>;
-  // Sets `*flag` once and calls (outside the lock) the subscribers taken from `*list`.
-  void CallOnce(bool* flag, Subscribers* list) ABSL_LOCKS_EXCLUDED(mu_);
+  // Sets `*flag` once and calls (outside the lock) the subscribers taken from `*list`; how many.
+  size_t CallOnce(bool* flag, Subscribers* list) ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t Add(bool abort, std::function<void()> callback) ABSL_LOCKS_EXCLUDED(mu_);
 
   mutable absl::Mutex mu_;
@@ -132,8 +133,8 @@ class PlacementServiceImpl final : public RawPlacementService {
   // UNAVAILABLE (the server is going away; long waits should not hold up its shutdown).
   void Drain();
   // At the end of the shutdown grace: Place and Evaluate calls still waiting for a job are answered
-  // UNAVAILABLE ("the server is shutting down", RetryInfo) and release their jobs.
-  void AbortWaits();
+  // UNAVAILABLE ("the server is shutting down", RetryInfo) and release their jobs. Returns how many.
+  size_t AbortWaits();
 
   grpc::ServerUnaryReactor* Place(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
