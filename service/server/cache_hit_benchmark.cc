@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
   if (!server.Start().ok()) return 1;
   // The same server without the repeat fast path: every hit is validated, modelled and digested.
   placement::server::PlacementServerOptions full_options = options;
-  full_options.core.fingerprint_bytes = 0;
+  full_options.core.repeat_index_bytes = 0;
   placement::server::PlacementServer full_server(full_options);
   if (!full_server.Start().ok()) return 1;
 

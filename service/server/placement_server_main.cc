@@ -306,7 +306,7 @@ int main(int argc, char** argv) {
   options.core.default_time_limit = absl::GetFlag(FLAGS_default_time_limit);
   options.core.max_time_limit = absl::GetFlag(FLAGS_max_time_limit);
   options.core.cache_time_limited_results = absl::GetFlag(FLAGS_cache_time_limited);
-  options.core.fingerprint_bytes = absl::GetFlag(FLAGS_repeat_index_bytes);
+  options.core.repeat_index_bytes = absl::GetFlag(FLAGS_repeat_index_bytes);
   options.core.model_limits.max_ops = absl::GetFlag(FLAGS_max_ops);
   options.core.model_limits.max_edges = absl::GetFlag(FLAGS_max_edges);
   options.core.model_limits.max_devices = absl::GetFlag(FLAGS_max_devices);

@@ -175,14 +175,6 @@ class PlacementServiceImpl final : public RawPlacementService {
   absl::Status OffloadQueueFull() const;
 
  private:
-  // GetOperation and CancelOperation: `lookup` (the core's Find or Cancel) on an offload thread when
-  // there is one (with --redis it may read Redis), then the operation or the error.
-  template <typename Request, typename Response, typename Lookup>
-  grpc::ServerUnaryReactor* LookUpOperation(grpc::CallbackServerContext* context,
-                                            const grpc::ByteBuffer* request,
-                                            grpc::ByteBuffer* response, Method method,
-                                            Lookup lookup);
-
   core::PlacementCore* const core_;
   ServiceMetrics* const metrics_;
   const RequestLog* const log_;
