@@ -541,13 +541,15 @@ int Main() {
   std::vector<std::string> algorithms =
       absl::StrSplit(absl::GetFlag(FLAGS_algorithms), ',', absl::SkipEmpty());
   if (algorithms.empty()) {
-    for (const engine::Partitioner* algorithm : engine::AllAlgorithms()) {
+    for (const engine::Partitioner* algorithm : engine::AlgorithmRegistry::Default().All()) {
       algorithms.emplace_back(algorithm->name());
     }
   }
   for (const std::string& algorithm : algorithms) {
-    if (engine::FindAlgorithm(algorithm) == nullptr) {
-      std::fprintf(stderr, "--algorithms: unknown algorithm \"%s\"\n", algorithm.c_str());
+    if (absl::Status known =
+            engine::AlgorithmRegistry::Default().Find(algorithm, "--algorithms").status();
+        !known.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(known.message()).c_str());
       return 2;
     }
   }

@@ -5,11 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "service/engine/model/model_builder.h"
 #include "service/cache/canonical_order.h"
 #include "service/core/caller_order.h"
-#include "service/common/status_payloads.h"
 #include "service/core/log_line.h"
-#include "service/core/status_proto.h"
 #include "service/engine/solve/solve.h"
 
 namespace placement::core {
@@ -17,17 +16,6 @@ namespace {
 
 absl::Duration FromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
-
-// INVALID_ARGUMENT with every violation both in the message and as a BadRequest payload.
-absl::Status InvalidRequest(const std::vector<std::pair<std::string, std::string>>& violations) {
-  std::vector<std::string> lines;
-  lines.reserve(violations.size());
-  for (const auto& [field, description] : violations) {
-    lines.push_back(field.empty() ? description : absl::StrCat(field, ": ", description));
-  }
-  return common::WithFieldViolations(absl::InvalidArgumentError(absl::StrJoin(lines, "\n")),
-                                   violations);
 }
 
 // Why the cached `placement` cannot answer a request (digest, ops, devices, time limit), or null.
@@ -73,11 +61,12 @@ struct PlacementCore::Resolution {
   std::shared_ptr<jobs::Operation> existing;
 };
 
-PlacementCore::PlacementCore(PlacementCoreOptions options, const AlgorithmCatalog* catalog,
+PlacementCore::PlacementCore(PlacementCoreOptions options,
+                             const engine::AlgorithmRegistry* algorithms,
                              cache::ResultCache* cache, jobs::JobManager* jobs,
                              jobs::OperationRegistry* operations, CoreObserver* observer)
     : options_(std::move(options)),
-      catalog_(catalog),
+      algorithms_(algorithms),
       cache_(cache),
       jobs_(jobs),
       operations_(operations),
@@ -121,36 +110,33 @@ void PlacementCore::CountLookup(v1::CacheResult result) const {
 
 absl::StatusOr<std::shared_ptr<const PreparedRequest>> PlacementCore::Prepare(
     const v1::PlaceRequest& request) const {
-  std::vector<engine::FieldViolation> found;
-  absl::StatusOr<engine::Model> model = engine::BuildModel(request, &found, options_.model_limits);
-  absl::StatusOr<const Algorithm*> algorithm = catalog_->Find(request.options().algorithm());
+  absl::StatusOr<engine::Model> model =
+      engine::BuildModel(request, /*violations=*/nullptr, options_.model_limits);
+  absl::StatusOr<const engine::Partitioner*> algorithm =
+      algorithms_->Find(request.options().algorithm());
   if (!model.ok() || !algorithm.ok()) {
     if (!model.ok() && model.status().code() != absl::StatusCode::kInvalidArgument) {
       return model.status();
     }
-    std::vector<std::pair<std::string, std::string>> violations;
-    violations.reserve(found.size() + 1);
-    for (engine::FieldViolation& v : found) {
-      violations.emplace_back(std::move(v.field), std::move(v.description));
-    }
-    if (!model.ok() && violations.empty()) {
-      violations = ViolationsFromMessage(model.status().message());
-    }
+    // Every violation at once: the request's and the algorithm name's, as the engine gave them.
+    std::vector<engine::FieldViolation> violations;
+    if (!model.ok()) violations = engine::ViolationsOf(model.status());
     if (!algorithm.ok()) {
-      for (auto& violation : ViolationsFromMessage(algorithm.status().message())) {
+      for (engine::FieldViolation& violation : engine::ViolationsOf(algorithm.status())) {
         violations.push_back(std::move(violation));
       }
     }
-    return InvalidRequest(violations);
+    return engine::ViolationsError(violations);
   }
 
   auto prepared = std::make_shared<PreparedRequest>();
   prepared->algorithm = *algorithm;
   prepared->options = request.options();
-  prepared->options.set_algorithm((*algorithm)->name());
+  prepared->options.set_algorithm(std::string((*algorithm)->name()));
   prepared->request_id = request.request_id();
   auto shared_model = std::make_shared<const engine::Model>(*std::move(model));
-  prepared->request_digest = (*algorithm)->RequestDigest(*shared_model, prepared->options);
+  prepared->request_digest =
+      engine::RequestDigestFor(*shared_model, **algorithm, prepared->options);
   prepared->estimated_memory_bytes = EstimateJobMemoryBytes(
       shared_model->num_ops(), shared_model->num_edges(), shared_model->num_devices());
   prepared->model = std::move(shared_model);
@@ -186,7 +172,7 @@ absl::StatusOr<PlacementCore::Resolution> PlacementCore::Resolve(const PlaceCall
   resolution.known = KnownRequest{
       .request_digest = p.request_digest,
       .request_id = p.request_id,
-      .algorithm = p.algorithm->name(),
+      .algorithm = std::string(p.algorithm->name()),
       // The model's own op order (no copy); the repeat index and operations keep copies.
       .request_index = std::shared_ptr<const std::vector<int32_t>>(p.model, &p.model->request_index),
       .num_devices = p.model->num_devices(),
@@ -336,7 +322,7 @@ jobs::JobWork PlacementCore::MakeSolveWork(std::shared_ptr<const PreparedRequest
     const absl::Duration left = context.deadline() - clock->Now();
     if (left < budget - absl::Milliseconds(50)) budget = left;
     absl::StatusOr<v1::Placement> placement =
-        prepared->algorithm->Solve(*prepared->model, prepared->options, solve);
+        engine::Solve(*prepared->model, *prepared->algorithm, prepared->options, solve);
     if (!placement.ok()) return placement.status();
     placement->mutable_provenance()->set_time_limit_ns(
         absl::ToInt64Nanoseconds(std::max(budget, absl::ZeroDuration())));
@@ -376,7 +362,7 @@ jobs::JobSpec PlacementCore::MakeJobSpec(std::string key, std::string algorithm,
 jobs::JobSpec PlacementCore::MakeSolveJobSpec(std::shared_ptr<const PreparedRequest> prepared,
                                               absl::Time deadline, const std::string& tenant) {
   std::string key = SingleFlightKey(*prepared);
-  std::string algorithm = prepared->algorithm->name();
+  std::string algorithm(prepared->algorithm->name());
   const absl::Duration time_limit = prepared->time_limit;
   const int64_t memory = prepared->estimated_memory_bytes;
   return MakeJobSpec(std::move(key), std::move(algorithm), time_limit, memory, deadline, tenant,
@@ -435,13 +421,9 @@ absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Evaluate(
   auto output = std::make_shared<v1::EvaluateResponse>();
   jobs::JobWork work = [moved, output, limits = options_.model_limits](
                            const jobs::JobContext&) -> absl::StatusOr<jobs::PlacementPtr> {
+    // Errors carry their violations as data already (engine::ViolationsError).
     absl::StatusOr<v1::EvaluateResponse> evaluated = engine::Evaluate(*moved, limits);
-    if (!evaluated.ok()) {
-      if (evaluated.status().code() == absl::StatusCode::kInvalidArgument) {
-        return InvalidRequest(ViolationsFromMessage(evaluated.status().message()));
-      }
-      return evaluated.status();
-    }
+    if (!evaluated.ok()) return evaluated.status();
     *output = *std::move(evaluated);
     return jobs::PlacementPtr(output, &output->placement());
   };
@@ -459,11 +441,11 @@ absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Evaluate(
 
 v1::ListAlgorithmsResponse PlacementCore::ListAlgorithms() const {
   v1::ListAlgorithmsResponse response;
-  for (const Algorithm* algorithm : catalog_->All()) {
+  for (const engine::Partitioner* algorithm : algorithms_->All()) {
     v1::AlgorithmInfo* info = response.add_algorithms();
-    info->set_name(algorithm->name());
-    info->set_description(algorithm->description());
-    info->set_version(algorithm->version());
+    info->set_name(std::string(algorithm->name()));
+    info->set_description(std::string(algorithm->description()));
+    info->set_version(std::string(algorithm->version()));
   }
   return response;
 }

@@ -42,13 +42,14 @@
 #include "placement/v1/operation.pb.h"
 #include "placement/v1/placement_service.pb.h"
 #include "service/cache/result_cache.h"
-#include "service/core/algorithm_catalog.h"
 #include "service/core/core_observer.h"
 #include "service/core/operation_handle.h"
 #include "service/core/pending_answer.h"
 #include "service/core/repeat_index.h"
 #include "service/engine/model/model.h"
 #include "service/engine/model/model_builder.h"
+#include "service/engine/partition/partitioner.h"
+#include "service/engine/solve/algorithm_registry.h"
 #include "service/jobs/job_manager.h"
 #include "service/jobs/operation_registry.h"
 #include "service/shared_ops/operation_coordinator.h"
@@ -78,7 +79,7 @@ struct PlacementCoreOptions {
 // A validated request: built once, shared by the handler and the job.
 struct PreparedRequest {
   std::shared_ptr<const engine::Model> model;
-  const Algorithm* algorithm = nullptr;
+  const engine::Partitioner* algorithm = nullptr;
   v1::PlacementOptions options;
   std::string request_id;
   std::string request_digest;
@@ -116,8 +117,9 @@ int64_t EstimateJobMemoryBytes(int64_t num_ops, int64_t num_edges, int64_t num_d
 
 class PlacementCore {
  public:
-  // Everything passed must outlive the core; `observer` may be null.
-  PlacementCore(PlacementCoreOptions options, const AlgorithmCatalog* catalog,
+  // Everything passed must outlive the core; `observer` may be null. `algorithms` resolves
+  // options.algorithm (with the testing algorithms when the server offers them).
+  PlacementCore(PlacementCoreOptions options, const engine::AlgorithmRegistry* algorithms,
                 cache::ResultCache* cache, jobs::JobManager* jobs,
                 jobs::OperationRegistry* operations, CoreObserver* observer);
 
@@ -201,7 +203,7 @@ class PlacementCore {
   void CountLookup(v1::CacheResult result) const;
 
   const PlacementCoreOptions options_;
-  const AlgorithmCatalog* const catalog_;
+  const engine::AlgorithmRegistry* const algorithms_;
   cache::ResultCache* const cache_;
   jobs::JobManager* const jobs_;
   jobs::OperationRegistry* const operations_;

@@ -26,11 +26,10 @@ v1::PlaceRequest Request(int ops) {
 }
 
 struct Fixture {
-  AlgorithmCatalog catalog;
   cache::LruResultCache cache{{.max_bytes = 256 << 20}};
   jobs::JobManager jobs{{.workers = 1}};
   jobs::OperationRegistry operations{{}, &jobs};
-  PlacementCore core{PlacementCoreOptions(), &catalog, &cache, &jobs, &operations, nullptr};
+  PlacementCore core{PlacementCoreOptions(), &engine::AlgorithmRegistry::Default(), &cache, &jobs, &operations, nullptr};
 
   // Places `call` once through the real path and waits for its job, so that the cache (and the
   // repeat index, for a call with bytes) holds what the timed loop then hits.

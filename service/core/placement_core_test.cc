@@ -121,11 +121,11 @@ class PlacementCoreTest : public ::testing::Test {
   }
 
   CountingObserver observer_;
-  AlgorithmCatalog catalog_{{.include_testing_algorithms = true}};
+  engine::AlgorithmRegistry algorithms_{{.include_testing_algorithms = true}};
   cache::LruResultCache cache_{{.max_bytes = 64 << 20}};
   jobs::JobManager jobs_{{.workers = 2}};
   jobs::OperationRegistry operations_{{}, &jobs_};
-  PlacementCore core_{CoreOptions(), &catalog_, &cache_, &jobs_, &operations_, &observer_};
+  PlacementCore core_{CoreOptions(), &algorithms_, &cache_, &jobs_, &operations_, &observer_};
 };
 
 TEST_F(PlacementCoreTest, InvalidRequestsListEveryViolationAsData) {

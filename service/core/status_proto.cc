@@ -3,7 +3,6 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "service/common/status_payloads.h"
 
 namespace placement::core {
@@ -24,20 +23,6 @@ v1::Status StatusToProto(const absl::Status& status) {
     proto.add_details()->PackFrom(*bad_request);
   }
   return proto;
-}
-
-std::vector<std::pair<std::string, std::string>> ViolationsFromMessage(absl::string_view message) {
-  std::vector<std::pair<std::string, std::string>> violations;
-  for (absl::string_view line : absl::StrSplit(message, '\n', absl::SkipEmpty())) {
-    const size_t colon = line.find(": ");
-    if (colon == absl::string_view::npos) {
-      violations.emplace_back("", std::string(line));
-    } else {
-      violations.emplace_back(std::string(line.substr(0, colon)),
-                              std::string(line.substr(colon + 2)));
-    }
-  }
-  return violations;
 }
 
 }  // namespace placement::core

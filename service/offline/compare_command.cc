@@ -28,7 +28,7 @@ absl::StatusOr<std::vector<std::string>> AlgorithmsToRun() {
   const std::string flag = absl::GetFlag(FLAGS_algorithms);
   if (flag.empty()) {
     std::vector<std::string> names;
-    for (const engine::Partitioner* algorithm : engine::AllAlgorithms()) {
+    for (const engine::Partitioner* algorithm : engine::AlgorithmRegistry::Default().All()) {
       if (algorithm->name() != "auto") names.emplace_back(algorithm->name());
     }
     return names;

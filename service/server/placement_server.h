@@ -163,7 +163,7 @@ class PlacementServer {
  private:
   const PlacementServerOptions options_;
   std::unique_ptr<ServiceMetrics> metrics_;
-  std::unique_ptr<core::AlgorithmCatalog> catalog_;
+  std::unique_ptr<engine::AlgorithmRegistry> algorithms_;
   std::unique_ptr<cache::LruResultCache> cache_;
   // With a redis_address: the shared tier and the tiering wrapper the core uses (declared before
   // jobs_ so that they outlive the workers that write to them).

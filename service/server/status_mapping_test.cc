@@ -67,16 +67,5 @@ TEST(StatusMappingTest, LongMessagesAreTruncated) {
   EXPECT_NE(mapped.error_message().find("(truncated)"), std::string::npos);
 }
 
-TEST(StatusProtoTest, ViolationsFromAnEngineMessage) {
-  auto violations = core::ViolationsFromMessage(
-      "graph.ops[7].name: duplicate of graph.ops[3].name \"conv1\"\ncluster.devices: none\nplain");
-  ASSERT_EQ(violations.size(), 3u);
-  EXPECT_EQ(violations[0].first, "graph.ops[7].name");
-  EXPECT_EQ(violations[0].second, "duplicate of graph.ops[3].name \"conv1\"");
-  EXPECT_EQ(violations[1].first, "cluster.devices");
-  EXPECT_EQ(violations[2].first, "");
-  EXPECT_EQ(violations[2].second, "plain");
-}
-
 }  // namespace
 }  // namespace placement::server

@@ -141,7 +141,7 @@ void RunAlgorithm(benchmark::State& state, const std::string& kind, const std::s
   }
   // The reference simulation runs the algorithm's own answer (a realistic mix of local and crossing
   // edges).
-  const Partitioner* partitioner = FindAlgorithm(algorithm);
+  const Partitioner* partitioner = AlgorithmRegistry::Default().Find(algorithm).value();
   Simulator sim(*model);
   double cpu = 0.0, wall = 0.0;
   Assignment answer;
