@@ -33,7 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "placement/v1/placement_service.grpc.pb.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 
 namespace placement::client {
 
@@ -173,8 +173,8 @@ absl::Status FromStatusProto(const v1::Status& status);
 
 // The server's retry hint and field violations (INVALID_ARGUMENT, as (field, description) pairs), read
 // from the payloads FromGrpcStatus keeps, by the functions the server wrote them with.
-using common::FieldViolationsOf;
-using common::RetryDelayOf;
+using status_payloads::FieldViolationsOf;
+using status_payloads::RetryDelayOf;
 
 // "CODE_NAME: message" — how placementctl prints errors.
 std::string StatusLine(const absl::Status& status);

@@ -309,7 +309,7 @@ jobs::JobWork PlacementCore::MakeSolveWork(std::shared_ptr<const PreparedRequest
     solve.deadline = context.deadline();
     solve.cancelled = context.cancelled_flag();
     solve.seed = prepared->options.seed();
-    const jobs::Clock* clock = &context.clock();
+    const Clock* clock = &context.clock();
     solve.now = [clock] { return clock->Now(); };
     solve.on_progress = [&context](const engine::Progress& progress) {
       context.ReportProgress(absl::string_view(progress.stage.data(), progress.stage.size()),

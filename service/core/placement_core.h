@@ -73,7 +73,7 @@ struct PlacementCoreOptions {
   // Evaluate all check it.
   engine::ModelLimits model_limits;
   // A tenant's max_running / max_queued for the jobs it starts (null = unlimited).
-  std::function<jobs::TenantLimits(const std::string& tenant)> tenant_limits = nullptr;
+  std::function<jobs::TenantJobLimits(const std::string& tenant)> tenant_limits = nullptr;
 };
 
 // A validated request: built once, shared by the handler and the job.

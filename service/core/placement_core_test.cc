@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/cache/lru_cache.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 #include "tests/testutil/random_graph.h"
 
 namespace placement::core {
@@ -134,7 +134,7 @@ TEST_F(PlacementCoreTest, InvalidRequestsListEveryViolationAsData) {
   request.mutable_options()->set_memory_headroom(1.5);
   absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = core_.Prepare(request);
   ASSERT_EQ(prepared.status().code(), absl::StatusCode::kInvalidArgument);
-  std::optional<v1::BadRequest> bad_request = common::BadRequestOf(prepared.status());
+  std::optional<v1::BadRequest> bad_request = status_payloads::BadRequestOf(prepared.status());
   ASSERT_TRUE(bad_request.has_value());
   std::vector<std::string> fields;
   for (const v1::FieldViolation& v : bad_request->field_violations()) fields.push_back(v.field());
@@ -355,7 +355,7 @@ TEST_F(PlacementCoreTest, EvaluateRunsOnAWorker) {
   ASSERT_TRUE(bad.ok());
   const absl::Status status = AwaitAnswer(*bad);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(common::BadRequestOf(status).has_value());
+  EXPECT_TRUE(status_payloads::BadRequestOf(status).has_value());
 }
 
 TEST_F(PlacementCoreTest, ListsEveryAlgorithm) {

@@ -3,7 +3,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 
 namespace placement::core {
 
@@ -16,10 +16,10 @@ v1::Status StatusToProto(const absl::Status& status) {
   v1::Status proto;
   proto.set_code(static_cast<int32_t>(status.code()));
   proto.set_message(TruncatedMessage(status.message()));
-  if (auto retry = common::RetryInfoOf(status)) {
+  if (auto retry = status_payloads::RetryInfoOf(status)) {
     proto.add_details()->PackFrom(*retry);
   }
-  if (auto bad_request = common::BadRequestOf(status)) {
+  if (auto bad_request = status_payloads::BadRequestOf(status)) {
     proto.add_details()->PackFrom(*bad_request);
   }
   return proto;

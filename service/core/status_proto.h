@@ -1,7 +1,7 @@
 // status_proto.h — absl::Status ↔ placement.v1.Status (the google.rpc.Status-shaped message).
 //
 // Used for the `error` of a finished Operation and, by status_mapping.h, for the
-// grpc-status-details-bin trailer. Known payloads (service/common/status_payloads.h: RetryInfo,
+// grpc-status-details-bin trailer. Known payloads (service/status_payloads/status_payloads.h: RetryInfo,
 // BadRequest) become `google.protobuf.Any` details; messages are truncated to kMaxStatusMessageBytes.
 //
 // Example:

@@ -11,7 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 #include "service/server/first_wins.h"
 #include "service/server/raw_call.h"
 #include "service/server/status_mapping.h"
@@ -40,7 +40,7 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
     if (request_->has_timeout()) {
       const google::protobuf::Duration& timeout = request_->timeout();
       if (timeout.seconds() < 0 || timeout.nanos() < 0 || timeout.nanos() > 999'999'999) {
-        FinishEarly(common::WithFieldViolations(
+        FinishEarly(status_payloads::WithFieldViolations(
             absl::InvalidArgumentError(
                 "timeout: must be a non-negative duration (seconds ≥ 0, nanos in [0, 999999999])"),
             {{"timeout", "must be a non-negative duration (seconds ≥ 0, nanos in [0, 999999999])"}}));
@@ -205,7 +205,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   // Operations live in this process only: they end with it, and no other replica knows them.
   static absl::Status WatchShutdownStatus(absl::Duration retry_delay) {
-    return common::WithRetryDelay(
+    return status_payloads::WithRetryDelay(
         absl::UnavailableError(
             "the server is shutting down; its operations end with it: submit the request again "
             "(the same request_id) once a server is back"),

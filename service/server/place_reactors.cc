@@ -9,7 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 #include "service/server/first_wins.h"
 #include "service/server/place_call.h"
 #include "service/server/raw_call.h"
@@ -129,7 +129,7 @@ class AnswerWaitReactor : public grpc::ServerUnaryReactor {
   }
 
   absl::Status ShuttingDown() const {
-    return common::WithRetryDelay(
+    return status_payloads::WithRetryDelay(
         absl::UnavailableError("the server is shutting down and the answer was not ready within "
                                "its grace period; retry (another replica, or this one once it "
                                "is back)"),

@@ -81,7 +81,7 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
                                             /*clock=*/nullptr, metrics_.get());
   core::PlacementCoreOptions core_options = options_.core;
   core_options.tenant_limits = [access = access_.get()](const std::string& tenant) {
-    return access->LimitsFor(tenant);
+    return access->LimitsFor(tenant).jobs;
   };
   core_ = std::make_unique<core::PlacementCore>(std::move(core_options), algorithms_.get(), results,
                                           jobs_.get(), operations_.get(), metrics_.get());

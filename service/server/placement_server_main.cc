@@ -317,8 +317,8 @@ int main(int argc, char** argv) {
   options.security.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
   options.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens);
   options.auth_tokens_poll = absl::GetFlag(FLAGS_auth_tokens_poll);
-  options.tenant_limits.max_running = absl::GetFlag(FLAGS_tenant_max_running);
-  options.tenant_limits.max_queued = absl::GetFlag(FLAGS_tenant_max_queued);
+  options.tenant_limits.jobs.max_running = absl::GetFlag(FLAGS_tenant_max_running);
+  options.tenant_limits.jobs.max_queued = absl::GetFlag(FLAGS_tenant_max_queued);
   options.tenant_limits.rate_qps = absl::GetFlag(FLAGS_tenant_rate_qps);
   options.tenant_limits.burst = absl::GetFlag(FLAGS_tenant_burst);
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 #include "service/server/operation_reactors.h"
 #include "service/server/place_call.h"
 #include "service/server/place_reactors.h"
@@ -78,74 +78,6 @@ grpc::ServerUnaryReactor* AnswerByName(
 
 }  // namespace
 
-// ---- DrainSignal ----
-
-uint64_t DrainSignal::Add(bool abort, std::function<void()> callback) {
-  absl::MutexLock lock(&mu_);
-  if (abort ? aborted_ : fired_) return 0;
-  const uint64_t id = next_id_++;
-  (abort ? abort_subscribers_ : subscribers_).emplace_back(id, std::move(callback));
-  return id;
-}
-
-uint64_t DrainSignal::Subscribe(std::function<void()> on_drain) {
-  return Add(/*abort=*/false, std::move(on_drain));
-}
-
-uint64_t DrainSignal::SubscribeAbort(std::function<void()> on_abort) {
-  return Add(/*abort=*/true, std::move(on_abort));
-}
-
-void DrainSignal::Unsubscribe(uint64_t id) {
-  if (id == 0) return;
-  absl::MutexLock lock(&mu_);
-  for (Subscribers* list : {&subscribers_, &abort_subscribers_}) {
-    list->erase(std::remove_if(list->begin(), list->end(),
-                               [id](const auto& entry) { return entry.first == id; }),
-                list->end());
-  }
-}
-
-void DrainSignal::CallOnce(bool* flag, Subscribers* list) {
-  Subscribers to_call;
-  {
-    absl::MutexLock lock(&mu_);
-    if (*flag) return;
-    *flag = true;
-    to_call.swap(*list);
-  }
-  for (auto& [id, callback] : to_call) callback();
-}
-
-void DrainSignal::Fire() { CallOnce(&fired_, &subscribers_); }
-
-void DrainSignal::Abort() { CallOnce(&aborted_, &abort_subscribers_); }
-
-bool DrainSignal::fired() const {
-  absl::MutexLock lock(&mu_);
-  return fired_;
-}
-
-bool DrainSignal::aborted() const {
-  absl::MutexLock lock(&mu_);
-  return aborted_;
-}
-
-// ---- DecodingBudget ----
-
-bool DecodingBudget::TryReserve(int64_t bytes) {
-  int64_t current = in_use_.load();
-  while (true) {
-    // A request alone always fits (else the largest allowed message could never be served).
-    if (max_bytes_ > 0 && current > 0 && current + bytes > max_bytes_) return false;
-    if (in_use_.compare_exchange_weak(current, current + bytes)) return true;
-  }
-}
-
-void DecodingBudget::Release(int64_t bytes) { in_use_.fetch_sub(bytes); }
-
-// ---- PlacementServiceImpl ----
-
 PlacementServiceImpl::PlacementServiceImpl(core::PlacementCore* core, ServiceMetrics* metrics,
                                            const RequestLog* log, PlacementServiceOptions options)
     : core_(core),
@@ -159,7 +91,7 @@ PlacementServiceImpl::PlacementServiceImpl(core::PlacementCore* core, ServiceMet
 }
 
 absl::Status PlacementServiceImpl::OffloadQueueFull() const {
-  return common::WithRetryDelay(
+  return status_payloads::WithRetryDelay(
       absl::UnavailableError(absl::StrCat("the server is busy (", options_.offload_max_queued,
                                           " calls wait to start); retry later")),
       options_.retry_delay);

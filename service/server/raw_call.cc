@@ -25,7 +25,7 @@ absl::Status CallRecord::Done(absl::Status status) {
 absl::Status ReserveDecoding(PlacementServiceImpl* service, int64_t bytes) {
   if (service->decoding().TryReserve(bytes)) return absl::OkStatus();
   if (service->metrics() != nullptr) service->metrics()->RecordDecodingRejected();
-  return common::WithRetryDelay(
+  return status_payloads::WithRetryDelay(
       absl::UnavailableError(absl::StrCat(
           "the server is decoding other large requests (--max_decoding_bytes=",
           service->options().max_decoding_bytes, " would be exceeded); retry later")),

@@ -32,7 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 #include "service/server/placement_service.h"
 #include "service/server/request_log.h"
 #include "service/server/service_metrics.h"

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "service/cache/redis_result_cache.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 
 namespace placement::shared_ops {
 namespace {
@@ -92,7 +92,7 @@ void OperationCoordinator::Start() {
 }
 
 absl::Status OperationCoordinator::RedisUnavailable(const absl::Status& cause) const {
-  return common::WithRetryDelay(
+  return status_payloads::WithRetryDelay(
       absl::UnavailableError(absl::StrCat(
           "operations are shared through Redis, which did not answer (", cause.message(),
           "); retry")),

@@ -30,7 +30,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/duration.pb.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 
 namespace placement::engine {
 namespace {
@@ -1096,13 +1096,13 @@ absl::Status ViolationsError(const std::vector<FieldViolation>& violations) {
   std::vector<std::pair<std::string, std::string>> pairs;
   pairs.reserve(violations.size());
   for (const FieldViolation& v : violations) pairs.emplace_back(v.field, v.description);
-  return common::WithFieldViolations(absl::InvalidArgumentError(FormatViolations(violations)),
+  return status_payloads::WithFieldViolations(absl::InvalidArgumentError(FormatViolations(violations)),
                                      pairs);
 }
 
 std::vector<FieldViolation> ViolationsOf(const absl::Status& status) {
   std::vector<FieldViolation> violations;
-  for (auto& [field, description] : common::FieldViolationsOf(status)) {
+  for (auto& [field, description] : status_payloads::FieldViolationsOf(status)) {
     violations.push_back({std::move(field), std::move(description)});
   }
   return violations;

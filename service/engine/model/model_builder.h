@@ -130,7 +130,7 @@ absl::StatusOr<Model> BuildModel(const v1::PlaceRequest& request,
 std::string FormatViolations(const std::vector<FieldViolation>& violations);
 
 // How every validation error leaves the engine: INVALID_ARGUMENT whose message is
-// FormatViolations(violations) and whose BadRequest payload (service/common/status_payloads.h)
+// FormatViolations(violations) and whose BadRequest payload (service/status_payloads/status_payloads.h)
 // carries the same violations as data, so that the service hands them on without parsing text.
 absl::Status ViolationsError(const std::vector<FieldViolation>& violations);
 // The violations an engine error carries (none when it carries no BadRequest payload).

@@ -1,10 +1,10 @@
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 
 #include "absl/strings/cord.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace placement::common {
+namespace placement::status_payloads {
 namespace {
 
 using ::testing::ElementsAre;
@@ -52,4 +52,4 @@ TEST(StatusPayloadsTest, GarbagePayloadsAreIgnored) {
 }
 
 }  // namespace
-}  // namespace placement::common
+}  // namespace placement::status_payloads

@@ -1,6 +1,6 @@
-#include "service/jobs/clock.h"
+#include "service/clock/clock.h"
 
-namespace placement::jobs {
+namespace placement {
 namespace {
 
 class RealClock : public Clock {
@@ -15,4 +15,4 @@ Clock* Clock::Real() {
   return clock;
 }
 
-}  // namespace placement::jobs
+}  // namespace placement

@@ -1,4 +1,4 @@
-// status_payloads.h — structured error details carried inside absl::Status (server and client).
+// status_payloads.h — structured error details carried inside absl::Status (engine, service, client).
 //
 // Below the gRPC adapter every error is an absl::Status. Details a caller can act on travel as status
 // payloads keyed by the type URL of a placement.v1 message, so the one function that maps absl::Status to
@@ -11,8 +11,8 @@
 // Example:
 //   absl::Status full = WithRetryDelay(absl::UnavailableError("queue full"), absl::Seconds(1));
 //   std::optional<absl::Duration> delay = RetryDelayOf(full);  // 1s
-#ifndef PLACEMENT_SERVICE_COMMON_STATUS_PAYLOADS_H_
-#define PLACEMENT_SERVICE_COMMON_STATUS_PAYLOADS_H_
+#ifndef PLACEMENT_SERVICE_STATUS_PAYLOADS_STATUS_PAYLOADS_H_
+#define PLACEMENT_SERVICE_STATUS_PAYLOADS_STATUS_PAYLOADS_H_
 
 #include <optional>
 #include <string>
@@ -23,7 +23,7 @@
 #include "absl/time/time.h"
 #include "placement/v1/operation.pb.h"
 
-namespace placement::common {
+namespace placement::status_payloads {
 
 inline constexpr char kRetryInfoTypeUrl[] = "type.googleapis.com/placement.v1.RetryInfo";
 inline constexpr char kBadRequestTypeUrl[] = "type.googleapis.com/placement.v1.BadRequest";
@@ -43,6 +43,6 @@ std::optional<v1::BadRequest> BadRequestOf(const absl::Status& status);
 // The same violations as (field, description) pairs; empty when there is no BadRequest.
 std::vector<std::pair<std::string, std::string>> FieldViolationsOf(const absl::Status& status);
 
-}  // namespace placement::common
+}  // namespace placement::status_payloads
 
-#endif  // PLACEMENT_SERVICE_COMMON_STATUS_PAYLOADS_H_
+#endif  // PLACEMENT_SERVICE_STATUS_PAYLOADS_STATUS_PAYLOADS_H_

@@ -1,13 +1,13 @@
-#include "service/jobs/token_bucket.h"
+#include "service/server/token_bucket.h"
 
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "service/common/status_payloads.h"
-#include "service/jobs/clock.h"
+#include "service/status_payloads/status_payloads.h"
+#include "service/clock/clock.h"
 
-namespace placement::jobs {
+namespace placement::server {
 namespace {
 
 using ::testing::HasSubstr;
@@ -81,7 +81,7 @@ TEST(TenantRateLimiterTest, EachTenantHasItsOwnBucket) {
   absl::Status refused = limiter.Admit("a", limits);
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(refused.message()), HasSubstr("tenant \"a\" exceeded its request rate"));
-  EXPECT_EQ(common::RetryDelayOf(refused), absl::Seconds(1));
+  EXPECT_EQ(status_payloads::RetryDelayOf(refused), absl::Seconds(1));
   // Tenant b is not affected by a's calls.
   EXPECT_TRUE(limiter.Admit("b", limits).ok());
 
@@ -111,4 +111,4 @@ TEST(TenantRateLimiterTest, NewLimitsApplyFromTheNextCall) {
 }
 
 }  // namespace
-}  // namespace placement::jobs
+}  // namespace placement::server

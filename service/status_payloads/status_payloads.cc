@@ -1,8 +1,8 @@
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 
 #include "absl/strings/cord.h"
 
-namespace placement::common {
+namespace placement::status_payloads {
 
 absl::Status WithRetryDelay(absl::Status status, absl::Duration delay) {
   v1::RetryInfo info;
@@ -58,4 +58,4 @@ std::vector<std::pair<std::string, std::string>> FieldViolationsOf(const absl::S
   return violations;
 }
 
-}  // namespace placement::common
+}  // namespace placement::status_payloads

@@ -1,4 +1,5 @@
-// clock.h — an injectable source of time for jobs, the cache and the server.
+// clock.h — the injectable source of time of every part of the service (jobs, operations, access
+// control, shared operations).
 //
 // Production code uses Clock::Real(); tests use FakeClock and move time by hand, so that queue waits,
 // operation TTLs and deadlines can be tested without sleeping.
@@ -7,15 +8,15 @@
 //   FakeClock clock(absl::FromUnixSeconds(1000));
 //   OperationRegistry registry({.ttl_after_done = absl::Minutes(15), .clock = &clock}, &jobs);
 //   clock.Advance(absl::Minutes(16));  // finished operations are now expired
-#ifndef PLACEMENT_SERVICE_JOBS_CLOCK_H_
-#define PLACEMENT_SERVICE_JOBS_CLOCK_H_
+#ifndef PLACEMENT_SERVICE_CLOCK_CLOCK_H_
+#define PLACEMENT_SERVICE_CLOCK_CLOCK_H_
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
-namespace placement::jobs {
+namespace placement {
 
 class Clock {
  public:
@@ -49,6 +50,6 @@ class FakeClock : public Clock {
   absl::Time now_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace placement::jobs
+}  // namespace placement
 
-#endif  // PLACEMENT_SERVICE_JOBS_CLOCK_H_
+#endif  // PLACEMENT_SERVICE_CLOCK_CLOCK_H_

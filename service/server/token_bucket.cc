@@ -1,13 +1,13 @@
-#include "service/jobs/token_bucket.h"
+#include "service/server/token_bucket.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 
-namespace placement::jobs {
+namespace placement::server {
 
 TokenBucket::TokenBucket(double rate_per_second, double burst, absl::Time now)
     : rate_(rate_per_second), burst_(burst), tokens_(burst), last_(now) {}
@@ -66,11 +66,11 @@ absl::Status TenantRateLimiter::Admit(const std::string& tenant, const TenantLim
     }
     if (bucket.TryTake(now, &wait)) return absl::OkStatus();
   }
-  return common::WithRetryDelay(
+  return status_payloads::WithRetryDelay(
       absl::ResourceExhaustedError(absl::StrFormat(
           "tenant \"%s\" exceeded its request rate (%g calls/s, burst %g); retry in %d ms", tenant,
           limits.rate_qps, burst, absl::ToInt64Milliseconds(wait))),
       wait);
 }
 
-}  // namespace placement::jobs
+}  // namespace placement::server

@@ -8,8 +8,8 @@
 //   TenantRateLimiter limiter(Clock::Real());
 //   absl::Status admitted = limiter.Admit("team-a", {.rate_qps = 5, .burst = 20});
 //   // RESOURCE_EXHAUSTED + RetryInfo when team-a made more than 20 calls faster than 5 per second.
-#ifndef PLACEMENT_SERVICE_JOBS_TOKEN_BUCKET_H_
-#define PLACEMENT_SERVICE_JOBS_TOKEN_BUCKET_H_
+#ifndef PLACEMENT_SERVICE_SERVER_TOKEN_BUCKET_H_
+#define PLACEMENT_SERVICE_SERVER_TOKEN_BUCKET_H_
 
 #include <string>
 
@@ -18,10 +18,10 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "service/jobs/clock.h"
-#include "service/jobs/tenant_limits.h"
+#include "service/clock/clock.h"
+#include "service/server/tenant_limits.h"
 
-namespace placement::jobs {
+namespace placement::server {
 
 // Not thread-safe (TenantRateLimiter guards its buckets).
 class TokenBucket {
@@ -71,6 +71,6 @@ class TenantRateLimiter {
 // `limits.burst`, or max(1, rate_qps) when it is not set.
 double EffectiveBurst(const TenantLimits& limits);
 
-}  // namespace placement::jobs
+}  // namespace placement::server
 
-#endif  // PLACEMENT_SERVICE_JOBS_TOKEN_BUCKET_H_
+#endif  // PLACEMENT_SERVICE_SERVER_TOKEN_BUCKET_H_
