@@ -47,6 +47,12 @@ ABSL_FLAG(std::string, server, "localhost:50051", "Server address, HOST:PORT (an
 ABSL_FLAG(std::string, request, "", "PlaceRequest file (.json, .json.gz or .pb).");
 ABSL_FLAG(std::string, algorithm, "", "Algorithm (overrides the request's options.algorithm).");
 ABSL_FLAG(std::string, out, "", "Write the result here instead of standard output.");
+ABSL_FLAG(int32_t, microbatches, -1,
+          "Training plan: microbatches per step (api.md §2.1; -1 = the request's options.microbatches).");
+ABSL_FLAG(int32_t, max_in_flight, -1,
+          "Training plan: microbatches in flight at most, 0 = the server chooses (-1 = the request's).");
+ABSL_FLAG(int32_t, data_parallel, -1,
+          "Training plan: data-parallel replicas, 0 = the server chooses (-1 = the request's).");
 ABSL_FLAG(std::string, report, "",
           "place: also write an HTML report of the result here (simulated locally, service/report).");
 ABSL_FLAG(std::string, placement, "",
@@ -93,6 +99,8 @@ constexpr char kUsage[] =
     "  algorithms                           list the server's algorithms (JSON)\n"
     "  health    [--service=NAME]           print SERVING / NOT_SERVING / SERVICE_UNKNOWN\n"
     "\n"
+    "training plans (api.md §2.1), for place, submit and evaluate: --microbatches=M\n"
+    "  --max_in_flight=W --data_parallel=D (0 = the server chooses W or D; default: the request's)\n"
     "place, wait and evaluate print a short summary when standard output is a terminal, JSON\n"
     "otherwise; --format=json or --format=summary chooses. Other verbs print JSON.\n"
     "\n"
@@ -156,8 +164,14 @@ bool ReadRequest(v1::PlaceRequest* request, int* exit_code) {
     *exit_code = kExitNoInput;
     return false;
   }
-  if (!absl::GetFlag(FLAGS_algorithm).empty()) {
-    request->mutable_options()->set_algorithm(absl::GetFlag(FLAGS_algorithm));
+  v1::PlacementOptions* options = request->mutable_options();
+  if (!absl::GetFlag(FLAGS_algorithm).empty()) options->set_algorithm(absl::GetFlag(FLAGS_algorithm));
+  if (absl::GetFlag(FLAGS_microbatches) >= 0) options->set_microbatches(absl::GetFlag(FLAGS_microbatches));
+  if (absl::GetFlag(FLAGS_max_in_flight) >= 0) {
+    options->set_max_in_flight(absl::GetFlag(FLAGS_max_in_flight));
+  }
+  if (absl::GetFlag(FLAGS_data_parallel) >= 0) {
+    options->set_data_parallel(absl::GetFlag(FLAGS_data_parallel));
   }
   return true;
 }

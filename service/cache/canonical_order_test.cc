@@ -1,5 +1,6 @@
 #include "service/cache/canonical_order.h"
 
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -36,6 +37,36 @@ TEST(CanonicalOrderTest, RoundTripsAndMapsToAnotherCallersOrder) {
   EXPECT_EQ(std::vector<int32_t>(second.device().begin(), second.device().end()),
             (std::vector<int32_t>{1, 0, 0, 1}));
   EXPECT_EQ(second.outcome(), v1::FEASIBLE);
+}
+
+// Every field of Placement set (through reflection, so a field added later is covered too): both
+// directions carry all of them but `device`, which they reorder.
+TEST(CanonicalOrderTest, EveryFieldButTheDevicesIsCarried) {
+  v1::Placement full;
+  for (int32_t d : {0, 1, 1, 0}) full.add_device(d);
+  const google::protobuf::Descriptor* descriptor = full.GetDescriptor();
+  const google::protobuf::Reflection* reflection = full.GetReflection();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
+    if (field->name() == "device") continue;
+    switch (field->cpp_type()) {
+      case google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE:
+        // A message with a field set is present; its first field is enough to tell it was copied.
+        reflection->MutableMessage(&full, field)->ParseFromString(std::string("\x08\x07", 2));
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_ENUM:
+        reflection->SetEnumValue(&full, field, 1);
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_STRING:
+        reflection->SetString(&full, field, "set");
+        break;
+      default:
+        FAIL() << "Placement." << field->name() << " has a type this test does not set";
+    }
+  }
+  std::shared_ptr<const v1::Placement> canonical = ToCanonicalOrder(full, kFirstOrder);
+  v1::Placement back = ToRequestOrder(*canonical, kFirstOrder);
+  EXPECT_EQ(back.SerializeAsString(), full.SerializeAsString());
 }
 
 TEST(CanonicalOrderTest, ReusesTheOutputMessage) {

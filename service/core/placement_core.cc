@@ -36,9 +36,13 @@ const char* Mismatch(const v1::Placement& placement, absl::string_view request_d
 
 }  // namespace
 
-int64_t EstimateJobMemoryBytes(int64_t num_ops, int64_t num_edges, int64_t num_devices) {
-  // The model (names, SoA attributes, CSR both ways) plus an algorithm's per-op and per-edge scratch.
-  return (int64_t{64} << 10) + num_ops * 512 + num_edges * 96 + num_devices * num_devices * 16;
+int64_t EstimateJobMemoryBytes(int64_t num_ops, int64_t num_edges, int64_t num_devices,
+                               int64_t microbatches) {
+  // The model (names, SoA attributes, CSR both ways) plus an algorithm's per-op and per-edge scratch;
+  // a training plan's simulations keep state per op copy and per copy of each transfer.
+  const int64_t copies = std::max<int64_t>(1, microbatches) - 1;
+  return (int64_t{64} << 10) + num_ops * 512 + num_edges * 96 + num_devices * num_devices * 16 +
+         copies * (num_ops * 48 + num_edges * 16);
 }
 
 PlaceCall PlaceCall::Of(const v1::PlaceRequest& request) {
@@ -137,8 +141,9 @@ absl::StatusOr<std::shared_ptr<const PreparedRequest>> PlacementCore::Prepare(
   auto shared_model = std::make_shared<const engine::Model>(*std::move(model));
   prepared->request_digest =
       engine::RequestDigestFor(*shared_model, **algorithm, prepared->options);
-  prepared->estimated_memory_bytes = EstimateJobMemoryBytes(
-      shared_model->num_ops(), shared_model->num_edges(), shared_model->num_devices());
+  prepared->estimated_memory_bytes =
+      EstimateJobMemoryBytes(shared_model->num_ops(), shared_model->num_edges(),
+                             shared_model->num_devices(), shared_model->plan.microbatches);
   prepared->model = std::move(shared_model);
   prepared->time_limit = TimeLimitOf(request.options());
   return prepared;
@@ -414,8 +419,9 @@ absl::StatusOr<shared_ops::RebuiltJob> PlacementCore::RebuildSharedJob(
 absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Evaluate(
     v1::EvaluateRequest request, absl::Time deadline, const std::string& tenant,
     v1::EvaluateResponse* response) {
-  const int64_t memory = EstimateJobMemoryBytes(
-      request.graph().ops_size(), request.graph().edges_size(), request.cluster().devices_size());
+  const int64_t memory =
+      EstimateJobMemoryBytes(request.graph().ops_size(), request.graph().edges_size(),
+                             request.cluster().devices_size(), request.options().microbatches());
   auto moved = std::make_shared<v1::EvaluateRequest>(std::move(request));
   // Where the worker leaves the answer; the job's placement points into it.
   auto output = std::make_shared<v1::EvaluateResponse>();

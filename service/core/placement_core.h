@@ -113,7 +113,8 @@ struct CallNotes {
 };
 
 // Rough memory a job needs (model + algorithm scratch), for admission control.
-int64_t EstimateJobMemoryBytes(int64_t num_ops, int64_t num_edges, int64_t num_devices);
+int64_t EstimateJobMemoryBytes(int64_t num_ops, int64_t num_edges, int64_t num_devices,
+                               int64_t microbatches = 1);
 
 class PlacementCore {
  public:

@@ -38,6 +38,9 @@ int RunConvert(const std::vector<std::string>& args);
 int RunExport(const std::vector<std::string>& args);
 int RunReport(const std::vector<std::string>& args);
 
+// Applies --microbatches, --max_in_flight and --data_parallel (api.md §2.1) to `options` where given.
+void ApplyPlanFlags(v1::PlacementOptions* options);
+
 // Prints `status` on stderr as "CODE: message" and returns the exit code of a failed verb (1).
 int Fail(const absl::Status& status);
 // Prints `message` on stderr and returns the exit code of a usage error (2).

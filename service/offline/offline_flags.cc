@@ -34,6 +34,12 @@ ABSL_FLAG(std::string, to, "", "Export format: dot, csv or pardnn");
 ABSL_FLAG(double, time_limit_s, 0,
           "Time limit in seconds (0 = the request's options.time_limit, else 60 s)");
 ABSL_FLAG(uint64_t, seed, 0, "Seed (0 = the request's options.seed)");
+ABSL_FLAG(int32_t, microbatches, -1,
+          "Training plan: microbatches per step (api.md §2.1; -1 = the request's options.microbatches)");
+ABSL_FLAG(int32_t, max_in_flight, -1,
+          "Training plan: microbatches in flight at most, 0 = the solver chooses (-1 = the request's)");
+ABSL_FLAG(int32_t, data_parallel, -1,
+          "Training plan: data-parallel replicas, 0 = the solver chooses (-1 = the request's)");
 
 namespace placement::offline {
 
@@ -56,6 +62,16 @@ absl::StatusOr<v1::Placement> SolveWithin(const engine::Model& model, const v1::
   engine::SolveContext context;
   context.deadline = absl::Now() + limit;
   return engine::Solve(model, options, context);
+}
+
+void ApplyPlanFlags(v1::PlacementOptions* options) {
+  if (absl::GetFlag(FLAGS_microbatches) >= 0) options->set_microbatches(absl::GetFlag(FLAGS_microbatches));
+  if (absl::GetFlag(FLAGS_max_in_flight) >= 0) {
+    options->set_max_in_flight(absl::GetFlag(FLAGS_max_in_flight));
+  }
+  if (absl::GetFlag(FLAGS_data_parallel) >= 0) {
+    options->set_data_parallel(absl::GetFlag(FLAGS_data_parallel));
+  }
 }
 
 int UsageError(const std::string& message) {

@@ -74,6 +74,7 @@ int RunPlace(const std::vector<std::string>& args) {
   if (!FormatFlagIsValid()) return 2;
   absl::StatusOr<v1::PlaceRequest> request = ReadMessageFile<v1::PlaceRequest>(path);
   if (!request.ok()) return Fail(request.status());
+  ApplyPlanFlags(request->mutable_options());
   v1::PlacementOptions options = request->options();
   if (!absl::GetFlag(FLAGS_algorithm).empty()) options.set_algorithm(absl::GetFlag(FLAGS_algorithm));
   if (absl::GetFlag(FLAGS_seed) != 0) options.set_seed(absl::GetFlag(FLAGS_seed));
@@ -95,6 +96,7 @@ int RunEvaluate(const std::vector<std::string>& args) {
   if (!FormatFlagIsValid()) return 2;
   absl::StatusOr<v1::PlaceRequest> request = ReadMessageFile<v1::PlaceRequest>(request_path);
   if (!request.ok()) return Fail(request.status());
+  ApplyPlanFlags(request->mutable_options());
   absl::StatusOr<v1::Placement> placement = ReadPlacementFile(placement_path);
   if (!placement.ok()) return Fail(placement.status());
 

@@ -47,6 +47,7 @@ int RunReport(const std::vector<std::string>& args) {
 
   absl::StatusOr<v1::PlaceRequest> request = engine::ReadMessageFile<v1::PlaceRequest>(path);
   if (!request.ok()) return Fail(request.status());
+  ApplyPlanFlags(request->mutable_options());
   absl::StatusOr<engine::Model> model = engine::BuildModel(*request);
   if (!model.ok()) return Fail(model.status());
 

@@ -12,6 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "service/engine/model/replica_group.h"
+#include "service/engine/plans/plan_model.h"
 #include "service/engine/solve/score_assignment.h"
 #include "service/report/compare_table.h"
 #include "service/report/human_units.h"
@@ -88,7 +90,35 @@ struct TypeColours {
   bool has_other = false;
 
   const char* Colour(int index) const { return index < kPaletteSize ? kPalette[index] : kOtherColour; }
+
+  // Training plans (api.md §2.1): with microbatches > 1 a bar's colour is its microbatch (every
+  // kPaletteSize-th microbatch shares one), once-per-step ops the "other" colour.
+  int32_t microbatches = 1;
+  int32_t num_ops = 0;
+  const Model* model = nullptr;
+  int ColourOfInstance(int32_t instance) const {
+    if (microbatches <= 1) return colour_of_op[instance];
+    const int32_t m = instance / num_ops;
+    return model->is_once(instance - m * num_ops) ? kPaletteSize : m % kPaletteSize;
+  }
 };
+
+TypeColours MicrobatchColours(const Model& model, int32_t microbatches) {
+  TypeColours colours;
+  colours.microbatches = microbatches;
+  colours.num_ops = model.num_ops();
+  colours.model = &model;
+  for (int32_t m = 0; m < std::min(microbatches, kPaletteSize); ++m) {
+    colours.legend.push_back(microbatches > kPaletteSize
+                                 ? absl::StrCat("microbatch ", m, " (+", kPaletteSize, "k)")
+                                 : absl::StrCat("microbatch ", m));
+  }
+  if (model.has_once_ops) {
+    colours.has_other = true;
+    colours.legend.push_back("once per step");
+  }
+  return colours;
+}
 
 TypeColours ColourTypes(const Model& model) {
   std::map<std::string, int64_t> work_by_type;
@@ -157,47 +187,60 @@ class TimeAxis {
 
 int LaneTop(DeviceId d) { return kAxisHeight + d * (kLaneHeight + kLaneGap); }
 
-// Ops grouped by device, each group by start time (execution order).
-std::vector<std::vector<OpId>> OpsByDevice(const Model& model, const engine::Assignment& assignment,
-                                           const SimResult& sim) {
-  std::vector<std::vector<OpId>> ops(model.num_devices());
-  for (OpId v = 0; v < model.num_ops(); ++v) ops[assignment[v]].push_back(v);
-  for (std::vector<OpId>& list : ops) {
-    std::stable_sort(list.begin(), list.end(),
-                     [&](OpId a, OpId b) { return sim.start_ns[a] < sim.start_ns[b]; });
+// Instances (op copies `m × num_ops + op`; just ops without microbatches) grouped by device, each group
+// by start time (execution order).
+std::vector<std::vector<int32_t>> InstancesByDevice(const Model& model,
+                                                    const engine::Assignment& assignment,
+                                                    const SimResult& sim) {
+  std::vector<std::vector<int32_t>> instances(model.num_devices());
+  const int32_t n = model.num_ops();
+  for (int32_t m = 0; m < sim.microbatches; ++m) {
+    for (OpId v = 0; v < n; ++v) {
+      if (m > 0 && model.is_once(v)) continue;
+      instances[assignment[v]].push_back(m * n + v);
+    }
   }
-  return ops;
+  for (std::vector<int32_t>& list : instances) {
+    std::stable_sort(list.begin(), list.end(),
+                     [&](int32_t a, int32_t b) { return sim.start_ns[a] < sim.start_ns[b]; });
+  }
+  return instances;
 }
 
-// One bar per op, with a tooltip naming it.
-void AppendOpBars(std::string& svg, const Model& model, const std::vector<OpId>& ops, DeviceId d,
-                  const SimResult& sim, const TimeAxis& axis, const TypeColours& colours) {
+// One bar per instance, with a tooltip naming it (and its microbatch).
+void AppendOpBars(std::string& svg, const Model& model, const std::vector<int32_t>& instances,
+                  DeviceId d, const SimResult& sim, const TimeAxis& axis, const TypeColours& colours) {
   const int top = LaneTop(d);
-  for (OpId v : ops) {
-    const double x = axis.X(sim.start_ns[v]);
-    const double width = std::max(axis.X(sim.finish_ns[v]) - x, 0.5);
+  const int32_t n = model.num_ops();
+  for (int32_t i : instances) {
+    const OpId v = i % n;
+    const std::string copy =
+        sim.microbatches > 1 && !model.is_once(v) ? absl::StrCat(" #", i / n) : std::string();
+    const double x = axis.X(sim.start_ns[i]);
+    const double width = std::max(axis.X(sim.finish_ns[i]) - x, 0.5);
     absl::StrAppendFormat(&svg,
                           "<rect class=\"op\" x=\"%s\" y=\"%d\" width=\"%s\" height=\"%d\" fill=\"%s\">"
-                          "<title>%s (%s): %s – %s (%s)</title></rect>\n",
-                          Num(x), top, Num(width), kLaneHeight, colours.Colour(colours.colour_of_op[v]),
-                          EscapeHtml(model.op_name[v]), EscapeHtml(TypeName(model, v)),
-                          EscapeHtml(FormatDurationNs(sim.start_ns[v])),
-                          EscapeHtml(FormatDurationNs(sim.finish_ns[v])),
-                          EscapeHtml(FormatDurationNs(sim.finish_ns[v] - sim.start_ns[v])));
+                          "<title>%s%s (%s): %s – %s (%s)</title></rect>\n",
+                          Num(x), top, Num(width), kLaneHeight,
+                          colours.Colour(colours.ColourOfInstance(i)), EscapeHtml(model.op_name[v]),
+                          copy, EscapeHtml(TypeName(model, v)),
+                          EscapeHtml(FormatDurationNs(sim.start_ns[i])),
+                          EscapeHtml(FormatDurationNs(sim.finish_ns[i])),
+                          EscapeHtml(FormatDurationNs(sim.finish_ns[i] - sim.start_ns[i])));
   }
 }
 
 // Activity per pixel column: bar height = the fraction of the column the device is busy, colour = the
 // type with most busy time in it (a named type before "other types"). Neighbouring columns that look
 // the same become one rectangle, so a long op is one element however wide it is.
-void AppendActivityColumns(std::string& svg, const std::vector<OpId>& ops, DeviceId d,
+void AppendActivityColumns(std::string& svg, const std::vector<int32_t>& ops, DeviceId d,
                            const SimResult& sim, const TimeAxis& axis, const TypeColours& colours,
                            std::vector<double>& scratch) {
   const int columns = axis.plot_width();
   const int num_colours = kPaletteSize + 1;
   scratch.assign(static_cast<size_t>(columns) * num_colours, 0.0);
   const double column_ns = static_cast<double>(axis.makespan()) / columns;
-  for (OpId v : ops) {
+  for (const int32_t v : ops) {
     const double start = static_cast<double>(sim.start_ns[v]);
     const double finish = static_cast<double>(sim.finish_ns[v]);
     if (finish <= start) continue;
@@ -206,7 +249,7 @@ void AppendActivityColumns(std::string& svg, const std::vector<OpId>& ops, Devic
     for (int c = first; c <= last; ++c) {
       const double overlap = std::min(finish, (c + 1) * column_ns) - std::max(start, c * column_ns);
       if (overlap > 0) {
-        scratch[static_cast<size_t>(c) * num_colours + colours.colour_of_op[v]] += overlap;
+        scratch[static_cast<size_t>(c) * num_colours + colours.ColourOfInstance(v)] += overlap;
       }
     }
   }
@@ -265,13 +308,14 @@ std::string GanttSvg(const Model& model, const engine::Assignment& assignment, c
       "viewBox=\"0 0 %d %d\">\n",
       axis.total_width(), height, axis.total_width(), height);
   axis.AppendTicks(svg, height - 4);
-  const bool aggregate = model.num_ops() > options.max_drawn_ops;
+  const int64_t bars = static_cast<int64_t>(sim.start_ns.size());
+  const bool aggregate = bars > options.max_drawn_ops;
   if (aggregate) {
-    absl::StrAppend(&notes, model.num_ops(), " ops are more than ", options.max_drawn_ops,
-                    ": lanes show the busy fraction per pixel column, coloured by the type with most "
-                    "busy time. ");
+    absl::StrAppend(&notes, bars, sim.microbatches > 1 ? " op copies are more than " : " ops are more than ",
+                    options.max_drawn_ops, ": lanes show the busy fraction per pixel column, coloured by the ",
+                    sim.microbatches > 1 ? "microbatch" : "type", " with most busy time. ");
   }
-  const std::vector<std::vector<OpId>> ops = OpsByDevice(model, assignment, sim);
+  const std::vector<std::vector<int32_t>> ops = InstancesByDevice(model, assignment, sim);
   std::vector<double> scratch;
   for (DeviceId d = 0; d < model.num_devices(); ++d) {
     const int top = LaneTop(d);
@@ -398,7 +442,8 @@ std::string MemorySvg(const Model& model, const SimResult& sim, const TimeAxis& 
 }
 
 std::string LegendHtml(const TypeColours& colours) {
-  std::string html = "<div class=\"legend\">op types:";
+  std::string html = colours.microbatches > 1 ? "<div class=\"legend\">microbatches:"
+                                              : "<div class=\"legend\">op types:";
   for (size_t i = 0; i < colours.legend.size(); ++i) {
     const int index =
         colours.has_other && i + 1 == colours.legend.size() ? kPaletteSize : static_cast<int>(i);
@@ -579,10 +624,30 @@ absl::StatusOr<engine::Assignment> AssignmentOf(const Model& model, const v1::Pl
   return assignment;
 }
 
+namespace {
+
+// The replica count a placement was computed with, when the request allows it (else 1: group 0 = the
+// whole cluster, and a device index beyond a group is still reported as an error by AssignmentOf).
+int32_t PlanReplicas(const Model& model, const v1::Placement& placement) {
+  const int32_t replicas = placement.plan().data_parallel();
+  if (replicas <= 1) return 1;
+  for (const int32_t allowed : engine::ReplicaCountsToTry(model)) {
+    if (allowed == replicas) return replicas;
+  }
+  return 1;
+}
+
+// The window a placement was computed with (0 = the plan model's own when it is out of range).
+int32_t PlanWindow(const Model& plan_model, const v1::Placement& placement) {
+  const int32_t window = placement.plan().max_in_flight();
+  return window >= 1 && window <= plan_model.plan.microbatches ? window : 0;
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> RenderHtmlReport(const Model& model, const std::vector<ReportRun>& runs,
                                              const ReportOptions& options) {
   const TypeColours colours = ColourTypes(model);
-  engine::Simulator simulator(model);
   engine::SimOptions sim_options;
   sim_options.record_memory_intervals = true;
   sim_options.record_transfers = true;
@@ -594,24 +659,33 @@ absl::StatusOr<std::string> RenderHtmlReport(const Model& model, const std::vect
       rows.push_back(CompareRowFromError(run.label, run.error));
       continue;
     }
-    absl::StatusOr<engine::Assignment> assignment = AssignmentOf(model, run.placement);
+    // The plan the placement ran with (api.md §2.1): replica group 0's devices and its window.
+    const engine::PlanModel plan_model(model, PlanReplicas(model, run.placement));
+    const Model& run_model = plan_model.model();
+    const int32_t window = PlanWindow(run_model, run.placement);
+    absl::StatusOr<engine::Assignment> assignment = AssignmentOf(run_model, run.placement);
     if (!assignment.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(run.label, ": ", assignment.status().message()));
     }
-    v1::Placement scored = engine::ScoreAssignment(model, *assignment);
+    v1::Placement scored = engine::ScoreAssignment(run_model, *assignment, nullptr, window);
     *scored.mutable_provenance() = run.placement.provenance();
     rows.push_back(CompareRowFromPlacement(run.label, scored));
 
+    engine::Simulator simulator(run_model);
+    sim_options.max_in_flight = window;
     const SimResult& sim = simulator.Run(*assignment, sim_options);
     const TimeAxis axis(sim.makespan_ns, options.chart_width_px);
+    const TypeColours run_colours =
+        sim.microbatches > 1 ? MicrobatchColours(run_model, sim.microbatches) : colours;
     std::string notes;
     absl::StrAppend(&sections, "<section class=\"run\">\n<h2>", EscapeHtml(run.label), "</h2>\n");
-    absl::StrAppend(&sections, SummaryHtml(model, scored));
-    absl::StrAppend(&sections, "<h3>Schedule</h3>\n", LegendHtml(colours));
-    const std::string gantt = GanttSvg(model, *assignment, sim, axis, colours, options, notes);
+    absl::StrAppend(&sections, SummaryHtml(run_model, scored));
+    absl::StrAppend(&sections, "<h3>Schedule</h3>\n", LegendHtml(run_colours));
+    const std::string gantt =
+        GanttSvg(run_model, *assignment, sim, axis, run_colours, options, notes);
     if (!notes.empty()) absl::StrAppend(&sections, "<p class=\"note\">", EscapeHtml(notes), "</p>\n");
     absl::StrAppend(&sections, gantt);
-    absl::StrAppend(&sections, "<h3>Memory over time</h3>\n", MemorySvg(model, sim, axis),
+    absl::StrAppend(&sections, "<h3>Memory over time</h3>\n", MemorySvg(run_model, sim, axis),
                     "</section>\n");
   }
 

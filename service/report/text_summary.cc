@@ -137,10 +137,27 @@ void AppendStepLines(const v1::Placement& placement, const SummaryContext& conte
                     ")");
   }
   AppendWrapped(Label("step", step), out);
+  const v1::TrainingPlan& plan = placement.plan();
+  const int32_t microbatches = std::max(1, plan.microbatches());
+  const int32_t replicas = std::max(1, plan.data_parallel());
+  if (microbatches > 1 || replicas > 1) {
+    // Training plan (api.md §2.1): how the step runs and what it delivers.
+    std::string text = absl::StrCat(microbatches, microbatches == 1 ? " microbatch" : " microbatches",
+                                    ", at most ", std::max(1, plan.max_in_flight()), " in flight");
+    if (replicas > 1) {
+      absl::StrAppend(&text, ", ", replicas, " data-parallel replicas of ", metrics.devices_size(),
+                      metrics.devices_size() == 1 ? " device" : " devices");
+    }
+    if (metrics.microbatches_per_second() > 0) {
+      absl::StrAppend(&text, ": ", absl::StrFormat("%.1f", metrics.microbatches_per_second()),
+                      " microbatches/s");
+    }
+    AppendWrapped(Label("plan", text), out);
+  }
 
   std::optional<int64_t> single;
   if (context.graph != nullptr && context.cluster != nullptr) {
-    single = SingleDeviceMakespanNs(*context.graph, *context.cluster);
+    single = SingleDeviceMakespanNs(*context.graph, *context.cluster, microbatches);
   }
   if (!single.has_value()) {
     AppendWrapped(Label("one device", context.request_hint.empty()
@@ -160,10 +177,14 @@ void AppendStepLines(const v1::Placement& placement, const SummaryContext& conte
   }
   std::string text = absl::StrCat(FormatDurationNs(*single), " alone on ",
                                   Clip(cluster.devices(fastest).name(), kInlineNameWidth));
+  if (microbatches > 1) absl::StrAppend(&text, " (", microbatches, " microbatches)");
   if (makespan > 0) {
+    // With D replicas each step does D times the work of one device's step: compare throughputs.
+    const int devices = replicas > 1 ? replicas * metrics.devices_size() : cluster.devices_size();
     absl::StrAppend(&text, ": speed-up ",
-                    absl::StrFormat("%.2fx", static_cast<double>(*single) / static_cast<double>(makespan)),
-                    " on ", cluster.devices_size(), cluster.devices_size() == 1 ? " device" : " devices");
+                    absl::StrFormat("%.2fx", static_cast<double>(*single) * replicas /
+                                                 static_cast<double>(makespan)),
+                    " on ", devices, devices == 1 ? " device" : " devices");
   }
   int64_t persistent = 0;
   for (const v1::Op& op : context.graph->ops()) persistent += op.persistent_bytes();
@@ -261,7 +282,8 @@ absl::StatusOr<OutputFormat> ResolveOutputFormat(absl::string_view flag, bool st
 
 bool StdoutIsTerminal() { return isatty(STDOUT_FILENO) == 1; }
 
-std::optional<int64_t> SingleDeviceMakespanNs(const v1::Graph& graph, const v1::Cluster& cluster) {
+std::optional<int64_t> SingleDeviceMakespanNs(const v1::Graph& graph, const v1::Cluster& cluster,
+                                              int32_t microbatches) {
   if (cluster.devices_size() == 0) return std::nullopt;
   double fastest = 0.0;
   for (const v1::Device& device : cluster.devices()) {
@@ -270,8 +292,10 @@ std::optional<int64_t> SingleDeviceMakespanNs(const v1::Graph& graph, const v1::
   if (!(fastest > 0.0) || !std::isfinite(fastest)) return std::nullopt;
   int64_t total = 0;
   for (const v1::Op& op : graph.ops()) {
-    // The simulator's rounding (engine::ScaledComputeNs): nearest, halves away from zero.
-    total += static_cast<int64_t>(std::llround(static_cast<double>(op.compute_ns()) / fastest));
+    // The simulator's rounding (engine::ScaledComputeNs): nearest, halves away from zero. A
+    // per-microbatch op runs once per microbatch (api.md §2.1).
+    total += static_cast<int64_t>(std::llround(static_cast<double>(op.compute_ns()) / fastest)) *
+             (op.once_per_step() ? 1 : std::max(1, microbatches));
   }
   return total;
 }

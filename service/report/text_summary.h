@@ -41,9 +41,10 @@ bool StdoutIsTerminal();
 
 // The makespan of the whole step on the fastest device of `cluster`: one device runs its ops one after
 // another, never idling while an op is ready, and moves nothing (api.md §2), so its makespan is the sum
-// of its op times, round(compute_ns / speed) each, rounded as the simulator does. nullopt when the
-// cluster has no devices.
-std::optional<int64_t> SingleDeviceMakespanNs(const v1::Graph& graph, const v1::Cluster& cluster);
+// of its op times, round(compute_ns / speed) each, rounded as the simulator does; with M microbatches
+// (api.md §2.1) every per-microbatch op runs M times. nullopt when the cluster has no devices.
+std::optional<int64_t> SingleDeviceMakespanNs(const v1::Graph& graph, const v1::Cluster& cluster,
+                                              int32_t microbatches = 1);
 
 struct SummaryContext {
   // The request's graph and cluster, when known: device names and the single-device comparison need

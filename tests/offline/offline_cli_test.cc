@@ -134,7 +134,8 @@ TEST(OfflineCliTest, MissingFileIsNamed) {
 }
 
 // Scripts read the JSON of place and evaluate: when stdout is not a terminal, and with --format=json,
-// it stays byte for byte what it always was (the golden file was written before summaries existed).
+// it stays byte for byte what it always was (the golden file was written before summaries existed; its
+// one change since: the training-plan fields `plan` and `metrics.microbatches_per_second` were added).
 TEST(OfflineCliTest, JsonOutputIsPinnedByteForByte) {
   const std::string golden = ReadAll(SourceDir() + "/tests/data/offline/three_ops_evaluate.golden.json");
   ASSERT_FALSE(golden.empty());

@@ -178,6 +178,17 @@ std::string GraphDigestHex(const Model& model) {
       }
     }
   }
+  // Training plans (api.md §2.1): the once_per_step ops, only when there are any, so that a graph
+  // without them keeps the digest it always had.
+  if (model.has_once_ops) {
+    hash.Str("once_per_step");
+    uint64_t count = 0;
+    for (OpId v = 0; v < n; ++v) count += model.is_once(v) ? 1 : 0;
+    hash.U64(count);
+    for (OpId v = 0; v < n; ++v) {
+      if (model.is_once(v)) hash.U32(static_cast<uint32_t>(v));
+    }
+  }
   return hash.FinishHex();
 }
 
@@ -213,6 +224,14 @@ std::string RequestDigestHex(const Model& model, std::string_view algorithm,
   hash.Str(absl::string_view(algorithm.data(), algorithm.size()));
   hash.Str(absl::string_view(algorithm_version.data(), algorithm_version.size()));
   hash.U64(seed);
+  // Training plan (api.md §2.1), only when it is not the default one, so that plain requests keep the
+  // digest they always had. The plan as requested: 0 = "the solver chooses" is its own value.
+  if (!(model.plan == TrainingPlan())) {
+    hash.Str("plan");
+    hash.U32(static_cast<uint32_t>(model.plan.microbatches));
+    hash.U32(static_cast<uint32_t>(model.plan.max_in_flight));
+    hash.U32(static_cast<uint32_t>(model.plan.data_parallel));
+  }
   return hash.FinishHex();
 }
 

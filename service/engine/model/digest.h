@@ -24,6 +24,7 @@
 //   u32 count, str kind × count   (allowed kinds that some device has, in byte order; 0 = any)
 //   str pinned_device ("" = none)
 // per merged edge, in (src, dst) order: u32 src id, u32 dst id, i64 bytes
+// only when some op is once_per_step (api.md §2.1): str "once_per_step", u64 count, u32 id × count (ascending)
 // Parallel edges hash like their merged edge (same semantics). Allowed kinds are taken as resolved
 // against the cluster (kinds no device has cannot matter).
 //
@@ -35,6 +36,9 @@
 // per unordered pair a < b: i64 bandwidth_bytes_per_second, i64 latency_ns   (effective link matrix)
 // f64 memory_headroom (−0.0 as 0.0)
 // str algorithm, str algorithm_version, u64 seed
+// only when the plan is not the default (M 1, W 0, D 1): str "plan", u32 microbatches, u32 max_in_flight,
+//   u32 data_parallel — as requested (0 = the solver chooses)
+// Plain requests (no plan, no once ops) therefore keep the digests they always had.
 // Two clusters with the same effective links (e.g. an override equal to the default) hash alike;
 // `request_id`, `skip_cache` and `time_limit` are not hashed. Bump the format tag whenever the stream
 // changes.

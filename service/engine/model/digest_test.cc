@@ -361,6 +361,15 @@ std::vector<Mutation> Mutations() {
        },
        false},
       {"Headroom", [](R* r) { r->mutable_options()->set_memory_headroom(0.3); }, false},
+      {"OncePerStep", [](R* r) { r->mutable_graph()->mutable_ops(0)->set_once_per_step(true); }, true},
+      {"Microbatches", [](R* r) { r->mutable_options()->set_microbatches(4); }, false},
+      {"MaxInFlight",
+       [](R* r) {
+         r->mutable_options()->set_microbatches(4);
+         r->mutable_options()->set_max_in_flight(2);
+       },
+       false},
+      {"DataParallelChosen", [](R* r) { r->mutable_options()->set_data_parallel(0); }, false},
   };
 }
 
@@ -396,6 +405,19 @@ TEST(DigestTest, OptionsThatChangeTheResultChangeTheRequestDigestOnly) {
   // Length prefixes keep ("pardnn1", ".0") apart from ("pardnn", "1.0").
   EXPECT_NE(RequestDigestHex(model, {"pardnn1", ".0", 7}), base);
   EXPECT_EQ(GraphDigestHex(model), graph);
+}
+
+// The plan's defaults spelled out hash like the plan left out: old requests keep their digests.
+TEST(DigestTest, DefaultPlanSpelledOutHashesLikeNoPlan) {
+  const v1::PlaceRequest base = TinyRequest();
+  v1::PlaceRequest spelled = base;
+  spelled.mutable_options()->set_microbatches(1);
+  spelled.mutable_options()->set_data_parallel(1);
+  spelled.mutable_options()->set_max_in_flight(0);
+  EXPECT_EQ(RequestDigestOf(spelled), RequestDigestOf(base));
+  v1::PlaceRequest zero_microbatches = base;
+  zero_microbatches.mutable_options()->set_microbatches(0);
+  EXPECT_EQ(RequestDigestOf(zero_microbatches), RequestDigestOf(base));
 }
 
 TEST(DigestTest, RequestIdSkipCacheAndTimeLimitDoNotChangeTheDigests) {

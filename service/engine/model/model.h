@@ -69,6 +69,25 @@ inline int64_t ScaledComputeNs(int64_t compute_ns, double speed) {
   return static_cast<int64_t>(std::llround(static_cast<double>(compute_ns) / speed));
 }
 
+// How the step runs (api.md §2.1): M microbatches, at most W in flight, D data-parallel replicas. The
+// defaults are api.md §2 exactly (one microbatch, no replicas).
+struct TrainingPlan {
+  int32_t microbatches = 1;   // M >= 1
+  // W in 1..M, or 0 = not fixed by the request (the solver chooses; a simulation with 0 runs with no
+  // window, like W = M).
+  int32_t max_in_flight = 0;
+  // D >= 1, or 0 = not fixed by the request (the solver chooses). A model with D > 1 is a replica group
+  // (ReplicaGroupModel, replica_group.h): its devices are group 0's.
+  int32_t data_parallel = 1;
+
+  // W as the simulator applies it: M when not fixed.
+  int32_t Window() const { return max_in_flight > 0 ? max_in_flight : microbatches; }
+  bool operator==(const TrainingPlan& other) const {
+    return microbatches == other.microbatches && max_in_flight == other.max_in_flight &&
+           data_parallel == other.data_parallel;
+  }
+};
+
 struct Model {
   // ---- Ops (indexed by canonical OpId = rank of the name in byte order) ----
   std::vector<std::string> op_name;
@@ -83,6 +102,8 @@ struct Model {
   std::vector<DeviceId> pinned_device;
   // Bit k set = the op may run on devices of kind id k. 0 = any kind (no restriction).
   std::vector<uint64_t> allowed_kind_mask;
+  // 1 = the op runs once per step (api.md §2.1 `once_per_step`), 0 = once per microbatch.
+  std::vector<uint8_t> once_per_step;
   // Position of the op in the request's graph.ops, and the inverse.
   std::vector<int32_t> request_index;
   std::vector<OpId> op_of_request_index;
@@ -120,11 +141,30 @@ struct Model {
 
   double memory_headroom = 0.0;
 
+  // ---- Training plan (api.md §2.1) ----
+  TrainingPlan plan;
+  // True when some op is once_per_step.
+  bool has_once_ops = false;
+  // Only in a replica-group model (plan.data_parallel > 1): per device of group 0, the slowest link of
+  // its all-reduce ring (lowest bandwidth; on a tie the highest latency). Empty otherwise.
+  std::vector<LinkCost> ring_link;
+  // Devices of the request's cluster: num_devices() × data_parallel in a replica-group model.
+  int32_t cluster_devices = 0;
+  // Set in a plan model (plans/plan_model.h) whose request leaves W to the solver: plan.max_in_flight is
+  // then only the working window the algorithms simulate with, and the answer's W is chosen afterwards.
+  bool solver_chooses_window = false;
+
   // ---- Accessors ----
   int32_t num_ops() const { return static_cast<int32_t>(compute_ns.size()); }
   int64_t num_edges() const { return static_cast<int64_t>(out_dst.size()); }
   int32_t num_devices() const { return static_cast<int32_t>(device_name.size()); }
   int32_t num_groups() const { return static_cast<int32_t>(group_name.size()); }
+  int32_t microbatches() const { return plan.microbatches; }
+  bool is_once(OpId v) const { return !once_per_step.empty() && once_per_step[v] != 0; }
+  // True when the step is api.md §2 exactly: one microbatch, no once ops, no replicas.
+  bool IsPlainStep() const {
+    return plan.microbatches == 1 && !has_once_ops && plan.data_parallel <= 1;
+  }
   EdgeId out_begin(OpId v) const { return out_offset[v]; }
   EdgeId out_end(OpId v) const { return out_offset[v + 1]; }
   EdgeId in_begin(OpId v) const { return in_offset[v]; }

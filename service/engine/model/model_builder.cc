@@ -328,10 +328,11 @@ std::string CheckAmount(int64_t value, int64_t max, absl::string_view unit) {
 class Builder {
  public:
   Builder(const v1::Graph& graph, const v1::Cluster& cluster, double headroom,
-          const ModelLimits& limits)
+          const ModelLimits& limits, const v1::PlacementOptions* options = nullptr)
       : graph_(graph),
         cluster_(cluster),
         headroom_(headroom),
+        options_message_(options),
         limits_(limits),
         ops_(std::string("graph.ops"), limits.max_violations_per_list),
         edges_(std::string("graph.edges"), limits.max_violations_per_list),
@@ -349,9 +350,11 @@ class Builder {
     BuildOps();
     BuildEdges();
     BuildGroups();
+    CheckPlan();
     const bool valid = ops_.empty() && edges_.empty() && devices_.empty() && links_.empty() &&
                        graph_misc_.empty() && cluster_misc_.empty() && options_.empty();
-    if (valid) CheckTotals();
+    if (valid) CheckOncePerStep();
+    if (valid && ops_.empty()) CheckTotals();
 
     std::vector<FieldViolation> all;
     ops_.AppendTo(&all);
@@ -372,6 +375,7 @@ class Builder {
     }
     // -0.0 passes the range check; store +0.0 so that the digest sees one value.
     model_.memory_headroom = headroom_ == 0.0 ? 0.0 : headroom_;
+    model_.cluster_devices = model_.num_devices();
     return std::move(model_);
   }
 
@@ -613,6 +617,7 @@ class Builder {
     model_.colocation_group.assign(n, kNone);
     model_.pinned_device.assign(n, kNone);
     model_.allowed_kind_mask.assign(n, 0);
+    model_.once_per_step.assign(n, 0);
     constraint_error_.assign(n, 0);
 
     size_t next_duplicate = 0;
@@ -651,6 +656,10 @@ class Builder {
       model_.output_bytes[c] = op.output_bytes();
       model_.persistent_bytes[c] = op.persistent_bytes();
       model_.temp_bytes[c] = op.temp_bytes();
+      if (op.once_per_step()) {
+        model_.once_per_step[c] = 1;
+        model_.has_once_ops = true;
+      }
       if (static_cast<int64_t>(op.colocation_group().size()) > limits_.max_name_bytes) {
         ops_.Add(OpPath(r, "colocation_group"),
                  absl::StrCat("is ", op.colocation_group().size(), " bytes long; the limit is ",
@@ -999,6 +1008,110 @@ class Builder {
     }
   }
 
+  // ---- Training plan (api.md §2.1) --------------------------------------------------------------
+
+  // The plan's numbers, and with a fixed D the ops' pins and kinds against replica group 0.
+  void CheckPlan() {
+    if (options_message_ == nullptr) return;
+    const v1::PlacementOptions& options = *options_message_;
+    TrainingPlan& plan = model_.plan;
+    bool plan_usable = true;
+    const int32_t microbatches = options.microbatches();
+    if (microbatches < 0) {
+      options_.Add("options.microbatches", absl::StrCat("must be >= 0 (got ", microbatches, ")"));
+      plan_usable = false;
+    } else if (microbatches > limits_.max_microbatches) {
+      options_.Add("options.microbatches", absl::StrCat(microbatches, " exceeds the limit of ",
+                                                        limits_.max_microbatches, " microbatches"));
+      plan_usable = false;
+    } else {
+      plan.microbatches = std::max(microbatches, 1);
+    }
+    const int32_t window = options.max_in_flight();
+    if (window < 0) {
+      options_.Add("options.max_in_flight", absl::StrCat("must be >= 0 (got ", window, ")"));
+    } else if (plan_usable && window > plan.microbatches) {
+      options_.Add("options.max_in_flight",
+                   absl::StrCat(window, " exceeds microbatches ", plan.microbatches));
+    } else {
+      plan.max_in_flight = window;
+    }
+    // Unset = 1 (api.md's default); an explicit 0 asks the solver to choose.
+    const int32_t replicas = options.has_data_parallel() ? options.data_parallel() : 1;
+    if (replicas < 0) {
+      options_.Add("options.data_parallel", absl::StrCat("must be >= 0 (got ", replicas, ")"));
+    } else {
+      plan.data_parallel = replicas;
+      if (devices_usable_ && replicas > 0 && model_.num_devices() % replicas != 0) {
+        options_.Add("options.data_parallel", absl::StrCat(replicas, " does not divide ",
+                                                           model_.num_devices(), " devices"));
+      }
+    }
+    if (plan_usable && ops_usable_ &&
+        static_cast<int64_t>(plan.microbatches) * model_.num_ops() > limits_.max_unrolled_ops) {
+      options_.Add("options.microbatches",
+                   absl::StrCat(plan.microbatches, " microbatches x ", model_.num_ops(), " ops = ",
+                                static_cast<int64_t>(plan.microbatches) * model_.num_ops(),
+                                " unrolled ops exceed the limit of ", limits_.max_unrolled_ops));
+    }
+    if (!options_.empty() || !devices_usable_ || !ops_scanned_ || plan.data_parallel <= 1) return;
+    // Replica g runs group 0's assignment on group g, so every op must be placeable inside group 0.
+    const int32_t group_size = model_.num_devices() / plan.data_parallel;
+    uint64_t group_kinds = 0;
+    for (DeviceId d = 0; d < group_size; ++d) group_kinds |= uint64_t{1} << model_.device_kind[d];
+    for (OpId c = 0; c < model_.num_ops() && !ops_.Full(); ++c) {
+      if (constraint_error_[c]) continue;
+      const int32_t r = model_.request_index[c];
+      const DeviceId pin = model_.pinned_device[c];
+      if (pin != kNone && pin >= group_size) {
+        ops_.Add(OpPath(r, "pinned_device"),
+                 absl::StrCat("pinned to ", Quote(model_.device_name[pin]),
+                              ", outside replica group 0 (the first ", group_size, " of ",
+                              model_.num_devices(), " devices with options.data_parallel ",
+                              plan.data_parallel, ")"));
+      } else if (model_.allowed_kind_mask[c] != 0 &&
+                 (model_.allowed_kind_mask[c] & group_kinds) == 0) {
+        ops_.Add(OpPath(r, "allowed_kinds"),
+                 absl::StrCat("no device of replica group 0 (the first ", group_size, " of ",
+                              model_.num_devices(), " devices with options.data_parallel ",
+                              plan.data_parallel, ") has any of the allowed kinds"));
+      }
+    }
+  }
+
+  // A once op below some per-microbatch op closes the step: nothing per-microbatch may follow it (it
+  // would wait for every microbatch, and the window would deadlock). Needs the topological order.
+  void CheckOncePerStep() {
+    if (!model_.has_once_ops) return;
+    const int32_t n = model_.num_ops();
+    // The nearest per-microbatch op above each op (kNone = none), and below it.
+    std::vector<OpId> above(n, kNone), below(n, kNone);
+    for (const OpId v : model_.topo_order) {
+      for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
+        const OpId u = model_.in_src[e];
+        const OpId witness = model_.once_per_step[u] ? above[u] : u;
+        if (witness != kNone && (above[v] == kNone || witness < above[v])) above[v] = witness;
+      }
+    }
+    for (auto it = model_.topo_order.rbegin(); it != model_.topo_order.rend(); ++it) {
+      const OpId u = *it;
+      for (EdgeId e = model_.out_begin(u); e < model_.out_end(u); ++e) {
+        const OpId v = model_.out_dst[e];
+        const OpId witness = model_.once_per_step[v] ? below[v] : v;
+        if (witness != kNone && (below[u] == kNone || witness < below[u])) below[u] = witness;
+      }
+    }
+    for (int32_t r = 0; r < n && !ops_.Full(); ++r) {
+      const OpId c = model_.op_of_request_index[r];
+      if (!model_.once_per_step[c] || above[c] == kNone || below[c] == kNone) continue;
+      ops_.Add(OpPath(r, "once_per_step"),
+               absl::StrCat("op ", Quote(model_.op_name[c]),
+                            " runs once per step after per-microbatch op ", Quote(model_.op_name[above[c]]),
+                            " and before per-microbatch op ", Quote(model_.op_name[below[c]]),
+                            ": a once op that follows the microbatches must close the step"));
+    }
+  }
+
   // ---- Overflow bounds --------------------------------------------------------------------------
 
   // Run only on an otherwise valid request: rejects inputs whose sums could overflow int64 downstream.
@@ -1011,10 +1124,14 @@ class Builder {
                      model_.temp_bytes[v];
       total_compute += static_cast<long double>(model_.compute_ns[v]);
     }
+    // Every per-microbatch quantity is held or spent once per microbatch, and each gradient producer
+    // adds an accumulation buffer: (M + 1) times the one-microbatch totals bounds the plan's.
+    const int64_t copies = static_cast<int64_t>(model_.plan.microbatches) + (model_.has_once_ops ? 1 : 0);
+    total_bytes *= copies;
     if (total_bytes > limits_.max_total_bytes) {
       graph_misc_.Add("graph", absl::StrFormat(
                                    "the step's bytes (ops' output, persistent and temp bytes plus "
-                                   "edge bytes) add up to %.4Lg, above the limit of %d",
+                                   "edge bytes, per microbatch) add up to %.4Lg, above the limit of %d",
                                    static_cast<long double>(total_bytes), limits_.max_total_bytes));
     }
     const int32_t num_devices = model_.num_devices();
@@ -1032,11 +1149,20 @@ class Builder {
       }
       total_time += static_cast<long double>(model_.request_edge_count) * (max_latency + 1) +
                     static_cast<long double>(total_edge_bytes_) * 1e9L / min_bandwidth;
+      // A ring all-reduce per gradient producer costs at most twice the slowest transfer plus
+      // 2(D - 1) latencies: bounded by (2 + 2D) slowest transfers of every edge.
+      if (model_.plan.data_parallel > 1 || model_.plan.data_parallel == 0) {
+        const int64_t replicas =
+            model_.plan.data_parallel == 0 ? num_devices : model_.plan.data_parallel;
+        total_time *= 1 + static_cast<long double>(replicas);
+      }
     }
+    total_time *= static_cast<long double>(model_.plan.microbatches);
     if (total_time > static_cast<long double>(limits_.max_total_time_ns)) {
       graph_misc_.Add("graph", absl::StrFormat(
                                    "the step's work (compute on the slowest device plus the slowest "
-                                   "transfer of every edge) adds up to %.4Lg ns, above the limit of %d",
+                                   "transfer of every edge, per microbatch) adds up to %.4Lg ns, above "
+                                   "the limit of %d",
                                    total_time, limits_.max_total_time_ns));
     }
   }
@@ -1044,6 +1170,7 @@ class Builder {
   const v1::Graph& graph_;
   const v1::Cluster& cluster_;
   const double headroom_;
+  const v1::PlacementOptions* options_message_;  // null: the plan keeps its defaults
   const ModelLimits& limits_;
   Model model_;
 
@@ -1079,8 +1206,17 @@ absl::StatusOr<Model> BuildModel(const v1::PlaceRequest& request,
                                  const ModelLimits& limits) {
   const google::protobuf::Duration* time_limit =
       request.options().has_time_limit() ? &request.options().time_limit() : nullptr;
-  return Builder(request.graph(), request.cluster(), request.options().memory_headroom(), limits)
+  return Builder(request.graph(), request.cluster(), request.options().memory_headroom(), limits,
+                 &request.options())
       .Run(time_limit, violations);
+}
+
+absl::StatusOr<Model> BuildModel(const v1::Graph& graph, const v1::Cluster& cluster,
+                                 const v1::PlacementOptions& options,
+                                 std::vector<FieldViolation>* violations,
+                                 const ModelLimits& limits) {
+  return Builder(graph, cluster, options.memory_headroom(), limits, &options)
+      .Run(nullptr, violations);
 }
 
 std::string FormatViolations(const std::vector<FieldViolation>& violations) {
@@ -1096,8 +1232,8 @@ absl::Status ViolationsError(const std::vector<FieldViolation>& violations) {
   std::vector<std::pair<std::string, std::string>> pairs;
   pairs.reserve(violations.size());
   for (const FieldViolation& v : violations) pairs.emplace_back(v.field, v.description);
-  return status_payloads::WithFieldViolations(absl::InvalidArgumentError(FormatViolations(violations)),
-                                     pairs);
+  return status_payloads::WithFieldViolations(
+      absl::InvalidArgumentError(FormatViolations(violations)), pairs);
 }
 
 std::vector<FieldViolation> ViolationsOf(const absl::Status& status) {

@@ -49,6 +49,12 @@
 // | `cluster.links[i].spec.latency_ns` | `< 0`; `> max_time_ns` |
 // | `options.memory_headroom` | NaN or outside `[0, 1)` |
 // | `options.time_limit` | negative; not a valid Duration |
+// | `options.microbatches` | `< 0`; `> max_microbatches`; microbatches × ops `> max_unrolled_ops` |
+// | `options.max_in_flight` | `< 0`; `9 exceeds microbatches 8` |
+// | `options.data_parallel` | `< 0`; `3 does not divide 8 devices` |
+// | `graph.ops[i].pinned_device` | with `data_parallel` D > 1: pinned outside replica group 0 (the first N/D devices) |
+// | `graph.ops[i].allowed_kinds` | with D > 1: no device of replica group 0 has any of the allowed kinds |
+// | `graph.ops[i].once_per_step` | a once op with a per-microbatch ancestor and a per-microbatch descendant (only on an otherwise valid graph) |
 //
 // Checks that would only echo an earlier problem are skipped: no pin/kind checks without usable devices,
 // no cycle check beside a broken edge, no group check when a member's own pin or kinds are wrong.
@@ -69,6 +75,8 @@
 // | `max_total_time_ns` | 1e18 | Σ compute / slowest speed + Σ over edges of the slowest transfer: bounds every simulated time, so no int64 overflow downstream |
 // | `max_total_bytes` | 2⁶² | Σ op bytes + Σ edge bytes: bounds every memory total |
 // | `max_violations_per_list` | 100 | bounded error messages |
+// | `max_microbatches` | 1024 | api.md §2.1 |
+// | `max_unrolled_ops` | 20,000,000 | microbatches × ops: the simulator keeps state per unrolled op |
 #ifndef PLACEMENT_SERVICE_ENGINE_MODEL_MODEL_BUILDER_H_
 #define PLACEMENT_SERVICE_ENGINE_MODEL_MODEL_BUILDER_H_
 
@@ -108,6 +116,10 @@ struct ModelLimits {
   // Bound on all bytes of the step (sum of every op's output, persistent and temp bytes plus every edge's
   // bytes): every memory total downstream stays below it.
   int64_t max_total_bytes = int64_t{1} << 62;
+  // Training plans (api.md §2.1): at most this many microbatches, and microbatches × ops at most
+  // max_unrolled_ops (the simulator keeps state per unrolled op).
+  int32_t max_microbatches = 1024;
+  int64_t max_unrolled_ops = 20'000'000;
   // Each list of the request (graph.ops, graph.edges, cluster.devices, cluster.links) stops being checked
   // after this many violations; one more violation then says so, to bound the message.
   int32_t max_violations_per_list = 100;
@@ -123,6 +135,12 @@ absl::StatusOr<Model> BuildModel(const v1::Graph& graph, const v1::Cluster& clus
 // Same for a whole request (also checks options.memory_headroom and options.time_limit; the algorithm
 // name is checked by the partition registry).
 absl::StatusOr<Model> BuildModel(const v1::PlaceRequest& request,
+                                 std::vector<FieldViolation>* violations = nullptr,
+                                 const ModelLimits& limits = ModelLimits());
+
+// Same with the options' plan fields and memory headroom checked and applied (Evaluate: no time limit).
+absl::StatusOr<Model> BuildModel(const v1::Graph& graph, const v1::Cluster& cluster,
+                                 const v1::PlacementOptions& options,
                                  std::vector<FieldViolation>* violations = nullptr,
                                  const ModelLimits& limits = ModelLimits());
 

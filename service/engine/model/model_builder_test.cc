@@ -294,6 +294,46 @@ std::vector<MalformedCase> Catalogue() {
          r->mutable_options()->mutable_time_limit()->set_nanos(-5);
        },
        {"options.time_limit"}, "not a valid Duration"},
+      {"MicrobatchesNegative", [](R* r, L*) { r->mutable_options()->set_microbatches(-1); },
+       {"options.microbatches"}, "must be >= 0 (got -1)"},
+      {"MicrobatchesAboveLimit", [](R* r, L*) { r->mutable_options()->set_microbatches(1025); },
+       {"options.microbatches"}, "1025 exceeds the limit of 1024 microbatches"},
+      {"WindowAboveMicrobatches",
+       [](R* r, L*) {
+         r->mutable_options()->set_microbatches(8);
+         r->mutable_options()->set_max_in_flight(9);
+       },
+       {"options.max_in_flight"}, "9 exceeds microbatches 8"},
+      {"WindowNegative", [](R* r, L*) { r->mutable_options()->set_max_in_flight(-2); },
+       {"options.max_in_flight"}, "must be >= 0 (got -2)"},
+      {"DataParallelNotADivisor", [](R* r, L*) { r->mutable_options()->set_data_parallel(2); },
+       {"options.data_parallel"}, "2 does not divide 3 devices"},
+      {"DataParallelNegative", [](R* r, L*) { r->mutable_options()->set_data_parallel(-1); },
+       {"options.data_parallel"}, "must be >= 0 (got -1)"},
+      {"TooManyUnrolledOps",
+       [](R* r, L* l) {
+         r->mutable_options()->set_microbatches(3);
+         l->max_unrolled_ops = 10;
+       },
+       {"options.microbatches"}, "3 microbatches x 4 ops = 12 unrolled ops exceed the limit of 10"},
+      {"OnceOpInsideTheMicrobatchFlow",
+       [](R* r, L*) { r->mutable_graph()->mutable_ops(3)->set_once_per_step(true); },  // a -> b -> d
+       {"graph.ops[3].once_per_step"},
+       "op \"b\" runs once per step after per-microbatch op \"a\" and before per-microbatch op \"d\""},
+      {"PinnedOutsideReplicaGroupZero",
+       [](R* r, L*) {
+         r->mutable_options()->set_data_parallel(3);
+         r->mutable_graph()->mutable_ops(2)->set_pinned_device("gpu1");
+       },
+       {"graph.ops[2].pinned_device"},
+       "pinned to \"gpu1\", outside replica group 0 (the first 1 of 3 devices with "
+       "options.data_parallel 3)"},
+      {"KindOutsideReplicaGroupZero",
+       [](R* r, L*) {
+         r->mutable_options()->set_data_parallel(3);
+         r->mutable_graph()->mutable_ops(2)->add_allowed_kinds("cpu");
+       },
+       {"graph.ops[2].allowed_kinds"}, "no device of replica group 0"},
       {"TotalWorkOverflows", [](R*, L* l) { l->max_total_time_ns = 1000; }, {"graph"},
        "the step's work"},
       {"TotalBytesOverflow", [](R*, L* l) { l->max_total_bytes = 100; }, {"graph"},
@@ -430,6 +470,39 @@ TEST(ModelBuilderTest, FormatViolationsOnePerLine) {
 
 // ---------------------------------------------------------------------------------------------------
 // Well-formed models.
+
+// Training plans (api.md §2.1): the plan as requested, data_parallel unset = 1 and an explicit 0 kept
+// (the solver chooses), once ops that open or close the step are fine.
+TEST(ModelBuilderTest, PlanFieldsAndOnceOps) {
+  v1::PlaceRequest request = SmallRequest();
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE(model->plan == TrainingPlan());
+  EXPECT_TRUE(model->IsPlainStep());
+  EXPECT_FALSE(model->has_once_ops);
+  EXPECT_EQ(model->cluster_devices, 3);
+
+  request.mutable_options()->set_microbatches(0);  // 0 = one
+  model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->plan.microbatches, 1);
+
+  request.mutable_options()->set_microbatches(16);
+  request.mutable_options()->set_max_in_flight(4);
+  request.mutable_options()->set_data_parallel(0);
+  request.mutable_graph()->mutable_ops(1)->set_once_per_step(true);  // a: a source, before the microbatches
+  request.mutable_graph()->mutable_ops(2)->set_once_per_step(true);  // d: the sink, after them
+  model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->plan.microbatches, 16);
+  EXPECT_EQ(model->plan.max_in_flight, 4);
+  EXPECT_EQ(model->plan.data_parallel, 0);
+  EXPECT_TRUE(model->has_once_ops);
+  EXPECT_TRUE(model->is_once(0));   // a
+  EXPECT_FALSE(model->is_once(1));  // b
+  EXPECT_TRUE(model->is_once(3));   // d
+  EXPECT_FALSE(model->IsPlainStep());
+}
 
 TEST(ModelBuilderTest, CanonicalOrderAndAttributes) {
   absl::StatusOr<Model> model = BuildModel(SmallRequest());

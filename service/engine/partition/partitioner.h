@@ -79,6 +79,9 @@ struct PartitionResult {
   // itself), and that answer's makespan before the portfolio's own search improved it.
   std::string winner;
   int64_t winner_makespan_ns = 0;
+  // Training plans (api.md §2.1): the window W the algorithm chose for its assignment when the model's
+  // plan leaves W open (0 = it did not choose; the caller's window search does).
+  int32_t max_in_flight = 0;
 };
 
 class Partitioner {

@@ -90,6 +90,62 @@
 // whichever determined the op's start — an input whose arrival equals the start, or the op that ran just
 // before on the same device (`SimResult::previous_on_device`) if it finished at the start — taking the
 // smallest OpId on ties; stop at an op that starts at 0 with no such predecessor. The path runs first to last.
+//
+// ## Training plans (api.md §2.1), on the same code path
+//
+// The model's `plan` (M microbatches, window W, D replicas) and `once_per_step` ops. With M = 1, no once
+// op and D = 1 everything below reduces to §2 above, nanosecond for nanosecond and byte for byte.
+//
+// **Unrolled step.** Every per-microbatch op u has copies u#0..u#M-1 (instances), all on u's device,
+// each taking u's time; a once op runs once. Nothing is copied: an instance is an (op, microbatch) pair,
+// indexed `m × num_ops + op` in SimResult (a once op only at m = 0).
+//
+// **Edges and transfers.** per-microbatch u → per-microbatch v: `u#m → v#m`; when u#m finishes, one
+// transfer per other device B hosting per-microbatch consumers of u, of `max(bytes of u's edges into
+// per-microbatch ops on B)`. per-microbatch u → once v (u is a *gradient producer*): v waits for the
+// accumulated gradient, which is ready when the last copy of u has finished (with D > 1: when u's
+// all-reduce has ended); then one transfer per other device B hosting once consumers of u, of `max(bytes
+// of u's edges into once ops on B)`; a once consumer on u's own device has it at that time. Once u → any
+// v: when u finishes, one transfer per other device hosting consumers of u, of `max(bytes of u's edges
+// into B)` (§2); every copy of a per-microbatch consumer waits for it.
+//
+// **Priority** (ready instances on one device): the lowest microbatch index first (a once op counts as
+// −1 when no per-microbatch op is among its ancestors, else as M), then the highest bottom level — u's in
+// the one-microbatch graph under this assignment, §2 exactly (a cross-device edge costs the §2 transfer
+// of `max(bytes of u's edges into B)`, all of u's consumers on B counted) — then the smaller name.
+//
+// **Window.** An instance of microbatch m >= W is not ready before every per-microbatch op's copy of
+// microbatch m − W has finished; it becomes ready at that time (an event like an input's arrival). Once
+// ops are not windowed. W is SimOptions::max_in_flight if set, else the plan's (0 = M = no limit).
+//
+// **All-reduce** (D > 1; the model is replica group 0's, see replica_group.h): for every gradient
+// producer u, a ring all-reduce of `a = max(bytes of u's edges into once ops)` over the ring through u's
+// device, taking `round(2(D−1) × a × 1e9 / (D × bandwidth)) + 2(D−1) × latency` with the ring's slowest
+// link (`Model::ring_link`; the quotient rounded half up in exact integer arithmetic). It is ready when
+// the last copy of u has finished. The all-reduces of one ring run one at a time: whenever the ring is
+// free it starts, among those ready, the one ready first (ties: the smaller producer name). A ring
+// picks only once nothing else happens at the current time (every event applied, every device's pick
+// made, zero-duration ops and their consequences included), so all-reduces that become ready at the
+// same time start in name order. Its end is an event (a zero-length all-reduce ends at its start,
+// and what it releases is picked at that same time).
+//
+// **Memory.** §2 per instance: persistent bytes once per op over [0, makespan); temp bytes per instance;
+// the output of u#m from its start until its per-microbatch consumers' copies m on its device have
+// finished and its per-copy transfers have arrived ([start, finish) when it has neither); a received copy
+// from its arrival until the consumers' copies m on B have finished. A once op's output and received
+// copies are held until every consumer instance there (all M copies of a per-microbatch consumer) has
+// finished. A gradient producer also holds one *accumulation buffer* of its output_bytes from the earliest
+// start of its copies until its once consumers on its device have finished, its all-reduce has ended and
+// its transfers to once consumers elsewhere have arrived; a received accumulated buffer is held from its
+// arrival until the last once consumer there has finished.
+//
+// **Step and bound.** Makespan = the last finish of any instance. `busy_ns` counts every instance,
+// `op_count` the ops placed (not their copies), `transfer_bytes`/`transfer_count` every transfer (per
+// copy, and the accumulated ones). `LowerBoundNs` = max(longest path with free communication on the
+// fastest device (the unrolled graph's longest path is one microbatch's), llround((M × Σ per-microbatch
+// compute + Σ once compute) / Σ speed)) over the model's devices (group 0's).
+//
+// Cost: O(M × (V + E) log V) time, O(M × (V + T)) memory (T = transfers of one microbatch).
 #ifndef PLACEMENT_SERVICE_ENGINE_SIM_SIMULATOR_H_
 #define PLACEMENT_SERVICE_ENGINE_SIM_SIMULATOR_H_
 
@@ -102,6 +158,9 @@
 namespace placement::engine {
 
 struct SimOptions {
+  // The window W to simulate with (api.md §2.1): 0 = the model's plan (plan.max_in_flight, or no window
+  // when that is 0); else 1..M.
+  int32_t max_in_flight = 0;
   // Compute per-device memory peaks (and the timeline below if requested). When false, the peaks are 0
   // and the schedule is the same.
   bool compute_memory = true;
@@ -113,13 +172,18 @@ struct SimOptions {
 
 // One contiguous use of memory on a device: `bytes` held over [from_ns, until_ns).
 struct MemoryInterval {
-  enum class Kind : uint8_t { kPersistent, kTemp, kOutput, kReceived };
+  // kAccumulation: a gradient producer's accumulation buffer (api.md §2.1); a received accumulated
+  // buffer is kReceived with microbatch −1.
+  enum class Kind : uint8_t { kPersistent, kTemp, kOutput, kReceived, kAccumulation };
   DeviceId device;
   OpId op;  // the op whose bytes these are (for kReceived: the producer)
   Kind kind;
   int64_t bytes;
   int64_t from_ns;
   int64_t until_ns;
+  // The copy these bytes belong to; −1 for what is not per copy (persistent bytes, once ops,
+  // accumulation buffers and their transfers).
+  int32_t microbatch = -1;
 };
 
 struct TransferRecord {
@@ -127,19 +191,40 @@ struct TransferRecord {
   DeviceId from;
   DeviceId to;
   int64_t bytes;
-  int64_t start_ns;    // = finish(producer)
+  int64_t start_ns;    // = finish(producer), or when the accumulated gradient was ready
   int64_t arrival_ns;  // start + latency + round(bytes / bandwidth)
+  int32_t microbatch = -1;  // the producer's copy; −1 for a once producer or an accumulated gradient
+};
+
+// One ring all-reduce of a gradient producer's accumulated gradient (api.md §2.1, D > 1).
+struct AllReduceRecord {
+  OpId producer;
+  DeviceId device;  // the ring through this device of group 0
+  int64_t bytes;
+  int64_t ready_ns;  // the last copy of the producer finished
+  int64_t start_ns;
+  int64_t end_ns;
 };
 
 struct SimResult {
   int64_t makespan_ns = 0;
-  // Per op (canonical id).
+  // The plan simulated: M and the window W applied (M = no limit).
+  int32_t microbatches = 1;
+  int32_t max_in_flight = 1;
+  // Per instance `m × num_ops + op` (canonical op id; m = 0 only for a once op, whose other slots hold
+  // −1). With M = 1: per op.
   std::vector<int64_t> start_ns;
   std::vector<int64_t> finish_ns;
-  std::vector<int64_t> bottom_level_ns;  // the priorities used
-  // The op that ran just before on the same device, or kNone (execution order, which (start, finish)
-  // alone cannot give when zero-duration ops share a start time).
-  std::vector<OpId> previous_on_device;
+  // The instance that ran just before on the same device, or kNone (execution order, which (start,
+  // finish) alone cannot give when zero-duration ops share a start time).
+  std::vector<int32_t> previous_on_device;
+  // Per op (canonical id): the priorities used (§2 bottom levels).
+  std::vector<int64_t> bottom_level_ns;
+  // Per op, only with once ops: when the accumulated gradient of a gradient producer could leave (its
+  // last copy's finish, or its all-reduce's end with D > 1); −1 for other ops.
+  std::vector<int64_t> gradient_ready_ns;
+  // Per microbatch: when its last per-microbatch copy finished.
+  std::vector<int64_t> microbatch_done_ns;
   // Per device.
   std::vector<int64_t> peak_memory_bytes;
   std::vector<int64_t> peak_time_ns;  // first time the peak is reached
@@ -151,9 +236,17 @@ struct SimResult {
   // duration are left out; transfers of 0 bytes (control edges across devices) are kept.
   std::vector<MemoryInterval> memory_intervals;
   std::vector<TransferRecord> transfers;
+  std::vector<AllReduceRecord> all_reduces;  // with record_transfers, in the order they started
 
   // True when every device's peak <= model.capacity_bytes.
   bool MemoryFits(const Model& model) const;
+  // Start and finish of op v's copy m (m = 0 for a once op).
+  int64_t StartNs(OpId v, int32_t m, int32_t num_ops) const {
+    return start_ns[static_cast<size_t>(m) * num_ops + v];
+  }
+  int64_t FinishNs(OpId v, int32_t m, int32_t num_ops) const {
+    return finish_ns[static_cast<size_t>(m) * num_ops + v];
+  }
 };
 
 class Simulator {
@@ -169,56 +262,93 @@ class Simulator {
  private:
   // Internally ops are numbered in (depth, OpId) order ("rank", a topological order): consumers then sit
   // close to their producers, so the per-edge state the simulation touches stays in cache (canonical ids
-  // follow names and are scattered). Results are written back under canonical ids.
+  // follow names and are scattered). An instance (op copy) is `m × num_ops + rank`; a once op's is its
+  // rank. Results are written back under canonical ids.
 
-  // Hot per-op state, in rank order, one cache access per consumer touched.
-  struct OpState {
-    int64_t ready_time;    // latest arrival of an input known so far
+  // Per rank, fixed for one run.
+  struct RankInfo {
     int64_t bottom_level;  // priority
     int64_t duration;      // run time on its device
-    int32_t pending;       // inputs whose arrival time is not known yet
     DeviceId device;
+    // Priority class of a once op (−1 before the microbatches, M after them); 0 for per-microbatch ops,
+    // whose class is their microbatch.
+    int32_t once_class;
   };
-  // One transfer per producer and destination device; also the received copy it leaves there.
+  // Per instance: what the simulation tracks of one op copy.
+  struct InstanceState {
+    int64_t ready_time;  // latest arrival of an input known so far
+    int32_t pending;     // inputs whose arrival time is not known yet
+    int32_t holders;     // memory: local consumers + transfers not done with the output
+  };
+  // One transfer per producer and destination device (and, for a gradient producer, separately for
+  // its per-copy consumers and its once consumers); also the received copy it leaves there.
+  enum class TransferKind : uint8_t { kPerCopy, kGradient, kOnce };
   struct Transfer {
     int64_t duration;
-    int64_t arrival;  // set when the producer finishes
     int64_t bytes;
     DeviceId device;
-    int32_t copy_holders;  // consumers on `device` that have not finished (memory only)
+    int32_t consumers;  // consumer instances on `device` that read the received copy (memory)
+    TransferKind kind;
   };
-  // A pending event. `transfer` gives the kind: kFinish / kReady for op events (op = rank), or the id
-  // (>= 0) of a transfer of op's output that arrives at `time`.
+  // A pending event: `kind` >= 0 is a transfer id (`op` = the producer's instance) arriving at `time`;
+  // kFinish / kReady are about instance `op`; kAllReduceEnd about the gradient producer of rank `op`.
   struct Event {
     int64_t time;
     int32_t op;
-    int32_t transfer;
+    int32_t kind;
   };
-  // An op waiting on its device; the device runs the greatest (bottom level, then smaller OpId) first.
+  // An instance waiting on its device: the lowest class (microbatch) first, then the greatest bottom
+  // level, then the smaller OpId.
   struct ReadyOp {
     int64_t bottom_level;
     OpId op;       // canonical id, for the tie-break
+    int32_t instance;
+    int32_t rank;
+    int32_t klass;
+  };
+  // A gradient producer waiting for its ring: the earliest ready first, then the smaller OpId.
+  struct ReadyAllReduce {
+    int64_t ready_time;
+    OpId op;
     int32_t rank;
   };
   static constexpr int32_t kFinish = -1;
   static constexpr int32_t kReady = -2;
+  static constexpr int32_t kAllReduceEnd = -3;
 
   // Run's phases (simulator.cc).
   void PrepareTransfers(const Assignment& assignment, bool memory);
   void ComputeBottomLevels();
+  void PrepareInstances(bool memory);
+  // kPlan = false: the plain step (one microbatch, no once op, no replicas), with every plan branch
+  // compiled out; the same code otherwise.
+  template <bool kPlan>
   void Simulate(const SimOptions& options);
   void WriteResult(const SimOptions& options);
-  void StartOp(int32_t v, DeviceId d, int64_t now, bool memory);
-  void FinishOp(int32_t u, int64_t now, const SimOptions& options);
-  void ArriveTransfer(int32_t u, int32_t x, int64_t now, const SimOptions& options);
-  void MakeReady(int32_t v);
-  void PushEvent(int64_t time, int32_t op, int32_t transfer);
+  void StartOp(int32_t instance, int32_t rank, DeviceId d, int64_t now, bool memory);
+  template <bool kPlan>
+  void FinishOp(int32_t instance, int64_t now, const SimOptions& options);
+  template <bool kPlan>
+  void InputKnown(int32_t instance, int64_t arrival, int64_t now);
+  void ReleaseGradient(int32_t u, int64_t now, const SimOptions& options);
+  template <bool kPlan>
+  void ArriveTransfer(int32_t instance, int32_t x, int64_t now, const SimOptions& options);
+  template <bool kPlan>
+  void ReleaseInputs(int32_t instance, int32_t u, int32_t m, DeviceId a, int64_t now, bool record);
+  template <bool kPlan>
+  void MakeReady(int32_t instance);
+  template <bool kPlan>
+  void Enqueue(int32_t instance, int32_t rank, int32_t klass);
+  void MicrobatchDone(int32_t m, int64_t now);
+  void PushEvent(int64_t time, int32_t op, int32_t kind);
   void Allocate(DeviceId d, int64_t bytes);
   void Release(DeviceId d, int64_t bytes) { Allocate(d, -bytes); }
   void RecordPeaks(int64_t now);
   void RecordInterval(DeviceId d, int32_t rank, MemoryInterval::Kind kind, int64_t bytes, int64_t from,
-                      int64_t until);
+                      int64_t until, int32_t microbatch);
   int64_t TransferTimeNs(DeviceId a, DeviceId b, int64_t bytes) const;
+  int32_t ProducerOfTransfer(int32_t x) const;
+  bool IsOnce(int32_t rank) const { return once_rank_[rank] != 0; }
 
   const Model& model_;
   SimResult result_;
@@ -229,47 +359,86 @@ class Simulator {
   std::vector<int32_t> out_dst_;           // consumer rank
   std::vector<int64_t> out_bytes_;
   std::vector<int32_t> out_to_in_;         // position of the same edge in the in CSR
-  std::vector<EdgeId> in_offset_;          // in CSR over ranks (only its shape is needed)
+  std::vector<EdgeId> in_offset_;          // in CSR over ranks
+  std::vector<int32_t> in_src_;            // producer rank
   std::vector<int64_t> compute_ns_, persistent_bytes_;
   // temp_bytes and output_bytes side by side: both are read when an op starts and when it finishes.
   std::vector<std::pair<int64_t, int64_t>> temp_output_bytes_;
   // Per ordered device pair: the largest byte count whose transfer time is exact in 64-bit arithmetic
   // (-1 when the link has no positive bandwidth).
   std::vector<int64_t> link_fast_bytes_;
+  // Training plan: M, D, once flags and priority classes, per-microbatch op count.
+  int32_t microbatches_ = 1;
+  int32_t replicas_ = 1;
+  bool has_once_ = false;
+  std::vector<uint8_t> once_rank_;
+  std::vector<int32_t> once_class_;        // per rank: −1 or M for once ops, 0 otherwise
+  std::vector<uint8_t> gradient_producer_;  // per rank: a per-microbatch op with an edge into a once op
+  int32_t per_microbatch_ops_ = 0;
 
   // ---- Scratch reused across runs (sized on the first run, never shrunk) ----
-  std::vector<OpState> state_;
-  std::vector<int64_t> start_;             // per rank
-  std::vector<int32_t> previous_;          // per rank: rank that ran before on the device, or -1
-  std::vector<int32_t> output_holders_;    // per rank: local consumers + transfers not done with it
+  int32_t window_ = 1;
+  std::vector<RankInfo> info_;
+  std::vector<InstanceState> state_;        // per instance
+  std::vector<int64_t> start_;             // per instance
+  std::vector<int32_t> previous_;          // per instance: instance that ran before on the device, or -1
+  std::vector<int32_t> holders_init_;      // per rank: an instance's output holders at the start
   std::vector<int32_t> transfer_offset_;   // per rank + 1: its transfers, contiguous
+  std::vector<int32_t> gradient_offset_;   // per rank: where its gradient transfers begin
   std::vector<Transfer> transfers_;
   std::vector<int32_t> edge_transfer_;     // per out-edge: transfer carrying it, or -1 inside a device
+  std::vector<int64_t> edge_cost_;         // per out-edge, with once ops: its §2 transfer time (priority)
   // Per in-edge: what its consumer holds while it runs: the producer's output (its rank, >= 0) or a
   // received copy (~transfer id, < 0).
   std::vector<int32_t> in_holder_;
+  std::vector<int32_t> transfer_holders_;  // per instance transfer `m × T + x` (memory)
+  std::vector<int64_t> transfer_arrival_;  // per instance transfer (memory intervals)
+  // Gradient producers, per rank.
+  std::vector<int32_t> copies_left_;       // copies not finished
+  std::vector<int32_t> accumulation_holders_;
+  std::vector<int64_t> accumulation_start_;  // −1 until the first copy starts
+  std::vector<int64_t> gradient_ready_;      // when the accumulated gradient could leave, or −1
+  std::vector<int64_t> all_reduce_duration_;
+  std::vector<int64_t> all_reduce_bytes_;
+  std::vector<int64_t> all_reduce_ready_;
+  std::vector<int64_t> all_reduce_start_;
+  // Window: per microbatch, copies left and when it completed; instances parked on microbatch k (those
+  // of k + W whose inputs are all there), as linked lists through gate_next_.
+  std::vector<int32_t> microbatch_left_;
+  std::vector<int64_t> microbatch_done_;
+  std::vector<int32_t> gate_head_;
+  std::vector<int32_t> gate_next_;
   // Per device.
   std::vector<int32_t> device_slot_;       // transfer of the current producer into the device, or -1
   std::vector<std::vector<ReadyOp>> ready_;
   std::vector<uint8_t> busy_;
-  std::vector<int32_t> last_rank_;
+  std::vector<int32_t> last_instance_;
   std::vector<int64_t> usage_;             // memory in use, persistent bytes excluded
   std::vector<int64_t> persistent_;
   std::vector<uint8_t> is_candidate_;
   std::vector<DeviceId> candidates_;       // devices that may pick in the next round
   std::vector<uint8_t> is_dirty_;
   std::vector<DeviceId> dirty_;            // devices whose memory changed at the current time
+  // Per ring (= per device of group 0, D > 1).
+  std::vector<std::vector<ReadyAllReduce>> ring_ready_;
+  std::vector<uint8_t> ring_busy_;
+  std::vector<uint8_t> ring_is_candidate_;
+  std::vector<DeviceId> ring_candidates_;
   std::vector<Event> events_;              // min-heap on time
   int64_t makespan_ = 0;
 };
 
 // max(longest path of op times on the fastest device with free communication (each op's time rounded
-// individually), round(total compute_ns / total speed)).
+// individually), round(total compute_ns / total speed)); with a plan the total counts every microbatch
+// copy (M × per-microbatch compute + once compute), over the model's devices (api.md §2.1).
 int64_t LowerBoundNs(const Model& model);
 
 // Ops on one critical path of a simulated schedule, from the first to the last: starting at an op that
 // finishes at the makespan, repeatedly step to the input (or the previous op on the same device) whose
-// arrival/finish determined the op's start. Ties by smaller OpId.
+// arrival/finish determined the op's start. Ties by smaller OpId. With a plan the path runs through
+// instances (an input's copy, an accumulated gradient's last copy, the previous instance on the device,
+// or the last copy of the microbatch the window waited for) and each op is listed once, at its first
+// appearance.
 std::vector<OpId> CriticalPath(const Model& model, const Assignment& assignment,
                                const SimResult& result);
 

@@ -17,115 +17,12 @@
 #include "service/engine/model/model.h"
 #include "service/engine/model/model_builder.h"
 #include "service/engine/model/model_test_util.h"
+#include "service/engine/sim/sim_test_util.h"
 
 namespace placement::engine {
 namespace {
 
 using ::testing::ElementsAre;
-
-constexpr int64_t kBytesPerNs = 1'000'000'000;  // bandwidth of 1 byte per ns
-
-// Builds small PlaceRequests by name.
-class RequestBuilder {
- public:
-  RequestBuilder& Op(const std::string& name, int64_t compute_ns, int64_t output_bytes = 0,
-                     int64_t persistent_bytes = 0, int64_t temp_bytes = 0) {
-    v1::Op* op = request_.mutable_graph()->add_ops();
-    op->set_name(name);
-    op->set_compute_ns(compute_ns);
-    op->set_output_bytes(output_bytes);
-    op->set_persistent_bytes(persistent_bytes);
-    op->set_temp_bytes(temp_bytes);
-    return *this;
-  }
-  RequestBuilder& Edge(const std::string& src, const std::string& dst, int64_t bytes) {
-    v1::Edge* edge = request_.mutable_graph()->add_edges();
-    edge->set_src(OpIndex(src));
-    edge->set_dst(OpIndex(dst));
-    edge->set_bytes(bytes);
-    return *this;
-  }
-  RequestBuilder& Device(const std::string& name, const std::string& node = "n0",
-                         double speed = 1.0, int64_t memory_bytes = int64_t{1} << 40,
-                         const std::string& kind = "gpu") {
-    v1::Device* device = request_.mutable_cluster()->add_devices();
-    device->set_name(name);
-    device->set_kind(kind);
-    device->set_node(node);
-    device->set_memory_bytes(memory_bytes);
-    if (speed != 1.0) device->set_speed(speed);
-    return *this;
-  }
-  RequestBuilder& IntraNode(int64_t bandwidth, int64_t latency_ns) {
-    request_.mutable_cluster()->mutable_intra_node()->set_bandwidth_bytes_per_second(bandwidth);
-    request_.mutable_cluster()->mutable_intra_node()->set_latency_ns(latency_ns);
-    return *this;
-  }
-  RequestBuilder& InterNode(int64_t bandwidth, int64_t latency_ns) {
-    request_.mutable_cluster()->mutable_inter_node()->set_bandwidth_bytes_per_second(bandwidth);
-    request_.mutable_cluster()->mutable_inter_node()->set_latency_ns(latency_ns);
-    return *this;
-  }
-  RequestBuilder& Link(const std::string& a, const std::string& b, int64_t bandwidth,
-                       int64_t latency_ns) {
-    v1::Link* link = request_.mutable_cluster()->add_links();
-    link->set_a(a);
-    link->set_b(b);
-    link->mutable_spec()->set_bandwidth_bytes_per_second(bandwidth);
-    link->mutable_spec()->set_latency_ns(latency_ns);
-    return *this;
-  }
-  const v1::PlaceRequest& request() const { return request_; }
-
- private:
-  int32_t OpIndex(const std::string& name) const {
-    for (int32_t i = 0; i < request_.graph().ops_size(); ++i) {
-      if (request_.graph().ops(i).name() == name) return i;
-    }
-    ADD_FAILURE() << "no op " << name;
-    return 0;
-  }
-  v1::PlaceRequest request_;
-};
-
-// A built model plus name lookups and one simulation.
-class Fixture {
- public:
-  explicit Fixture(const RequestBuilder& builder) {
-    absl::StatusOr<Model> model = BuildModel(builder.request());
-    EXPECT_TRUE(model.ok()) << model.status();
-    if (model.ok()) model_ = *std::move(model);
-    assignment_.assign(model_.num_ops(), 0);
-  }
-  const Model& model() const { return model_; }
-  OpId Op(const std::string& name) const { return OpNamed(model_, name); }
-  DeviceId Dev(const std::string& name) const { return DeviceNamed(model_, name); }
-  Fixture& Place(const std::string& op, const std::string& device) {
-    assignment_[Op(op)] = Dev(device);
-    return *this;
-  }
-  const SimResult& Run(bool record = false) {
-    sim_ = std::make_unique<Simulator>(model_);
-    SimOptions options;
-    options.record_memory_intervals = record;
-    options.record_transfers = record;
-    return sim_->Run(assignment_, options);
-  }
-  const Assignment& assignment() const { return assignment_; }
-  int64_t Start(const SimResult& r, const std::string& op) const { return r.start_ns[Op(op)]; }
-  int64_t Finish(const SimResult& r, const std::string& op) const { return r.finish_ns[Op(op)]; }
-  int64_t Peak(const SimResult& r, const std::string& device) const {
-    return r.peak_memory_bytes[Dev(device)];
-  }
-  int64_t PeakTime(const SimResult& r, const std::string& device) const {
-    return r.peak_time_ns[Dev(device)];
-  }
-
- private:
-  Model model_;
-  Assignment assignment_;
-  std::unique_ptr<Simulator> sim_;
-};
 
 // One producer, consumers on two other devices; two consumers share a remote device.
 //   a (100 ns, output 1000 B) on d0; b (50 ns) and c (30 ns) on d1; e (20 ns) on d2.

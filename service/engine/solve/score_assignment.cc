@@ -1,5 +1,6 @@
 #include "service/engine/solve/score_assignment.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -28,21 +29,36 @@ std::string OverflowReason(const Model& model, const SimResult& sim) {
 
 }  // namespace
 
+double MicrobatchesPerSecond(int32_t data_parallel, int32_t microbatches, int64_t makespan_ns) {
+  if (makespan_ns <= 0) return 0.0;
+  return static_cast<double>(std::max(1, data_parallel)) * std::max(1, microbatches) * 1e9 /
+         static_cast<double>(makespan_ns);
+}
+
 v1::Placement ScoreAssignment(const Model& model, const Assignment& assignment,
-                              std::vector<v1::ConstraintViolation>* problems) {
+                              std::vector<v1::ConstraintViolation>* problems, int32_t max_in_flight) {
   v1::Placement placement;
   auto* device = placement.mutable_device();
   device->Resize(model.num_ops(), 0);
   for (OpId v = 0; v < model.num_ops(); ++v) device->Set(model.request_index[v], assignment[v]);
 
   Simulator simulator(model);
-  const SimResult& sim = simulator.Run(assignment);
+  SimOptions options;
+  options.max_in_flight = max_in_flight;
+  const SimResult& sim = simulator.Run(assignment, options);
+  const int32_t replicas = std::max(1, model.plan.data_parallel);
+  v1::TrainingPlan* plan = placement.mutable_plan();
+  plan->set_microbatches(sim.microbatches);
+  plan->set_max_in_flight(sim.max_in_flight);
+  plan->set_data_parallel(replicas);
 
   v1::PlacementMetrics* metrics = placement.mutable_metrics();
   metrics->set_makespan_ns(sim.makespan_ns);
   metrics->set_lower_bound_ns(LowerBoundNs(model));
   metrics->set_transfer_bytes(sim.transfer_bytes);
   metrics->set_transfer_count(sim.transfer_count);
+  metrics->set_microbatches_per_second(
+      MicrobatchesPerSecond(replicas, sim.microbatches, sim.makespan_ns));
   for (DeviceId d = 0; d < model.num_devices(); ++d) {
     v1::DeviceMetrics* m = metrics->add_devices();
     m->set_peak_memory_bytes(sim.peak_memory_bytes[d]);

@@ -18,10 +18,16 @@
 
 namespace placement::engine {
 
-// Simulates `assignment` (canonical op ids) and fills device (request order), outcome, reason and
-// metrics. Constraint violations make the outcome INFEASIBLE and are listed in `problems` if non-null.
+// Simulates `assignment` (canonical op ids) and fills device (request order), outcome, reason, metrics
+// and plan. Constraint violations make the outcome INFEASIBLE and are listed in `problems` if non-null.
+// Training plans: `model` is the plan model (replica group 0's devices, see plans/plan_model.h);
+// `max_in_flight` is the window to simulate with (0 = the model's plan W, or no window when it has none).
 v1::Placement ScoreAssignment(const Model& model, const Assignment& assignment,
-                              std::vector<v1::ConstraintViolation>* problems = nullptr);
+                              std::vector<v1::ConstraintViolation>* problems = nullptr,
+                              int32_t max_in_flight = 0);
+
+// data_parallel × microbatches per second of a step of `makespan_ns` (0 when it takes no time).
+double MicrobatchesPerSecond(int32_t data_parallel, int32_t microbatches, int64_t makespan_ns);
 
 }  // namespace placement::engine
 

@@ -1,0 +1,98 @@
+// Tests of the plan model (replica counts, working window) and of the window search.
+#include <cstdint>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "service/engine/model/model_builder.h"
+#include "service/engine/model/model_test_util.h"
+#include "service/engine/model/replica_group.h"
+#include "service/engine/plans/plan_model.h"
+#include "service/engine/plans/window_search.h"
+#include "service/engine/sim/simulator.h"
+
+namespace placement::engine {
+namespace {
+
+// A chain a -> b -> c -> d, each 100 ns, 1000-byte outputs, on `devices` devices of one host.
+v1::PlaceRequest Chain(int32_t devices, int32_t microbatches, int64_t memory_bytes = int64_t{1} << 30) {
+  v1::PlaceRequest request;
+  const char* names[] = {"a", "b", "c", "d"};
+  for (const char* name : names) AddTestOp(request, name, 100)->set_output_bytes(1000);
+  for (int32_t i = 0; i + 1 < 4; ++i) {
+    v1::Edge* edge = request.mutable_graph()->add_edges();
+    edge->set_src(i);
+    edge->set_dst(i + 1);
+    edge->set_bytes(1000);
+  }
+  for (int32_t d = 0; d < devices; ++d) {
+    AddTestDevice(request, "gpu" + std::to_string(d), "gpu", memory_bytes)->set_node("h0");
+  }
+  request.mutable_cluster()->mutable_intra_node()->set_bandwidth_bytes_per_second(1'000'000'000);
+  request.mutable_options()->set_microbatches(microbatches);
+  return request;
+}
+
+TEST(PlanModelTest, BorrowsThePlainModelAndCopiesWhenTheWindowIsOpen) {
+  absl::StatusOr<Model> plain = BuildModel(Chain(2, 1));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const PlanModel borrowed(*plain, 1);
+  EXPECT_EQ(&borrowed.model(), &*plain);
+  EXPECT_TRUE(borrowed.window_fixed());
+
+  absl::StatusOr<Model> open = BuildModel(Chain(2, 8));
+  ASSERT_TRUE(open.ok()) << open.status();
+  const PlanModel copied(*open, 1);
+  EXPECT_NE(&copied.model(), &*open);
+  EXPECT_FALSE(copied.window_fixed());
+  EXPECT_EQ(copied.model().plan.max_in_flight, 2);  // the working window: one per device
+}
+
+TEST(PlanModelTest, ReplicaCountsAreTheDivisorsWhoseGroupHoldsEveryPin) {
+  v1::PlaceRequest request = Chain(6, 4);
+  request.mutable_options()->set_data_parallel(0);
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(ReplicaCountsToTry(*model), (std::vector<int32_t>{1, 2, 3, 6}));
+  request.mutable_graph()->mutable_ops(1)->set_pinned_device("gpu2");  // group 0 needs >= 3 devices
+  model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(ReplicaCountsToTry(*model), (std::vector<int32_t>{1, 2}));
+  const PlanModel group(*model, 2);
+  EXPECT_EQ(group.model().num_devices(), 3);
+  EXPECT_EQ(group.model().plan.data_parallel, 2);
+  EXPECT_EQ(group.model().ring_link.size(), 3u);
+}
+
+// The window search returns the fastest W that fits: with memory for only a few microbatches' outputs
+// in flight, the larger windows overflow; every W is checked against a brute force over all of them.
+TEST(WindowSearchTest, FastestFeasibleWindowMatchesBruteForce) {
+  for (int64_t memory : {int64_t{1} << 30, int64_t{5000}, int64_t{3500}, int64_t{2500}}) {
+    absl::StatusOr<Model> full = BuildModel(Chain(2, 8, memory));
+    ASSERT_TRUE(full.ok()) << full.status();
+    const PlanModel plan(*full, 1);
+    const Model& model = plan.model();
+    // a, b on gpu0; c, d on gpu1: a two-stage pipeline.
+    Assignment assignment(model.num_ops());
+    assignment[OpNamed(model, "a")] = 0;
+    assignment[OpNamed(model, "b")] = 0;
+    assignment[OpNamed(model, "c")] = 1;
+    assignment[OpNamed(model, "d")] = 1;
+    Simulator sim(model);
+    const WindowChoice choice = ChooseWindow(model, assignment, sim);
+    int32_t brute_window = 0;
+    PlacementScore brute = PlacementScore::Worst();
+    for (int32_t w = 1; w <= 8; ++w) {
+      const PlacementScore score = ScoreWithWindow(model, assignment, sim, w);
+      if (brute_window == 0 || score.BetterThan(brute)) {
+        brute = score;
+        brute_window = w;
+      }
+    }
+    EXPECT_EQ(choice.max_in_flight, brute_window) << "memory " << memory;
+    EXPECT_EQ(choice.score.makespan_ns, brute.makespan_ns);
+    EXPECT_EQ(choice.score.overflow_bytes, brute.overflow_bytes);
+  }
+}
+
+}  // namespace
+}  // namespace placement::engine
