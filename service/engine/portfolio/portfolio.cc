@@ -227,12 +227,15 @@ class PortfolioRun {
       bool seen = false;
       for (const Candidate* d : distinct) seen |= d->assignment == c->assignment;
       if (!seen) distinct.push_back(c);
-      if (static_cast<int32_t>(distinct.size()) == wanted) break;
     }
+    // The best `wanted` answers, and further ones in rank order while none fits yet: an answer that
+    // overflows with the working window may fit with a smaller one (a member run alone would find it, and
+    // auto is never worse than a member).
     std::optional<Candidate> chosen;
     for (size_t k = 0; k < distinct.size() && !context_.ShouldStop(); ++k) {
-      const SolveContext share =
-          context_.WithShareOfTimeLeft(0.5 / static_cast<double>(distinct.size() - k));
+      if (static_cast<int32_t>(k) >= wanted && chosen && chosen->score.feasible) break;
+      const size_t left = std::max<size_t>(1, std::min<size_t>(distinct.size(), wanted) - std::min<size_t>(k, wanted));
+      const SolveContext share = context_.WithShareOfTimeLeft(0.5 / static_cast<double>(left));
       WindowSearchOptions search;
       search.known_window = model_.plan.Window();  // every candidate was scored with it
       search.known_score = PlacementScore{distinct[k]->score.overflow_bytes, distinct[k]->score.makespan_ns};
