@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -99,17 +100,11 @@ struct Exchange {
     return pieces;
   }
 
-  // Reserves the decoded size in the decoding budget, then decodes the body into `request` (once).
+  // Reserves the decoded size in the decoding budget, then decodes the body into `request`; later
+  // calls return the first one's outcome.
   absl::Status Decode() {
-    if (decoded) return absl::OkStatus();
-    const int64_t estimate = static_cast<int64_t>(body->Length()) * kDecodedBytesPerWireByte;
-    if (absl::Status reserved_now = ReserveDecoding(service, estimate); !reserved_now.ok()) {
-      return reserved_now;
-    }
-    budget = &service->decoding();
-    reserved = estimate;
-    decoded = true;
-    return server::Decode(*body, &request);
+    if (!decoded.has_value()) decoded = ReserveAndDecode();
+    return *decoded;
   }
 
   // Frees the decoded request (and its share of the decoding budget) once the call no longer needs it,
@@ -121,10 +116,20 @@ struct Exchange {
     budget = nullptr;
   }
 
+  absl::Status ReserveAndDecode() {
+    const int64_t estimate = static_cast<int64_t>(body->Length()) * kDecodedBytesPerWireByte;
+    if (absl::Status reserved_now = ReserveDecoding(service, estimate); !reserved_now.ok()) {
+      return reserved_now;
+    }
+    budget = &service->decoding();
+    reserved = estimate;
+    return server::Decode(*body, &request);
+  }
+
   PlacementServiceImpl* const service;
   const grpc::ByteBuffer* const body;
   std::vector<grpc::Slice> slices;  // Wire()'s pieces
-  bool decoded = false;
+  std::optional<absl::Status> decoded;  // Decode()'s outcome, once it ran
   DecodingBudget* budget = nullptr;
   int64_t reserved = 0;
 };
