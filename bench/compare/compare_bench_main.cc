@@ -42,12 +42,13 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "placement/v1/placement.pb.h"
-#include "service/offline/compare_table.h"
+#include "service/report/compare_table.h"
 #include "service/engine/io/message_io.h"
 #include "service/engine/model/model_builder.h"
 #include "service/engine/sim/simulator.h"
 #include "service/engine/solve/algorithm_registry.h"
 #include "service/engine/solve/solve.h"
+#include "service/report/human_units.h"
 
 ABSL_FLAG(std::string, corpus, "build/corpus", "Folder of requests (*.json, *.json.gz, *.pb), searched recursively");
 ABSL_FLAG(std::string, devices, "2,4,8", "Accelerator counts K to resize every cluster to");
@@ -71,8 +72,8 @@ ABSL_FLAG(std::string, command_line, "",
 namespace placement::bench {
 namespace {
 
-using offline::CompareReport;
-using offline::CompareRow;
+using report::CompareReport;
+using report::CompareRow;
 
 // ---- Corpus ----------------------------------------------------------------------------------------
 
@@ -254,13 +255,13 @@ void RunCase(const v1::PlaceRequest& request, const std::vector<std::string>& al
     context.seed = options.seed();
     absl::StatusOr<v1::Placement> placement = engine::Solve(*model, options, context);
     result.rows.push_back(placement.ok()
-                              ? offline::CompareRowFromPlacement(algorithm, *placement)
-                              : offline::CompareRowFromError(algorithm, placement.status().ToString()));
+                              ? report::CompareRowFromPlacement(algorithm, *placement)
+                              : report::CompareRowFromError(algorithm, placement.status().ToString()));
     const CompareRow& row = result.rows.back();
     std::fprintf(stderr, "  %-14s %s %s  %s\n", algorithm.c_str(),
                  row.error.empty() ? (row.feasible ? "feasible  " : "INFEASIBLE") : "ERROR     ",
-                 offline::FormatDurationNs(row.makespan_ns).c_str(),
-                 offline::FormatDurationNs(row.solve_ns).c_str());
+                 report::FormatDurationNs(row.makespan_ns).c_str(),
+                 report::FormatDurationNs(row.solve_ns).c_str());
   }
 }
 
@@ -474,8 +475,8 @@ std::string Report(const std::vector<Case>& cases, const std::vector<std::string
       gap = Percent(static_cast<double>(pardnn->makespan_ns) / c.rows[best].makespan_ns - 1.0);
       if (c.lower_bound_ns > 0) lb = Ratio(static_cast<double>(pardnn->makespan_ns) / c.lower_bound_ns);
     }
-    absl::StrAppend(&out, c.ops, " | ", offline::FormatDurationNs(c.lower_bound_ns), " | ",
-                    best >= 0 ? offline::FormatDurationNs(c.rows[best].makespan_ns) : "-", " | ",
+    absl::StrAppend(&out, c.ops, " | ", report::FormatDurationNs(c.lower_bound_ns), " | ",
+                    best >= 0 ? report::FormatDurationNs(c.rows[best].makespan_ns) : "-", " | ",
                     best >= 0 ? c.rows[best].algorithm : "none feasible", " | ", rank, " | ", gap, " | ", lb,
                     " |");
     for (const std::string& algorithm : algorithms) {
@@ -541,13 +542,15 @@ int Main() {
   std::vector<std::string> algorithms =
       absl::StrSplit(absl::GetFlag(FLAGS_algorithms), ',', absl::SkipEmpty());
   if (algorithms.empty()) {
-    for (const engine::Partitioner* algorithm : engine::AllAlgorithms()) {
+    for (const engine::Partitioner* algorithm : engine::AlgorithmRegistry::Default().All()) {
       algorithms.emplace_back(algorithm->name());
     }
   }
   for (const std::string& algorithm : algorithms) {
-    if (engine::FindAlgorithm(algorithm) == nullptr) {
-      std::fprintf(stderr, "--algorithms: unknown algorithm \"%s\"\n", algorithm.c_str());
+    if (absl::Status known =
+            engine::AlgorithmRegistry::Default().Find(algorithm, "--algorithms").status();
+        !known.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(known.message()).c_str());
       return 2;
     }
   }

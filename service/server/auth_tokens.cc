@@ -62,9 +62,9 @@ absl::Status ParseOverride(int line, absl::string_view field, TenantOverrides* o
 
 }  // namespace
 
-jobs::TenantLimits TenantOverrides::ApplyTo(jobs::TenantLimits defaults) const {
-  if (max_running.has_value()) defaults.max_running = *max_running;
-  if (max_queued.has_value()) defaults.max_queued = *max_queued;
+TenantLimits TenantOverrides::ApplyTo(TenantLimits defaults) const {
+  if (max_running.has_value()) defaults.jobs.max_running = *max_running;
+  if (max_queued.has_value()) defaults.jobs.max_queued = *max_queued;
   if (rate_qps.has_value()) defaults.rate_qps = *rate_qps;
   if (burst.has_value()) defaults.burst = *burst;
   return defaults;
@@ -149,7 +149,7 @@ absl::StatusOr<absl::string_view> BearerToken(absl::string_view authorization) {
 
 TokenAuthenticator::TokenAuthenticator(Options options)
     : options_(std::move(options)),
-      clock_(options_.clock != nullptr ? options_.clock : jobs::Clock::Real()) {}
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()) {}
 
 absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::Create(Options options) {
   std::unique_ptr<TokenAuthenticator> auth(new TokenAuthenticator(std::move(options)));
@@ -253,8 +253,8 @@ absl::StatusOr<std::string> TokenAuthenticator::Authenticate(absl::string_view a
   return it->second;
 }
 
-jobs::TenantLimits TokenAuthenticator::LimitsFor(const std::string& tenant,
-                                                 const jobs::TenantLimits& defaults) const {
+TenantLimits TokenAuthenticator::LimitsFor(const std::string& tenant,
+                                                 const TenantLimits& defaults) const {
   absl::MutexLock lock(&mu_);
   auto it = table_->overrides.find(tenant);
   return it == table_->overrides.end() ? defaults : it->second.ApplyTo(defaults);

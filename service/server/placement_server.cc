@@ -59,8 +59,8 @@ void TouchPort(const std::string& host, int port) {
 
 PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std::move(options)) {
   metrics_ = std::make_unique<ServiceMetrics>();
-  catalog_ = std::make_unique<core::AlgorithmCatalog>(
-      core::AlgorithmCatalogOptions{.include_testing_algorithms = options_.testing_algorithms});
+  algorithms_ = std::make_unique<engine::AlgorithmRegistry>(engine::AlgorithmRegistryOptions{
+      .include_testing_algorithms = options_.testing_algorithms});
   cache_ = std::make_unique<cache::LruResultCache>(
       cache::LruCacheOptions{.max_bytes = options_.cache_bytes});
   cache::ResultCache* results = cache_.get();
@@ -104,9 +104,9 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
                                             /*clock=*/nullptr, metrics_.get());
   core::PlacementCoreOptions core_options = options_.core;
   core_options.tenant_limits = [access = access_.get()](const std::string& tenant) {
-    return access->LimitsFor(tenant);
+    return access->LimitsFor(tenant).jobs;
   };
-  core_ = std::make_unique<core::PlacementCore>(std::move(core_options), catalog_.get(), results,
+  core_ = std::make_unique<core::PlacementCore>(std::move(core_options), algorithms_.get(), results,
                                           jobs_.get(), operations_.get(), metrics_.get());
   if (redis_ != nullptr) {
     absl::StatusOr<std::pair<std::string, int>> redis =

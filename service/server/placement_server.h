@@ -37,13 +37,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "service/jobs/tenant_limits.h"
+#include "service/server/tenant_limits.h"
 #include "service/server/access_control.h"
 #include "service/server/auth_tokens.h"
 #include "service/cache/redis_client.h"
 #include "service/cache/redis_result_cache.h"
 #include "service/core/placement_core.h"
 #include "service/server/placement_service.h"
+#include "service/server/transport_security.h"
 #include "service/shared_ops/operation_coordinator.h"
 #include "service/shared_ops/operation_store.h"
 
@@ -60,18 +61,6 @@ class TieredResultCache;
 }  // namespace placement::cache
 
 namespace placement::server {
-
-// Transport security of the gRPC port. Plaintext only when `insecure` is set explicitly.
-struct TransportSecurityOptions {
-  // PEM files of the server's certificate chain and private key: TLS.
-  std::string cert_file;
-  std::string key_file;
-  // PEM file of the CA(s) that sign client certificates: mutual TLS (a client without a certificate
-  // this CA verifies cannot connect). Needs cert_file and key_file.
-  std::string client_ca_file;
-  // Plaintext (local use and tests). Exclusive with the files above.
-  bool insecure = false;
-};
 
 struct PlacementServerOptions {
   // Address both ports bind to.
@@ -120,7 +109,7 @@ struct PlacementServerOptions {
   // How often the tokens file is checked for changes (on calls; 0 = every call).
   absl::Duration auth_tokens_poll = absl::Seconds(1);
   // Every tenant's limits unless the tokens file overrides them (tenant_limits.h; 0 = unlimited).
-  jobs::TenantLimits tenant_limits;
+  TenantLimits tenant_limits;
   // Shared cache tier behind the in-process cache: Redis at "HOST:PORT"; empty = none. `redis` holds
   // the rest of its options (its host and port are taken from redis_address). Its timeout is capped
   // at half of min_time_budget, so a slow Redis cannot eat the deadline of a call that was admitted.
@@ -171,7 +160,7 @@ class PlacementServer {
 
   const PlacementServerOptions options_;
   std::unique_ptr<ServiceMetrics> metrics_;
-  std::unique_ptr<core::AlgorithmCatalog> catalog_;
+  std::unique_ptr<engine::AlgorithmRegistry> algorithms_;
   std::unique_ptr<cache::LruResultCache> cache_;
   // With a redis_address: the shared tier and the tiering wrapper the core uses (declared before
   // jobs_ so that they outlive the workers that write to them).

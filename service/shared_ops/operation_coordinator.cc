@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "service/cache/redis_result_cache.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 
 namespace placement::shared_ops {
 namespace {
@@ -68,7 +68,7 @@ OperationCoordinator::OperationCoordinator(CoordinatorOptions options, RedisClie
       jobs_(jobs),
       operations_(operations),
       rebuild_(std::move(rebuild)),
-      clock_(options_.clock != nullptr ? options_.clock : jobs::Clock::Real()),
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
       log_(options_.log, options_.log_interval, clock_),
       inbox_(std::make_shared<Inbox>()) {}
 
@@ -100,7 +100,7 @@ void OperationCoordinator::Stop() {
 }
 
 absl::Status OperationCoordinator::RedisUnavailable(const absl::Status& cause) const {
-  return common::WithRetryDelay(
+  return status_payloads::WithRetryDelay(
       absl::UnavailableError(absl::StrCat(
           "operations are shared through Redis, which did not answer (", cause.message(),
           "); retry")),
@@ -112,7 +112,7 @@ absl::Status OperationCoordinator::StoreError(const absl::Status& cause) const {
   if (absl::IsDataLoss(cause)) return cause;  // a corrupt record: never an answer
   if (cache::IsPassingErrorReply(cause)) {
     // Out of memory, loading, busy: Redis answers, just not now.
-    return common::WithRetryDelay(
+    return status_payloads::WithRetryDelay(
         absl::UnavailableError(absl::StrCat(
             "operations are shared through Redis, which cannot serve this now (", cause.message(),
             "); retry")),
@@ -165,7 +165,7 @@ absl::Status OperationCoordinator::NotFound(const std::string& name, absl::Statu
   // was away: they are published within a poll interval or two of Redis answering again.
   absl::StatusOr<absl::Duration> uptime = store_->RedisUptime();
   if (uptime.ok() && *uptime < options_.publish_window) {
-    return common::WithRetryDelay(
+    return status_payloads::WithRetryDelay(
         absl::UnavailableError(absl::StrCat(
             "Redis restarted ", absl::FormatDuration(*uptime), " ago and does not know ", name,
             " yet; the replica that created it may still be publishing it: retry")),

@@ -88,8 +88,8 @@ struct CoordinatorOptions {
   // After a Redis restart younger than this, an operation name nobody knows is UNAVAILABLE ("retry"),
   // not NOT_FOUND: the replica that made it while Redis was away may not have published it yet.
   absl::Duration publish_window = absl::Seconds(10);
-  // Null = jobs::Clock::Real().
-  const jobs::Clock* clock = nullptr;
+  // Null = Clock::Real().
+  const Clock* clock = nullptr;
   // Where log lines go (null = nowhere); each kind of event at most once per log_interval.
   std::function<void(absl::string_view)> log = nullptr;
   absl::Duration log_interval = absl::Minutes(1);
@@ -252,7 +252,7 @@ class OperationCoordinator {
   jobs::JobManager* const jobs_;
   jobs::OperationRegistry* const operations_;
   const JobRebuilder rebuild_;
-  const jobs::Clock* const clock_;
+  const Clock* const clock_;
   RateLimitedLog log_;
   const std::shared_ptr<Inbox> inbox_;
 

@@ -12,7 +12,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "service/cache/redis_result_cache.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 #include "tests/testutil/redis_server.h"
 #include "tests/testutil/start_redis_or_skip.h"
 
@@ -77,7 +77,7 @@ struct LogLines {
 class Replica {
  public:
   // `publish_window`: zero here, so that an unknown name is NOT_FOUND although Redis is young.
-  Replica(int port, std::string name, Solver* solver, const jobs::Clock* clock = nullptr,
+  Replica(int port, std::string name, Solver* solver, const Clock* clock = nullptr,
           absl::Duration publish_window = absl::ZeroDuration())
       : solver_(solver),
         jobs_({.workers = 1}),
@@ -401,7 +401,7 @@ TEST(OperationCoordinatorTest, ASubmitThatTimedOutInAStalledRedisIsAdoptedNotSol
 
 TEST(OperationCoordinatorTest, TimeComesFromTheInjectedClock) {
   START_REDIS_OR_SKIP(redis);
-  jobs::FakeClock clock(absl::FromUnixSeconds(1'234'567));
+  FakeClock clock(absl::FromUnixSeconds(1'234'567));
   Solver solver;
   solver.release.Notify();
   Replica a(redis.port(), "a", &solver, &clock);
@@ -438,14 +438,14 @@ TEST(OperationCoordinatorTest, AnEvictedResultIsAbortedAndAWrongTypeIsInternal) 
   absl::Status wrong = b.coordinator().Find(name, "team-a").status();
   EXPECT_EQ(wrong.code(), absl::StatusCode::kInternal) << wrong;
   EXPECT_TRUE(absl::StrContains(wrong.message(), "WRONGTYPE")) << wrong;
-  EXPECT_FALSE(common::RetryDelayOf(wrong).has_value());
+  EXPECT_FALSE(status_payloads::RetryDelayOf(wrong).has_value());
   // Unknown while Redis is young (it just started): retry, not NOT_FOUND, until the replicas have had
   // time to publish what they made while it was away.
   Replica c(redis.port(), "c", &solver, nullptr, absl::Seconds(30));
   absl::Status young =
       c.coordinator().Find("operations/fedcba9876543210fedcba9876543210", "team-a").status();
   EXPECT_EQ(young.code(), absl::StatusCode::kUnavailable) << young;
-  EXPECT_TRUE(common::RetryDelayOf(young).has_value());
+  EXPECT_TRUE(status_payloads::RetryDelayOf(young).has_value());
   EXPECT_TRUE(absl::IsNotFound(
       b.coordinator().Find("operations/fedcba9876543210fedcba9876543210", "team-a").status()));
 }

@@ -6,10 +6,10 @@
 
 namespace placement::shared_ops {
 
-RateLimitedLog::RateLimitedLog(Sink sink, absl::Duration interval, const jobs::Clock* clock)
+RateLimitedLog::RateLimitedLog(Sink sink, absl::Duration interval, const Clock* clock)
     : sink_(std::move(sink)),
       interval_(interval),
-      clock_(clock != nullptr ? clock : jobs::Clock::Real()) {}
+      clock_(clock != nullptr ? clock : Clock::Real()) {}
 
 bool RateLimitedLog::Log(absl::string_view kind, absl::string_view line) {
   const absl::Time now = clock_->Now();

@@ -2,7 +2,7 @@
 // each kind of event once per interval instead of once per occurrence.
 //
 // The first line of a kind is written at once; further lines of that kind within `interval` are
-// counted, and the next line written says how many were left out. Time comes from a jobs::Clock, so
+// counted, and the next line written says how many were left out. Time comes from a Clock, so
 // tests move it by hand.
 //
 // Example:
@@ -22,7 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "service/jobs/clock.h"
+#include "service/clock/clock.h"
 
 namespace placement::shared_ops {
 
@@ -30,8 +30,8 @@ class RateLimitedLog {
  public:
   using Sink = std::function<void(absl::string_view line)>;
 
-  // `sink` null = lines go nowhere (still counted); `clock` null = jobs::Clock::Real().
-  RateLimitedLog(Sink sink, absl::Duration interval, const jobs::Clock* clock = nullptr);
+  // `sink` null = lines go nowhere (still counted); `clock` null = Clock::Real().
+  RateLimitedLog(Sink sink, absl::Duration interval, const Clock* clock = nullptr);
 
   // Writes `line` unless a line of `kind` was written less than the interval ago. Thread-safe.
   // Returns whether it was written.
@@ -45,7 +45,7 @@ class RateLimitedLog {
 
   const Sink sink_;
   const absl::Duration interval_;
-  const jobs::Clock* const clock_;
+  const Clock* const clock_;
   absl::Mutex mu_;
   // Kinds are a fixed set of names in the code, so this stays small.
   absl::flat_hash_map<std::string, Kind> kinds_ ABSL_GUARDED_BY(mu_);

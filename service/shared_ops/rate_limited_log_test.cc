@@ -9,7 +9,7 @@ namespace placement::shared_ops {
 namespace {
 
 TEST(RateLimitedLogTest, EachKindIsWrittenOncePerIntervalWithACountOfTheRest) {
-  jobs::FakeClock clock;
+  FakeClock clock;
   std::vector<std::string> lines;
   RateLimitedLog log([&](absl::string_view line) { lines.emplace_back(line); }, absl::Minutes(1),
                      &clock);
@@ -30,7 +30,7 @@ TEST(RateLimitedLogTest, EachKindIsWrittenOncePerIntervalWithACountOfTheRest) {
 }
 
 TEST(RateLimitedLogTest, WithoutASinkNothingIsWrittenButTheLimitHolds) {
-  jobs::FakeClock clock;
+  FakeClock clock;
   RateLimitedLog log(nullptr, absl::Seconds(10), &clock);
   EXPECT_TRUE(log.Log("k", "line"));
   EXPECT_FALSE(log.Log("k", "line"));

@@ -1,8 +1,11 @@
 #include "service/engine/solve/solve.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -65,9 +68,8 @@ TEST(SolveTest, FillsProvenanceAndMapsDevicesToRequestOrder) {
   EXPECT_EQ(provenance.request_digest().size(), 64u);
   EXPECT_NE(provenance.graph_digest(), provenance.request_digest());
   EXPECT_EQ(provenance.cache(), v1::MISS);
-  absl::StatusOr<std::string> digest = RequestDigestFor(*model, options);
-  ASSERT_TRUE(digest.ok());
-  EXPECT_EQ(*digest, provenance.request_digest());
+  const Partitioner* algorithm = AlgorithmRegistry::Default().Find("round_robin").value();
+  EXPECT_EQ(RequestDigestFor(*model, *algorithm, options), provenance.request_digest());
 }
 
 // solve_ns comes from the context's clock, never the wall clock: a fake clock that moves 7 ms per reading
@@ -90,7 +92,7 @@ TEST(SolveTest, EveryAlgorithmGivesAFeasiblePlacementOfASmallGraph) {
   const v1::PlaceRequest request = TwoOpRequest();
   absl::StatusOr<Model> model = BuildModel(request);
   ASSERT_TRUE(model.ok()) << model.status();
-  for (const Partitioner* algorithm : AllAlgorithms()) {
+  for (const Partitioner* algorithm : AlgorithmRegistry::Default().All()) {
     v1::PlacementOptions options;
     options.set_algorithm(std::string(algorithm->name()));
     absl::StatusOr<v1::Placement> placement = Solve(*model, options, SolveContext());
@@ -111,6 +113,11 @@ TEST(SolveTest, UnknownAlgorithmIsInvalidArgument) {
   EXPECT_EQ(placement.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(placement.status().message()), HasSubstr("options.algorithm"));
   EXPECT_THAT(std::string(placement.status().message()), HasSubstr("round_robin"));
+  // The violation travels as data too.
+  const std::vector<FieldViolation> violations = ViolationsOf(placement.status());
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_EQ(violations[0].field, "options.algorithm");
+  EXPECT_THAT(violations[0].description, HasSubstr("unknown algorithm \"simulated_annealing\""));
 }
 
 TEST(SolveTest, InfeasibleReasonNamesDeviceAndBytesShort) {
@@ -184,20 +191,57 @@ TEST(EvaluateTest, ReportsConstraintViolationsByRequestIndex) {
 }
 
 TEST(RegistryTest, OffersEveryApiAlgorithmWithAutoAsDefault) {
+  const AlgorithmRegistry& registry = AlgorithmRegistry::Default();
   for (const char* name : {"pardnn", "m_etf", "m_topo", "heft", "metis", "pipeline", "round_robin",
                            "single_device", "auto"}) {
-    ASSERT_NE(FindAlgorithm(name), nullptr) << name;
-    EXPECT_EQ(FindAlgorithm(name)->name(), name);
+    absl::StatusOr<const Partitioner*> found = registry.Find(name);
+    ASSERT_TRUE(found.ok()) << name;
+    EXPECT_EQ((*found)->name(), name);
   }
-  EXPECT_EQ(FindAlgorithm(""), FindAlgorithm("auto"));
-  EXPECT_EQ(AllAlgorithms().front()->name(), "pardnn");
-  EXPECT_EQ(FindAlgorithm("no_such_algorithm"), nullptr);
-  const auto& all = AllAlgorithms();
+  EXPECT_EQ(registry.Find("").value(), registry.Find("auto").value());
+  EXPECT_EQ(registry.All().front()->name(), "pardnn");
+  EXPECT_EQ(registry.All().back()->name(), "auto");
+  EXPECT_FALSE(registry.Find("testing_wait").ok());  // only when asked for
+  const absl::Status unknown = registry.Find("no_such_algorithm", "--algorithms").status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(unknown.message()), HasSubstr("--algorithms: unknown algorithm"));
+  const auto& all = registry.All();
   for (size_t i = 0; i < all.size(); ++i) {
     EXPECT_FALSE(all[i]->version().empty());
     EXPECT_FALSE(all[i]->description().empty());
     for (size_t j = i + 1; j < all.size(); ++j) EXPECT_NE(all[i]->name(), all[j]->name());
   }
+}
+
+TEST(RegistryTest, TestingAlgorithmsComeThroughOptionsAfterTheEnginesOwn) {
+  AlgorithmRegistry registry({.include_testing_algorithms = true});
+  const size_t own = AlgorithmRegistry::Default().All().size();
+  ASSERT_EQ(registry.All().size(), own + 3);
+  EXPECT_EQ(registry.All()[own - 1]->name(), "auto");
+  absl::StatusOr<Model> model = BuildModel(TwoOpRequest());
+  ASSERT_TRUE(model.ok()) << model.status();
+  v1::PlacementOptions options;
+
+  // testing_wait: until its deadline, then v mod D, scored like any answer and cut short.
+  options.set_algorithm("testing_wait");
+  SolveContext context;
+  context.deadline = absl::Now() + absl::Milliseconds(20);
+  absl::StatusOr<v1::Placement> waited = Solve(*model, options, context, registry);
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  EXPECT_TRUE(waited->provenance().time_limited());
+  EXPECT_EQ(waited->provenance().algorithm(), "testing_wait");
+  EXPECT_EQ(waited->provenance().request_digest(),
+            RequestDigestFor(*model, *registry.Find("testing_wait").value(), options));
+
+  options.set_algorithm("testing_throw");
+  EXPECT_THROW((void)Solve(*model, options, SolveContext(), registry), std::runtime_error);
+
+  options.set_algorithm("testing_overrun");
+  std::atomic<bool> cancelled{true};
+  SolveContext cancelled_context;
+  cancelled_context.cancelled = &cancelled;
+  EXPECT_EQ(Solve(*model, options, cancelled_context, registry).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
 }
 
 // ---- Training plans (api.md §2.1) ----
