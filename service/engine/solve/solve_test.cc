@@ -275,14 +275,30 @@ v1::PlaceRequest ChainRequest(int32_t microbatches) {
   return request;
 }
 
+// Solves `request` with `algorithm` (its own plan options kept).
+absl::StatusOr<v1::Placement> SolveWith(const v1::PlaceRequest& request, const std::string& algorithm) {
+  absl::StatusOr<Model> model = BuildModel(request);
+  if (!model.ok()) return model.status();
+  v1::PlacementOptions options = request.options();
+  options.set_algorithm(algorithm);
+  return Solve(*model, options, SolveContext());
+}
+
+// An EvaluateRequest of `request`'s graph, cluster and options for `device`.
+v1::EvaluateRequest EvaluateRequestFor(const v1::PlaceRequest& request,
+                                       const google::protobuf::RepeatedField<int32_t>& device) {
+  v1::EvaluateRequest evaluate;
+  *evaluate.mutable_graph() = request.graph();
+  *evaluate.mutable_cluster() = request.cluster();
+  *evaluate.mutable_options() = request.options();
+  *evaluate.mutable_device() = device;
+  return evaluate;
+}
+
 TEST(SolvePlanTest, ThePlanUsedIsReportedWithItsThroughput) {
   v1::PlaceRequest request = ChainRequest(8);
   request.mutable_options()->set_max_in_flight(3);
-  absl::StatusOr<Model> model = BuildModel(request);
-  ASSERT_TRUE(model.ok()) << model.status();
-  v1::PlacementOptions options = request.options();
-  options.set_algorithm("round_robin");
-  absl::StatusOr<v1::Placement> placement = Solve(*model, options, SolveContext());
+  absl::StatusOr<v1::Placement> placement = SolveWith(request, "round_robin");
   ASSERT_TRUE(placement.ok()) << placement.status();
   EXPECT_EQ(placement->plan().microbatches(), 8);
   EXPECT_EQ(placement->plan().max_in_flight(), 3);
@@ -297,20 +313,12 @@ TEST(SolvePlanTest, ThePlanUsedIsReportedWithItsThroughput) {
 // W left to the solver: the answer's window is the fastest of every window for its assignment.
 TEST(SolvePlanTest, AnOpenWindowIsTheFastestThatFits) {
   const v1::PlaceRequest request = ChainRequest(6);
-  absl::StatusOr<Model> model = BuildModel(request);
-  ASSERT_TRUE(model.ok()) << model.status();
-  v1::PlacementOptions options = request.options();
-  options.set_algorithm("round_robin");
-  absl::StatusOr<v1::Placement> placement = Solve(*model, options, SolveContext());
+  absl::StatusOr<v1::Placement> placement = SolveWith(request, "round_robin");
   ASSERT_TRUE(placement.ok()) << placement.status();
   int64_t fastest = INT64_MAX;
   for (int32_t w = 1; w <= 6; ++w) {
-    v1::EvaluateRequest evaluate;
-    *evaluate.mutable_graph() = request.graph();
-    *evaluate.mutable_cluster() = request.cluster();
-    *evaluate.mutable_options() = request.options();
+    v1::EvaluateRequest evaluate = EvaluateRequestFor(request, placement->device());
     evaluate.mutable_options()->set_max_in_flight(w);
-    *evaluate.mutable_device() = placement->device();
     absl::StatusOr<v1::EvaluateResponse> scored = Evaluate(evaluate);
     ASSERT_TRUE(scored.ok()) << scored.status();
     EXPECT_EQ(scored->placement().plan().max_in_flight(), w);
@@ -324,11 +332,7 @@ TEST(SolvePlanTest, AnOpenWindowIsTheFastestThatFits) {
 TEST(SolvePlanTest, AnOpenReplicaCountIsChosenByThroughput) {
   v1::PlaceRequest request = ChainRequest(4);
   request.mutable_options()->set_data_parallel(0);
-  absl::StatusOr<Model> model = BuildModel(request);
-  ASSERT_TRUE(model.ok()) << model.status();
-  v1::PlacementOptions options = request.options();
-  options.set_algorithm("single_device");
-  absl::StatusOr<v1::Placement> placement = Solve(*model, options, SolveContext());
+  absl::StatusOr<v1::Placement> placement = SolveWith(request, "single_device");
   ASSERT_TRUE(placement.ok()) << placement.status();
   EXPECT_EQ(placement->plan().data_parallel(), 4);
   EXPECT_EQ(placement->metrics().devices_size(), 1);
@@ -340,12 +344,10 @@ TEST(SolvePlanTest, AnOpenReplicaCountIsChosenByThroughput) {
 
 TEST(SolvePlanTest, EvaluateChecksDevicesAgainstReplicaGroupZero) {
   v1::PlaceRequest request = ChainRequest(2);
-  v1::EvaluateRequest evaluate;
-  *evaluate.mutable_graph() = request.graph();
-  *evaluate.mutable_cluster() = request.cluster();
-  *evaluate.mutable_options() = request.options();
+  google::protobuf::RepeatedField<int32_t> devices;
+  for (int32_t d : {0, 1, 3, 0}) devices.Add(d);
+  v1::EvaluateRequest evaluate = EvaluateRequestFor(request, devices);
   evaluate.mutable_options()->set_data_parallel(2);
-  for (int32_t d : {0, 1, 3, 0}) evaluate.add_device(d);
   absl::StatusOr<v1::EvaluateResponse> scored = Evaluate(evaluate);
   ASSERT_FALSE(scored.ok());
   EXPECT_EQ(scored.status().code(), absl::StatusCode::kInvalidArgument);
@@ -359,20 +361,25 @@ TEST(SolvePlanTest, EvaluateChecksDevicesAgainstReplicaGroupZero) {
   EXPECT_EQ(scored->placement().metrics().devices_size(), 2);
 }
 
-// `auto` under a plan is never worse than its members run alone under the same plan.
+// `auto` under a plan is never worse than its members run alone under the same plan (fits first, then
+// the step), also when memory binds and only small windows fit.
 TEST(SolvePlanTest, AutoUnderAPlanIsNeverWorseThanAMember) {
-  const v1::PlaceRequest request = ChainRequest(8);
-  absl::StatusOr<Model> model = BuildModel(request);
-  ASSERT_TRUE(model.ok()) << model.status();
-  v1::PlacementOptions options = request.options();
-  options.set_algorithm("auto");
-  absl::StatusOr<v1::Placement> best = Solve(*model, options, SolveContext());
-  ASSERT_TRUE(best.ok()) << best.status();
-  for (const char* member : {"pardnn", "pipeline", "round_robin", "heft", "m_etf", "metis"}) {
-    options.set_algorithm(member);
-    absl::StatusOr<v1::Placement> alone = Solve(*model, options, SolveContext());
-    ASSERT_TRUE(alone.ok()) << alone.status();
-    EXPECT_LE(best->metrics().makespan_ns(), alone->metrics().makespan_ns()) << member;
+  for (const int64_t memory : {int64_t{1} << 20, int64_t{400}, int64_t{260}}) {
+    v1::PlaceRequest request = ChainRequest(8);
+    for (v1::Device& device : *request.mutable_cluster()->mutable_devices()) {
+      device.set_memory_bytes(memory);
+    }
+    absl::StatusOr<v1::Placement> best = SolveWith(request, "auto");
+    ASSERT_TRUE(best.ok()) << best.status();
+    for (const char* member : {"pardnn", "pipeline", "round_robin", "heft", "m_etf", "metis"}) {
+      absl::StatusOr<v1::Placement> alone = SolveWith(request, member);
+      ASSERT_TRUE(alone.ok()) << alone.status();
+      if (alone->outcome() == v1::FEASIBLE) {
+        EXPECT_EQ(best->outcome(), v1::FEASIBLE) << member << " at " << memory << " bytes";
+        EXPECT_LE(best->metrics().makespan_ns(), alone->metrics().makespan_ns())
+            << member << " at " << memory << " bytes";
+      }
+    }
   }
 }
 
