@@ -3,8 +3,8 @@
 // (answers of msr-fiddle/dnn-partitioning, read from files; run.py makes them) against `stages`,
 // `pipeline`, `pardnn` and `auto`, at K accelerators and M microbatches.
 //
-//   stages_bench --msr_dir=.../throughput-inputs --splits_dir=WORK/splits --experts_dir=.../human-experts \
-//       --devices=2,4,8 --microbatches=16,64 --out=table.md
+//   stages_bench --msr_dir=.../throughput-inputs --splits_dir=WORK/splits --experts_dir=.../human-experts
+//       --devices=2,4,8 --microbatches=16,64 --out=table.md   (one command)
 //
 // Every case is the msr importer's request (placement_offline convert --from=msr: one node per op,
 // fpgaLatency ms, size as persistent bytes, 2 GiB/s links) with its accelerators resized to K (same
@@ -40,7 +40,7 @@
 #include "bench/common/corpus_files.h"
 #include "bench/stages/msr_stage_problem.h"
 #include "placement/v1/placement.pb.h"
-#include "service/engine/importers/msr_importer.h"
+#include "service/importers/msr_importer.h"
 #include "service/engine/model/model_builder.h"
 #include "service/engine/solve/solve.h"
 
@@ -171,7 +171,7 @@ int Run() {
   for (const std::string& path : TrainingInputs(absl::GetFlag(FLAGS_msr_dir))) {
     if (!absl::StrContains(path, absl::GetFlag(FLAGS_only))) continue;
     absl::StatusOr<MsrInput> input = ReadMsrInput(path);
-    absl::StatusOr<v1::PlaceRequest> imported = engine::importers::ImportMsr(path, engine::importers::ImportOptions());
+    absl::StatusOr<v1::PlaceRequest> imported = importers::ImportMsr(path, importers::ImportOptions());
     if (!input.ok() || !imported.ok()) {
       std::fprintf(stderr, "%s: cannot read\n", path.c_str());
       return 1;

@@ -65,7 +65,7 @@ import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.utils import stateless
 
-# Defaults as in the C++ importers' RooflineModel (service/engine/importers/import_options.h): an
+# Defaults as in the C++ importers' RooflineModel (service/importers/import_options.h): an
 # NVIDIA V100-class device.
 DEFAULT_PEAK_TFLOPS = 15.7
 DEFAULT_BANDWIDTH_GBPS = 900.0

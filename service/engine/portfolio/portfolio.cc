@@ -221,7 +221,12 @@ class PortfolioRun {
     // Each window search costs several unrolled simulations: on large steps only the best answer gets one.
     const int64_t unrolled =
         static_cast<int64_t>(model_.plan.microbatches) * (model_.num_ops() + model_.num_edges());
-    const int32_t wanted = unrolled > options_.window_candidates_max_unrolled ? 1 : options_.window_candidates;
+    // Every distinct answer on small steps: a member run alone gets its own window search, so auto,
+    // never worse than a member, must look at each answer's best window too.
+    const int32_t wanted = unrolled > options_.window_candidates_max_unrolled
+                               ? 1
+                               : std::max<int32_t>(options_.window_candidates,
+                                                   static_cast<int32_t>(seeds_.size()) + 1);
     std::vector<const Candidate*> distinct;
     for (const Candidate* c : ranked) {
       bool seen = false;
