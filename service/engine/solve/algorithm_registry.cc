@@ -14,6 +14,7 @@
 #include "service/engine/pardnn/pardnn_partitioner.h"
 #include "service/engine/partition/simple_partitioners.h"
 #include "service/engine/portfolio/portfolio.h"
+#include "service/engine/stages/stages_partitioner.h"
 #include "service/engine/solve/testing_algorithms.h"
 
 namespace placement::engine {
@@ -26,6 +27,7 @@ AlgorithmRegistry::AlgorithmRegistry(AlgorithmRegistryOptions options) {
   Add(MakeHeftPartitioner());
   Add(MakeMetisPartitioner());
   Add(MakePipelinePartitioner());
+  Add(MakeStagesPartitioner());
   Add(MakeRoundRobinPartitioner());
   Add(MakeSingleDevicePartitioner());
   std::vector<const Partitioner*> members = all_;

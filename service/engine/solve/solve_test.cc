@@ -192,7 +192,7 @@ TEST(EvaluateTest, ReportsConstraintViolationsByRequestIndex) {
 
 TEST(RegistryTest, OffersEveryApiAlgorithmWithAutoAsDefault) {
   const AlgorithmRegistry& registry = AlgorithmRegistry::Default();
-  for (const char* name : {"pardnn", "m_etf", "m_topo", "heft", "metis", "pipeline", "round_robin",
+  for (const char* name : {"pardnn", "m_etf", "m_topo", "heft", "metis", "pipeline", "stages", "round_robin",
                            "single_device", "auto"}) {
     absl::StatusOr<const Partitioner*> found = registry.Find(name);
     ASSERT_TRUE(found.ok()) << name;
