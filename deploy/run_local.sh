@@ -2,7 +2,8 @@
 # The main job on a fresh Debian 12 machine: installs the build dependencies, builds the server and the
 # client (Release), starts placement_server on its defaults but plaintext on loopback (--insecure; another
 # free port if 50051 or 9464 is taken), places a bundled real graph (BERT-3 training, 600 ops, from the msr NeurIPS'20 inputs) through
-# placementctl, asks again to show the cache, and stops the server with SIGTERM. placementctl prints its
+# placementctl, asks again to show the cache, asks for the same step as a training plan of 8 microbatches
+# (api.md §2.1: what pipelining gains on the same devices), and stops the server with SIGTERM. placementctl prints its
 # short summary (--format=summary); the build's output goes to a log that is shown only when it fails,
 # so the whole run prints a screenful (at most 40 lines).
 #   bash deploy/run_local.sh [REQUEST_FILE]
@@ -49,6 +50,9 @@ echo "== placementctl place --request=$request --format=summary"
 "$ctl" --server="$target" place --request="$request" --progress=never --format=summary
 echo "== the same request again (a cache hit):"
 "$ctl" --server="$target" place --request="$request" --progress=never --format=summary | grep '^cache'
+echo "== the same step as a training plan: 8 microbatches, the server picks the window (--microbatches=8)"
+"$ctl" --server="$target" place --request="$request" --microbatches=8 --progress=never --format=summary |
+  grep -E '^(step|plan|one device|algorithm) '
 echo "(placementctl shows this summary on a terminal; piped or with --format=json it prints JSON)"
 echo "== server log:"
 cat "$log"

@@ -31,7 +31,9 @@ def main():
         problems.append(f"{len(lines)} lines, more than {MAX_LINES}")
     for wanted in (r"^SERVING$", r"^outcome +FEASIBLE", r"^step +[\d.]+ \w+ +lower bound",
                    r"^one device +[\d.]+ \w+ alone on \S+: speed-up [\d.]+x", r"^device +ops +busy",
-                   r"^cache +MISS", r"^cache +HIT", r"listening on"):
+                   r"^cache +MISS", r"^cache +HIT", r"listening on",
+                   r"^plan +8 microbatches, at most \d+ in flight: [\d.]+ microbatches/s",
+                   r"^one device +[\d.]+ \w+ alone on \S+ \(8 microbatches\): speed-up [\d.]+x"):
         if not re.search(wanted, output, re.M):
             problems.append(f"no line matching {wanted!r}")
     if "{" in ran.stdout:

@@ -150,6 +150,9 @@ struct Model {
   std::vector<LinkCost> ring_link;
   // Devices of the request's cluster: num_devices() × data_parallel in a replica-group model.
   int32_t cluster_devices = 0;
+  // Set in a plan model (plans/plan_model.h) whose request leaves W to the solver: plan.max_in_flight is
+  // then only the working window the algorithms simulate with, and the answer's W is chosen afterwards.
+  bool solver_chooses_window = false;
 
   // ---- Accessors ----
   int32_t num_ops() const { return static_cast<int32_t>(compute_ns.size()); }

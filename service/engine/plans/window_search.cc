@@ -29,13 +29,18 @@ WindowChoice ChooseWindow(const Model& model, const Assignment& assignment, Simu
   best.score = PlacementScore::Worst();
   best.max_in_flight = m;
   std::vector<uint8_t> tried(static_cast<size_t>(m) + 1, 0);
+  bool first = true;
   auto try_window = [&](int32_t w) {
     w = std::clamp(w, 1, m);
     if (tried[w]) return;
     tried[w] = 1;
-    const PlacementScore score = ScoreWithWindow(model, assignment, sim, w);
-    ++best.simulations;
-    if (best.simulations == 1 || Better(score, w, best.score, best.max_in_flight)) {
+    PlacementScore score = options.known_score;
+    if (w != options.known_window) {
+      score = ScoreWithWindow(model, assignment, sim, w);
+      ++best.simulations;
+    }
+    if (first || Better(score, w, best.score, best.max_in_flight)) {
+      first = false;
       best.score = score;
       best.max_in_flight = w;
     }
@@ -47,30 +52,44 @@ WindowChoice ChooseWindow(const Model& model, const Assignment& assignment, Simu
   // No window first: with memory to spare it is (almost always) the fastest, and it is the answer when
   // the search is stopped at once.
   try_window(m);
-  const int64_t unrolled = static_cast<int64_t>(m) * model.num_ops();
-  if (static_cast<int64_t>(m) * unrolled <= options.exhaustive_budget) {
+  const int64_t size = model.num_ops() + model.num_edges();
+  if (static_cast<int64_t>(m) * m * size <= options.exhaustive_budget) {
     for (int32_t w = m - 1; w >= 1 && !context.ShouldStop(); --w) try_window(w);
     return best;
   }
-  // A spread: the small windows a pipeline of this many devices uses, then evenly over [1, M].
-  for (int32_t w = 1; w <= std::min(m, model.num_devices() + 1) && !context.ShouldStop(); ++w) {
-    try_window(w);
-  }
-  for (int32_t k = 1; k < options.sampled_windows && !context.ShouldStop(); ++k) {
-    try_window(static_cast<int32_t>((static_cast<int64_t>(m) * k + options.sampled_windows - 1) /
-                                    options.sampled_windows));
-  }
-  // Local descent around the best, in steps that halve.
-  for (int32_t step = std::max(1, m / (2 * options.sampled_windows)); step >= 1 && !context.ShouldStop();
-       step /= 2) {
-    bool improved = true;
-    while (improved && !context.ShouldStop()) {
-      const int32_t centre = best.max_in_flight;
-      try_window(centre - step);
-      try_window(centre + step);
-      improved = best.max_in_flight != centre;
+  // One and two microbatches in flight per device: a pipeline of that many stages keeps every stage
+  // busy with 1F1B's memory.
+  const int32_t stages = model.num_devices();
+  if (!context.ShouldStop()) try_window(stages);
+  if (!context.ShouldStop()) try_window(2 * stages);
+  if (!best.score.Fits() && !context.ShouldStop()) {
+    // Nothing fits yet: the largest window that fits, by bisection (memory grows with the window).
+    int32_t low = 0;  // largest window known to fit (0: none)
+    int32_t high = std::min(m, stages);  // smallest window known not to fit
+    try_window(1);
+    if (best.score.Fits()) {
+      low = 1;
+      while (high - low > 1 && !context.ShouldStop()) {
+        const int32_t middle = low + (high - low) / 2;
+        const PlacementScore score = ScoreWithWindow(model, assignment, sim, middle);
+        ++best.simulations;
+        tried[middle] = 1;
+        if (Better(score, middle, best.score, best.max_in_flight)) {
+          best.score = score;
+          best.max_in_flight = middle;
+        }
+        if (score.Fits()) {
+          low = middle;
+        } else {
+          high = middle;
+        }
+      }
     }
   }
+  // One step to each side of the best.
+  const int32_t centre = best.max_in_flight;
+  if (!context.ShouldStop()) try_window(centre - 1);
+  if (!context.ShouldStop()) try_window(centre + 1);
   return best;
 }
 

@@ -3,9 +3,9 @@
 //
 // A smaller window holds fewer microbatches' activations (1F1B-like memory at W = stages), a larger one
 // lets the pipeline fill better (GPipe at W = M); neither the step nor the peak is exactly monotone in W
-// under list scheduling, so the search simulates: every W when the plan is small enough, else a spread
-// of candidates refined around the best by a local descent. Judged like every answer: less overflow
-// first, then the shorter step, then the smaller W (less memory for the same step).
+// under list scheduling, so the search simulates: every W when the plan is small enough, else a handful
+// of telling windows (see WindowSearchOptions). Judged like every answer: less overflow first, then the
+// shorter step, then the smaller W (less memory for the same step).
 //
 // Example:
 //   Simulator sim(group_model);
@@ -29,11 +29,16 @@ struct WindowChoice {
   int32_t simulations = 0;  // how many windows were simulated
 };
 
-// Options of the search. Exhaustive while M × (unrolled ops) stays within `exhaustive_budget`
-// instance-simulations; else about `sampled_windows` spread candidates plus the local descent.
+// Options of the search. Exhaustive while M × M × (ops + edges) stays within `exhaustive_budget`;
+// else a few telling windows (no window, one per device, two per device) and, when none of them fits, a
+// bisection for the largest window that fits (memory grows with the window, so a fitting W is found in
+// log M simulations), then one step to each side of the best.
 struct WindowSearchOptions {
-  int64_t exhaustive_budget = 40'000'000;
-  int32_t sampled_windows = 12;
+  int64_t exhaustive_budget = 2'000'000;
+  // A score already known for one window (the working window an algorithm simulated with): not
+  // simulated again. 0 = none.
+  int32_t known_window = 0;
+  PlacementScore known_score;
 };
 
 // The best window for `assignment` on `model` (a plan model: group 0's devices). With a window fixed by

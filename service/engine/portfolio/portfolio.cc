@@ -10,6 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "service/engine/pardnn/refinement.h"
+#include "service/engine/plans/window_search.h"
+#include "service/engine/repair/repair_each.h"
 #include "service/engine/repair/memory_repair.h"
 #include "service/engine/sim/constraints.h"
 #include "service/engine/sim/placement_score.h"
@@ -95,128 +97,217 @@ class PortfolioPartitioner final : public Partitioner {
   std::string version_;
 };
 
-absl::StatusOr<PartitionResult> PortfolioPartitioner::Partition(const Model& model,
-                                                                const SolveContext& context) const {
-  const int32_t count = static_cast<int32_t>(members_.size());
-  if (count == 0) return absl::FailedPreconditionError("auto: the portfolio has no members");
-  PartitionResult out;
-  Simulator simulator(model);
+// One run of the portfolio on one model, in its stages (portfolio.h): seeds, memory, window (training
+// plans whose window the solver chooses), search.
+class PortfolioRun {
+ public:
+  PortfolioRun(const std::vector<const Partitioner*>& members, const PortfolioOptions& options,
+               const Model& model, const SolveContext& context)
+      : members_(members), options_(options), model_(model), context_(context), simulator_(model),
+        seeds_(members.size()) {}
 
-  // Progress: seeds take [0, 0.5), the memory stage [0.5, 0.6), the search [0.6, 1].
-  int64_t best_feasible = 0;
-  auto note_feasible = [&](const PortfolioScore& s) {
-    if (s.feasible && (best_feasible == 0 || s.makespan_ns < best_feasible)) best_feasible = s.makespan_ns;
-  };
-
-  // 1. Seeds, in member order. The first member always runs, so there is always an answer.
-  std::vector<std::optional<Candidate>> seeds(count);
-  absl::Status first_error;
-  for (int32_t i = 0; i < count; ++i) {
-    if (i > 0 && context.ShouldStop()) {
-      out.time_limited = true;
-      break;
-    }
-    const Partitioner& member = *members_[i];
-    // This member's share of the time left: the first member (pardnn) weighs first_member_weight, every
-    // other member 1, and one more share is kept for the memory stage and the search. A slow member
-    // cannot starve the others, and unused time flows on to the next.
-    const double weight = i == 0 ? options_.first_member_weight : 1.0;
-    SolveContext member_context =
-        context.WithShareOfTimeLeft(weight / (weight + static_cast<double>(count - i - 1) + 1.0));
-    member_context.on_progress = nullptr;
-    if (context.on_progress) {
-      member_context.on_progress = [&, i](const Progress& progress) {
-        context.Report(members_[i]->name(), 0.5 * (i + progress.fraction) / count,
-                       best_feasible != 0 ? best_feasible : progress.best_makespan_ns);
-      };
-    }
-    absl::StatusOr<PartitionResult> result = member.Partition(model, member_context);
-    if (result.ok()) {
-      absl::Status valid = CheckAssignmentComplete(model, result->assignment, member.name());
-      if (!valid.ok()) result = valid;
-    }
-    if (!result.ok()) {
-      if (first_error.ok()) first_error = result.status();
-      continue;
-    }
-    out.time_limited |= result->time_limited;
-    if (i == 0) {
-      out.ccr = result->ccr;
-      out.dop = result->dop;
-    }
-    Candidate c{std::move(result->assignment), PortfolioScore()};
-    c.score = portfolio::Score(simulator, model, c.assignment, i);
-    note_feasible(c.score);
-    context.Report("auto", 0.5 * (i + 1) / count, best_feasible);
-    seeds[i] = std::move(c);
+  absl::StatusOr<PartitionResult> Run() {
+    if (members_.empty()) return absl::FailedPreconditionError("auto: the portfolio has no members");
+    const absl::Status seeded = RunSeeds();
+    if (!seeded.ok()) return seeded;
+    RepairOverflowingSeeds();
+    ChooseTheWindow();
+    Search();
+    if (context_.ShouldStop()) out_.time_limited = true;
+    context_.Report("done", 1.0);
+    return std::move(out_);
   }
 
-  std::optional<Candidate> best;
-  auto consider = [&](const Candidate& c) {
-    if (!best || portfolio::BetterScore(c.score, best->score)) best = c;
-  };
-  for (const std::optional<Candidate>& seed : seeds) {
-    if (seed) consider(*seed);
+ private:
+  void NoteFeasible(const PortfolioScore& s) {
+    if (s.feasible && (best_feasible_ == 0 || s.makespan_ns < best_feasible_)) {
+      best_feasible_ = s.makespan_ns;
+    }
   }
-  if (!best) {
+  void Consider(const Candidate& c) {
+    if (!best_ || portfolio::BetterScore(c.score, best_->score)) best_ = c;
+  }
+
+  // 1. Seeds, in member order; progress [0, 0.5). The first member always runs, so there is always an
+  // answer. Each member gets a share of the time left: the first (pardnn) weighs first_member_weight,
+  // every other member 1, and one more share is kept for the later stages; a slow member cannot starve
+  // the others, and unused time flows on to the next.
+  absl::Status RunSeeds() {
+    const int32_t count = static_cast<int32_t>(members_.size());
+    absl::Status first_error;
+    for (int32_t i = 0; i < count; ++i) {
+      if (i > 0 && context_.ShouldStop()) {
+        out_.time_limited = true;
+        break;
+      }
+      const Partitioner& member = *members_[i];
+      const double weight = i == 0 ? options_.first_member_weight : 1.0;
+      SolveContext member_context =
+          context_.WithShareOfTimeLeft(weight / (weight + static_cast<double>(count - i - 1) + 1.0));
+      member_context.on_progress = nullptr;
+      if (context_.on_progress) {
+        member_context.on_progress = [this, i, count](const Progress& progress) {
+          context_.Report(members_[i]->name(), 0.5 * (i + progress.fraction) / count,
+                          best_feasible_ != 0 ? best_feasible_ : progress.best_makespan_ns);
+        };
+      }
+      absl::StatusOr<PartitionResult> result = member.Partition(model_, member_context);
+      if (result.ok()) {
+        absl::Status valid = CheckAssignmentComplete(model_, result->assignment, member.name());
+        if (!valid.ok()) result = valid;
+      }
+      if (!result.ok()) {
+        if (first_error.ok()) first_error = result.status();
+        continue;
+      }
+      out_.time_limited |= result->time_limited;
+      if (i == 0) {
+        out_.ccr = result->ccr;
+        out_.dop = result->dop;
+      }
+      Candidate c{std::move(result->assignment), PortfolioScore()};
+      c.score = portfolio::Score(simulator_, model_, c.assignment, i);
+      NoteFeasible(c.score);
+      context_.Report("auto", 0.5 * (i + 1) / count, best_feasible_);
+      seeds_[i] = std::move(c);
+    }
+    for (const std::optional<Candidate>& seed : seeds_) {
+      if (seed) Consider(*seed);
+    }
+    if (best_) return absl::OkStatus();
     if (!first_error.ok()) return first_error;
     return absl::DeadlineExceededError("auto: no member ran before the deadline");
   }
 
-  // 2. The memory stage for every distinct seed that overflows, least overflow first (the likeliest to
-  // fit soon); each gets an equal share of the time left, so one slow repair cannot starve the rest.
-  std::vector<int32_t> to_repair;
-  for (int32_t i = 0; i < count; ++i) {
-    if (!seeds[i] || seeds[i]->score.overflow_bytes == 0 || seeds[i]->score.constraint_violations != 0) {
-      continue;
+  // 2. The memory stage for every distinct seed that overflows (repair_each.h); progress [0.5, 0.6).
+  void RepairOverflowingSeeds() {
+    std::vector<ScoredCandidate> table;
+    std::vector<int32_t> member_of;
+    for (int32_t i = 0; i < static_cast<int32_t>(seeds_.size()); ++i) {
+      if (!seeds_[i] || seeds_[i]->score.constraint_violations != 0) continue;
+      table.push_back({&seeds_[i]->assignment,
+                       PlacementScore{seeds_[i]->score.overflow_bytes, seeds_[i]->score.makespan_ns}});
+      member_of.push_back(i);
     }
-    bool duplicate = false;
-    for (const int32_t j : to_repair) duplicate |= seeds[j]->assignment == seeds[i]->assignment;
-    if (!duplicate) to_repair.push_back(i);
-  }
-  std::stable_sort(to_repair.begin(), to_repair.end(), [&](int32_t a, int32_t b) {
-    return seeds[a]->score.overflow_bytes < seeds[b]->score.overflow_bytes;
-  });
-  RepairOptions repair;
-  repair.progress_from = repair.progress_to = -1.0;  // silent; the portfolio reports
-  for (size_t k = 0; k < to_repair.size(); ++k) {
-    if (context.ShouldStop()) {
-      out.time_limited = true;
-      break;
+    RepairEachOptions each;
+    each.repair.progress_from = each.repair.progress_to = -1.0;  // silent; the portfolio reports
+    const RepairEachResult repaired = RepairEachOverflowing(model_, context_, each, table);
+    out_.time_limited |= repaired.time_limited;
+    for (size_t k = 0; k < repaired.candidates.size(); ++k) {
+      const RepairedCandidate& r = repaired.candidates[k];
+      Candidate c{r.assignment, PortfolioScore()};
+      c.score = portfolio::Score(simulator_, model_, c.assignment, member_of[r.index]);
+      NoteFeasible(c.score);
+      Consider(c);
+      context_.Report("memory", 0.5 + 0.1 * static_cast<double>(k + 1) / repaired.candidates.size(),
+                      best_feasible_);
     }
-    const int32_t i = to_repair[k];
-    SolveContext slice = context.WithShareOfTimeLeft(1.0 / static_cast<double>(to_repair.size() - k));
-    slice.on_progress = nullptr;
-    Candidate repaired{seeds[i]->assignment, PortfolioScore()};
-    const RepairOutcome outcome = RepairMemory(model, slice, repair, repaired.assignment);
-    out.time_limited |= outcome.time_limited;
-    repaired.score = portfolio::Score(simulator, model, repaired.assignment, i);
-    note_feasible(repaired.score);
-    consider(repaired);
-    context.Report("memory", 0.5 + 0.1 * (k + 1) / to_repair.size(), best_feasible);
   }
 
-  // 3. The search, from the best answer on the table.
-  const int32_t winner = best->score.member_index;
-  out.winner = std::string(members_[winner]->name());
-  out.winner_makespan_ns = best->score.makespan_ns;
-  Assignment assignment = std::move(best->assignment);
-  if (options_.search && model.num_devices() > 1 && best->score.constraint_violations == 0 &&
-      !context.ShouldStop()) {
-    pardnn::RefinementOptions search;
-    search.max_simulations = PortfolioSearchBudget(options_, model.num_ops(), model.num_edges());
-    search.max_restarts_without_improvement = options_.search_restarts_without_improvement;
-    search.progress_stage = "search";
-    search.progress_from = 0.6;
-    search.progress_to = 1.0;
-    const pardnn::RefinementResult r =
-        pardnn::RefineAlongCriticalPath(model, search, context, simulator, assignment);
-    out.time_limited |= r.time_limited;
+  // 3. Training plans whose window W the solver chooses (api.md §2.1): the seeds were judged with the
+  // working window; the best few distinct answers now get their own fastest W that fits, and the best
+  // of those goes on to the search with it.
+  void ChooseTheWindow() {
+    window_ = model_.plan.Window();
+    if (!model_.solver_chooses_window || context_.ShouldStop()) return;
+    std::vector<const Candidate*> ranked;
+    for (const std::optional<Candidate>& seed : seeds_) {
+      if (seed && seed->score.constraint_violations == 0) ranked.push_back(&*seed);
+    }
+    if (best_->score.constraint_violations == 0) ranked.push_back(&*best_);
+    std::stable_sort(ranked.begin(), ranked.end(), [](const Candidate* a, const Candidate* b) {
+      return portfolio::BetterScore(a->score, b->score);
+    });
+    // Each window search costs several unrolled simulations: on large steps only the best answer gets one.
+    const int64_t unrolled =
+        static_cast<int64_t>(model_.plan.microbatches) * (model_.num_ops() + model_.num_edges());
+    const int32_t wanted = unrolled > options_.window_candidates_max_unrolled ? 1 : options_.window_candidates;
+    std::vector<const Candidate*> distinct;
+    for (const Candidate* c : ranked) {
+      bool seen = false;
+      for (const Candidate* d : distinct) seen |= d->assignment == c->assignment;
+      if (!seen) distinct.push_back(c);
+    }
+    // The best `wanted` answers, and further ones in rank order while none fits yet: an answer that
+    // overflows with the working window may fit with a smaller one (a member run alone would find it, and
+    // auto is never worse than a member).
+    std::optional<Candidate> chosen;
+    for (size_t k = 0; k < distinct.size() && !context_.ShouldStop(); ++k) {
+      if (static_cast<int32_t>(k) >= wanted && chosen && chosen->score.feasible) break;
+      const size_t left = std::max<size_t>(1, std::min<size_t>(distinct.size(), wanted) - std::min<size_t>(k, wanted));
+      const SolveContext share = context_.WithShareOfTimeLeft(0.5 / static_cast<double>(left));
+      WindowSearchOptions search;
+      search.known_window = model_.plan.Window();  // every candidate was scored with it
+      search.known_score = PlacementScore{distinct[k]->score.overflow_bytes, distinct[k]->score.makespan_ns};
+      const WindowChoice choice =
+          ChooseWindow(model_, distinct[k]->assignment, simulator_, share, search);
+      Candidate c{distinct[k]->assignment, distinct[k]->score};
+      c.score.overflow_bytes = choice.score.overflow_bytes;
+      c.score.makespan_ns = choice.score.makespan_ns;
+      c.score.feasible = c.score.constraint_violations == 0 && c.score.overflow_bytes == 0;
+      if (!chosen || portfolio::BetterScore(c.score, chosen->score)) {
+        chosen = std::move(c);
+        window_ = choice.max_in_flight;
+      }
+    }
+    if (chosen) best_ = std::move(chosen);
+    out_.max_in_flight = window_;
   }
-  if (context.ShouldStop()) out.time_limited = true;
-  out.assignment = std::move(assignment);
-  context.Report("done", 1.0);
-  return out;
+
+  // 4. The search, from the best answer on the table (with its window), on the unrolled simulation;
+  // progress [0.6, 1]. A training plan's budget counts the unrolled step.
+  void Search() {
+    const int32_t winner = best_->score.member_index;
+    out_.winner = std::string(members_[winner]->name());
+    out_.winner_makespan_ns = best_->score.makespan_ns;
+    Assignment assignment = std::move(best_->assignment);
+    if (options_.search && model_.num_devices() > 1 && best_->score.constraint_violations == 0 &&
+        !context_.ShouldStop()) {
+      // The search judges with the chosen window: a copy of the model that carries it (the memory stage
+      // inside the search simulates the model it is given).
+      std::optional<Model> windowed;
+      std::optional<Simulator> windowed_simulator;
+      if (window_ != model_.plan.Window()) {
+        windowed.emplace(model_);
+        windowed->plan.max_in_flight = window_;
+        windowed_simulator.emplace(*windowed);
+      }
+      const Model& search_model = windowed ? *windowed : model_;
+      Simulator& search_simulator = windowed_simulator ? *windowed_simulator : simulator_;
+      const int64_t copies = std::max(1, model_.plan.microbatches);
+      pardnn::RefinementOptions search;
+      search.max_simulations =
+          PortfolioSearchBudget(options_, model_.num_ops() * copies, model_.num_edges() * copies);
+      search.max_restarts_without_improvement = options_.search_restarts_without_improvement;
+      search.progress_stage = "search";
+      search.progress_from = 0.6;
+      search.progress_to = 1.0;
+      const pardnn::RefinementResult r = pardnn::RefineAlongCriticalPath(
+          search_model, search, context_, search_simulator, assignment);
+      out_.time_limited |= r.time_limited;
+      if (model_.solver_chooses_window && r.moves > 0 && !context_.ShouldStop()) {
+        // The moves were judged at the chosen window; the answer gets its own best window.
+        out_.max_in_flight = ChooseWindow(model_, assignment, simulator_, context_).max_in_flight;
+      }
+    }
+    out_.assignment = std::move(assignment);
+  }
+
+  const std::vector<const Partitioner*>& members_;
+  const PortfolioOptions& options_;
+  const Model& model_;
+  const SolveContext& context_;
+  Simulator simulator_;
+  PartitionResult out_;
+  std::vector<std::optional<Candidate>> seeds_;
+  std::optional<Candidate> best_;
+  int64_t best_feasible_ = 0;  // best feasible makespan so far, for progress reports (0 = none)
+  int32_t window_ = 1;
+};
+
+absl::StatusOr<PartitionResult> PortfolioPartitioner::Partition(const Model& model,
+                                                                const SolveContext& context) const {
+  return PortfolioRun(members_, options_, model, context).Run();
 }
 
 }  // namespace

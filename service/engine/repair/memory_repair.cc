@@ -64,6 +64,19 @@ class Repairer {
     const int32_t g = model_.colocation_group[v];
     return g != kNone ? g : model_.num_groups() + v;
   }
+  // Finish of op v's copy m in the last simulation (m = 0 for a once op).
+  int64_t FinishOf(OpId v, int32_t m) const {
+    return result_->finish_ns[static_cast<size_t>(model_.is_once(v) ? 0 : m) * model_.num_ops() + v];
+  }
+  // True when consumer c still needs, after t, a tensor of microbatch m (m < 0: of a once producer, so
+  // any copy of c may hold it).
+  bool HoldsAfter(OpId c, int32_t m, int64_t t) const {
+    if (m >= 0 || model_.is_once(c)) return FinishOf(c, std::max(0, m)) > t;
+    for (int32_t k = 0; k < model_.plan.microbatches; ++k) {
+      if (FinishOf(c, k) > t) return true;
+    }
+    return false;
+  }
   template <typename F>
   void ForEachMember(int32_t unit, F&& f) const {
     if (unit < model_.num_groups()) {
@@ -439,6 +452,7 @@ void Repairer::CollectCandidates(DeviceId d, int64_t t, const Assignment& assign
     switch (iv.kind) {
       case Kind::kPersistent:
       case Kind::kTemp:
+      case Kind::kAccumulation:  // a gradient producer's accumulation buffer goes with it
         credit(UnitOf(iv.op), iv.bytes);
         break;
       case Kind::kOutput:
@@ -449,12 +463,14 @@ void Repairer::CollectCandidates(DeviceId d, int64_t t, const Assignment& assign
         const bool own_output = iv.kind == Kind::kOutput;
         int32_t only = kNone;
         bool single = true;
-        if (own_output && t < result_->finish_ns[iv.op]) {
+        // With a training plan the interval is one copy's (its consumers' copies of the same
+        // microbatch hold it), or, for a once producer, every copy of its consumers may hold it.
+        if (own_output && t < FinishOf(iv.op, std::max(0, iv.microbatch))) {
           only = UnitOf(iv.op);
         } else {
           for (EdgeId e = model_.out_begin(iv.op); e < model_.out_end(iv.op) && single; ++e) {
             const OpId c = model_.out_dst[e];
-            if (assignment[c] != d || result_->finish_ns[c] <= t) continue;
+            if (assignment[c] != d || !HoldsAfter(c, iv.microbatch, t)) continue;
             const int32_t unit = UnitOf(c);
             if (only == kNone) {
               only = unit;

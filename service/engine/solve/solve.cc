@@ -97,14 +97,21 @@ absl::StatusOr<v1::Placement> Solve(const Model& model, const v1::PlacementOptio
     if (!complete.ok()) return complete;
     candidate.result = *std::move(result);
     time_limited = time_limited || candidate.result.time_limited;
+    // With one replica count there is nothing to compare: the final scoring below is the only simulation
+    // an answer whose window is known needs.
+    const bool compare = counts.size() > 1;
     Simulator simulator(plan_model);
     if (candidate.plan_model->window_fixed()) {
       candidate.window = plan_model.plan.Window();
-      candidate.score = ScoreWithWindow(plan_model, candidate.result.assignment, simulator, 0);
+      if (compare) {
+        candidate.score = ScoreWithWindow(plan_model, candidate.result.assignment, simulator, 0);
+      }
     } else if (candidate.result.max_in_flight > 0) {
       candidate.window = candidate.result.max_in_flight;
-      candidate.score =
-          ScoreWithWindow(plan_model, candidate.result.assignment, simulator, candidate.window);
+      if (compare) {
+        candidate.score =
+            ScoreWithWindow(plan_model, candidate.result.assignment, simulator, candidate.window);
+      }
     } else {
       const WindowChoice choice = ChooseWindow(plan_model, candidate.result.assignment, simulator);
       candidate.window = choice.max_in_flight;

@@ -1,5 +1,7 @@
 #include "service/engine/solve/solve.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -195,6 +197,138 @@ TEST(RegistryTest, OffersEveryApiAlgorithmWithAutoAsDefault) {
     EXPECT_FALSE(all[i]->version().empty());
     EXPECT_FALSE(all[i]->description().empty());
     for (size_t j = i + 1; j < all.size(); ++j) EXPECT_NE(all[i]->name(), all[j]->name());
+  }
+}
+
+// ---- Training plans (api.md §2.1) ----
+
+// A 4-stage chain a -> b -> c -> d (100 ns each, 64-byte edges) on four devices of one host, with
+// `microbatches` microbatches.
+v1::PlaceRequest ChainRequest(int32_t microbatches) {
+  v1::PlaceRequest request;
+  const char* names[] = {"a", "b", "c", "d"};
+  for (const char* name : names) {
+    v1::Op* op = request.mutable_graph()->add_ops();
+    op->set_name(name);
+    op->set_compute_ns(100);
+    op->set_output_bytes(64);
+  }
+  for (int i = 0; i + 1 < 4; ++i) {
+    v1::Edge* edge = request.mutable_graph()->add_edges();
+    edge->set_src(i);
+    edge->set_dst(i + 1);
+    edge->set_bytes(64);
+  }
+  for (const char* name : {"g0", "g1", "g2", "g3"}) {
+    v1::Device* device = request.mutable_cluster()->add_devices();
+    device->set_name(name);
+    device->set_kind("gpu");
+    device->set_node("h0");
+    device->set_memory_bytes(1 << 20);
+  }
+  request.mutable_cluster()->mutable_intra_node()->set_bandwidth_bytes_per_second(1'000'000'000);
+  request.mutable_options()->set_microbatches(microbatches);
+  return request;
+}
+
+TEST(SolvePlanTest, ThePlanUsedIsReportedWithItsThroughput) {
+  v1::PlaceRequest request = ChainRequest(8);
+  request.mutable_options()->set_max_in_flight(3);
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  v1::PlacementOptions options = request.options();
+  options.set_algorithm("round_robin");
+  absl::StatusOr<v1::Placement> placement = Solve(*model, options, SolveContext());
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  EXPECT_EQ(placement->plan().microbatches(), 8);
+  EXPECT_EQ(placement->plan().max_in_flight(), 3);
+  EXPECT_EQ(placement->plan().data_parallel(), 1);
+  ASSERT_GT(placement->metrics().makespan_ns(), 0);
+  EXPECT_DOUBLE_EQ(placement->metrics().microbatches_per_second(),
+                   8 * 1e9 / static_cast<double>(placement->metrics().makespan_ns()));
+  // Lower bound: the work of 8 microbatches over 4 devices, 8 × 400 / 4.
+  EXPECT_EQ(placement->metrics().lower_bound_ns(), 800);
+}
+
+// W left to the solver: the answer's window is the fastest of every window for its assignment.
+TEST(SolvePlanTest, AnOpenWindowIsTheFastestThatFits) {
+  const v1::PlaceRequest request = ChainRequest(6);
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  v1::PlacementOptions options = request.options();
+  options.set_algorithm("round_robin");
+  absl::StatusOr<v1::Placement> placement = Solve(*model, options, SolveContext());
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  int64_t fastest = INT64_MAX;
+  for (int32_t w = 1; w <= 6; ++w) {
+    v1::EvaluateRequest evaluate;
+    *evaluate.mutable_graph() = request.graph();
+    *evaluate.mutable_cluster() = request.cluster();
+    *evaluate.mutable_options() = request.options();
+    evaluate.mutable_options()->set_max_in_flight(w);
+    *evaluate.mutable_device() = placement->device();
+    absl::StatusOr<v1::EvaluateResponse> scored = Evaluate(evaluate);
+    ASSERT_TRUE(scored.ok()) << scored.status();
+    EXPECT_EQ(scored->placement().plan().max_in_flight(), w);
+    fastest = std::min(fastest, scored->placement().metrics().makespan_ns());
+  }
+  EXPECT_EQ(placement->metrics().makespan_ns(), fastest);
+}
+
+// D left to the solver: pure replication of a chain with no update (no all-reduce) delivers the most
+// microbatches per second, so D = 4 (one device per replica) wins; the placement indexes group 0.
+TEST(SolvePlanTest, AnOpenReplicaCountIsChosenByThroughput) {
+  v1::PlaceRequest request = ChainRequest(4);
+  request.mutable_options()->set_data_parallel(0);
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  v1::PlacementOptions options = request.options();
+  options.set_algorithm("single_device");
+  absl::StatusOr<v1::Placement> placement = Solve(*model, options, SolveContext());
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  EXPECT_EQ(placement->plan().data_parallel(), 4);
+  EXPECT_EQ(placement->metrics().devices_size(), 1);
+  for (int32_t d : placement->device()) EXPECT_EQ(d, 0);
+  // One device runs 4 microbatches of 400 ns: 1600 ns; 4 replicas: 16 microbatches per 1.6 us.
+  EXPECT_EQ(placement->metrics().makespan_ns(), 1600);
+  EXPECT_DOUBLE_EQ(placement->metrics().microbatches_per_second(), 16 * 1e9 / 1600);
+}
+
+TEST(SolvePlanTest, EvaluateChecksDevicesAgainstReplicaGroupZero) {
+  v1::PlaceRequest request = ChainRequest(2);
+  v1::EvaluateRequest evaluate;
+  *evaluate.mutable_graph() = request.graph();
+  *evaluate.mutable_cluster() = request.cluster();
+  *evaluate.mutable_options() = request.options();
+  evaluate.mutable_options()->set_data_parallel(2);
+  for (int32_t d : {0, 1, 3, 0}) evaluate.add_device(d);
+  absl::StatusOr<v1::EvaluateResponse> scored = Evaluate(evaluate);
+  ASSERT_FALSE(scored.ok());
+  EXPECT_EQ(scored.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(scored.status().message(),
+              HasSubstr("device[2]: index 3 is outside replica group 0 (the first 2 of 4 devices with "
+                        "options.data_parallel 2)"));
+  evaluate.set_device(2, 1);
+  scored = Evaluate(evaluate);
+  ASSERT_TRUE(scored.ok()) << scored.status();
+  EXPECT_EQ(scored->placement().plan().data_parallel(), 2);
+  EXPECT_EQ(scored->placement().metrics().devices_size(), 2);
+}
+
+// `auto` under a plan is never worse than its members run alone under the same plan.
+TEST(SolvePlanTest, AutoUnderAPlanIsNeverWorseThanAMember) {
+  const v1::PlaceRequest request = ChainRequest(8);
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  v1::PlacementOptions options = request.options();
+  options.set_algorithm("auto");
+  absl::StatusOr<v1::Placement> best = Solve(*model, options, SolveContext());
+  ASSERT_TRUE(best.ok()) << best.status();
+  for (const char* member : {"pardnn", "pipeline", "round_robin", "heft", "m_etf", "metis"}) {
+    options.set_algorithm(member);
+    absl::StatusOr<v1::Placement> alone = Solve(*model, options, SolveContext());
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    EXPECT_LE(best->metrics().makespan_ns(), alone->metrics().makespan_ns()) << member;
   }
 }
 
