@@ -126,15 +126,19 @@ def worker(args):
         batch = inputs[0].shape[0]
         traced, costs = {}, {}
         for _, _, m, _, d, _ in PLANS:
-            if (m, d) in traced:
-                continue
-            micro = torch_export.split_microbatch(tuple(t[:batch // d] for t in inputs),
-                                                  tuple(t[:batch // d] for t in targets), m)
-            traced[(m, d)] = torch_run.trace(model, micro[0], loss_fn, optimizer, micro[1], microbatches=m)
-            if rank == 0:
-                costs[(m, d)] = calibrate.measure_op_costs(
-                    traced[(m, d)], tuple(t[:batch // d] for t in inputs), tuple(t[:batch // d] for t in targets),
-                    runs=args.profile)
+            if (m, d) not in traced:
+                micro = torch_export.split_microbatch(tuple(t[:batch // d] for t in inputs),
+                                                      tuple(t[:batch // d] for t in targets), m)
+                traced[(m, d)] = torch_run.trace(model, micro[0], loss_fn, optimizer, micro[1], microbatches=m)
+        dist.barrier()  # rank 1 is done tracing: it no longer competes with the calibration
+        if rank == 0:
+            meters = {key: calibrate.OpCostMeter(step, tuple(t[:batch // key[1]] for t in inputs),
+                                                 tuple(t[:batch // key[1]] for t in targets))
+                      for key, step in traced.items()}
+            for run in range(1 + args.profile):  # the traced steps in turn
+                for meter in meters.values():
+                    meter.sample(record=run > 0)
+            costs = {key: meter.costs() for key, meter in meters.items()}
         steps = []
         for plan_label, k, m, w, d, algorithm in PLANS:
             request = traced[(m, d)].request(devices=k * d, device_kind="cpu", microbatches=m, max_in_flight=w,
@@ -152,11 +156,16 @@ def worker(args):
         load_before = os.getloadavg()[0]
         ceiling = two_thread_ceiling() if rank == 0 else 0.0
         dist.barrier()
+        rehearsals = {}
         for round_ in range(1 + args.steps):
             for *_, step, timings in steps:
                 step.run(inputs, targets)
                 if round_ > 0:
                     timings.append(step.last_timing)
+        for round_ in range(args.rehearsals):
+            for plan_label, _, m, d, _, request, _, step, _ in steps:
+                step.rehearse({op["name"]: int(op["compute_ns"]) for op in request["graph"]["ops"]})
+                rehearsals.setdefault(plan_label, []).append(step.last_timing.step_ns)
         for plan_label, k, m, d, algorithm, request, placement, step, timings in steps:
             # The op times this run really took (both processes), for the replay through the schedule.
             mine = {}
@@ -182,6 +191,7 @@ def worker(args):
                 "simulated_ns": int(placement["metrics"]["makespan_ns"]),
                 "measured_ns": int(statistics.median(t.step_ns for t in timings)),
                 "replayed_ns": replayed,
+                "rehearsed_ns": int(statistics.median(rehearsals[plan_label])) if rehearsals else 0,
                 "overhead_ns": sum(o for _, (o, _) in shares), "instances": sum(c for _, (_, c) in shares),
                 "messages": timings[-1].messages_sent,
                 "ceiling": ceiling, "load": load_before,
@@ -192,7 +202,7 @@ def worker(args):
     dist.destroy_process_group()
 
 
-def table(data, steps, profile):
+def table(data, steps, profile, rehearsals):
     results, (latency, bandwidth) = data["results"], data["link"]
     loads = ", ".join(dict.fromkeys("%.1f" % r["load"] for r in results))
     ceilings = ", ".join(dict.fromkeys("%.2fx" % r["ceiling"] for r in results))
@@ -200,10 +210,12 @@ def table(data, steps, profile):
              f"*2-thread ceiling* (two threads of independent matrix products against one, just before each "
              f"model's runs): {ceilings}.", "",
              "| model | plan | K | M | W | D | devices used | simulated ms | measured ms | measured / simulated "
-             "| replayed ms | simulated speed-up | measured speed-up | messages / step (rank 0) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    summary = ["", "| model | plans | median \\|measured / simulated - 1\\| | worst | Kendall's tau | runner "
-                   "overhead per op |", "|---|---|---|---|---|---|"]
+             "| replayed ms | rehearsed ms | rehearsed / simulated | simulated speed-up | measured speed-up "
+             "| messages / step (rank 0) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    summary = ["", "| model | plans | median \\|measured / simulated - 1\\| | worst | Kendall's tau "
+                   "| median \\|rehearsed / simulated - 1\\| | worst | Kendall's tau, rehearsed | runner overhead per op |",
+               "|---|---|---|---|---|---|---|---|---|"]
     for model in dict.fromkeys(r["model"] for r in results):
         rows = [r for r in results if r["model"] == model]
         base = {r["m"]: r for r in rows if r["k"] == 1 and r["d"] == 1}
@@ -215,18 +227,23 @@ def table(data, steps, profile):
             lines.append(f"| {model} | {plan} | {r['k']} | {r['m']} | {r['w']} | {r['d']} | {r['devices_used']} "
                          f"| {r['simulated_ns'] / 1e6:.1f} | {r['measured_ns'] / 1e6:.1f} "
                          f"| {r['measured_ns'] / r['simulated_ns']:.2f} | {r['replayed_ns'] / 1e6:.1f} "
+                         f"| {r['rehearsed_ns'] / 1e6:.1f} | {r['rehearsed_ns'] / r['simulated_ns']:.2f} "
                          f"| {sim_up:.2f}x | {meas_up:.2f}x | {r['messages']} |")
         errors = [abs(r["measured_ns"] / r["simulated_ns"] - 1) for r in rows]
         tau = kendall_tau([r["simulated_ns"] for r in rows], [r["measured_ns"] for r in rows])
+        rehearsed = [abs(r["rehearsed_ns"] / r["simulated_ns"] - 1) for r in rows]
+        tau_rehearsed = kendall_tau([r["simulated_ns"] for r in rows], [r["rehearsed_ns"] for r in rows])
         overhead = sum(r["overhead_ns"] for r in rows) / max(sum(r["instances"] for r in rows), 1)
         summary.append(f"| {model} | {len(rows)} | {statistics.median(errors) * 100:.0f} % | {max(errors) * 100:.0f} % "
-                       f"| {tau:.2f} | {overhead / 1e3:.0f} us |")
+                       f"| {tau:.2f} | {statistics.median(rehearsed) * 100:.1f} % | {max(rehearsed) * 100:.1f} % "
+                       f"| {tau_rehearsed:.2f} | {overhead / 1e3:.0f} us |")
     lines += summary
     lines += ["", f"Link between the two processes (measured, the requests' intra_node link): {latency / 1e3:.1f} us + "
               f"{bandwidth / 1e9:.2f} GB/s. Measured: median step (the slowest process, from a common barrier) "
               f"of {steps} steps after 1 warm-up, the plans taking turns; op costs: mean of {profile} calibration "
-              f"runs. Replayed: the placement's schedule with the op times the run itself took. Speed-ups: over "
-              f"the 1-device plan at the same M."]
+              f"runs. Replayed: the placement's schedule with the op times the run itself took. Rehearsed: the "
+              f"plan run by the same processes with every op sleeping for its calibrated cost (median of "
+              f"{rehearsals}). Speed-ups: over the 1-device plan at the same M."]
     return "\n".join(lines)
 
 
@@ -237,6 +254,7 @@ def main():
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--profile", type=int, default=5, help="calibration runs per traced step")
     parser.add_argument("--time_limit", type=int, default=10, help="placement time limit, s")
+    parser.add_argument("--rehearsals", type=int, default=3, help="runs of each plan with sleeping ops")
     parser.add_argument("--out", default=str(HERE / "README.md"), help="markdown file with the markers")
     parser.add_argument("--results", default="", help="(internal) where rank 0 writes its results")
     args = parser.parse_args()
@@ -250,8 +268,9 @@ def main():
     results = Path(args.results) if args.results else Path(folder) / "results.json"
     torch_dist.launch_local(2, [str(Path(__file__).resolve()), f"--offline={args.offline}", f"--models={args.models}",
                                 f"--steps={args.steps}", f"--profile={args.profile}",
-                                f"--time_limit={args.time_limit}", f"--results={results}"], stdout=sys.stdout)
-    text = table(json.loads(results.read_text()), args.steps, args.profile)
+                                f"--time_limit={args.time_limit}", f"--rehearsals={args.rehearsals}",
+                                f"--results={results}"], stdout=sys.stdout)
+    text = table(json.loads(results.read_text()), args.steps, args.profile, args.rehearsals)
     out = Path(args.out)
     page = out.read_text() if out.exists() else f"{BEGIN}\n{END}\n"
     if BEGIN not in page:

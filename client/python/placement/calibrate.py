@@ -37,26 +37,41 @@ from placement import torch_dist, torch_export, torch_run
 LINK_SIZES = (64, 4096, 65536, 1 << 20, 4 << 20)
 
 
+class OpCostMeter:
+    """Op costs of one traced step, sampled run by run, so that several steps can be measured in turn
+    (a change in a shared machine's load then hits them alike). measure_op_costs is the simple form."""
+
+    def __init__(self, traced, inputs, targets=(), device="cpu"):
+        request = traced.request(devices=1, device_kind=torch.device(device).type)
+        m = traced.microbatches
+        self.names = [op["name"] for op in request["graph"]["ops"]]
+        self.step = torch_dist.DistributedStep(
+            traced, request, ([0] * len(self.names), {"microbatches": m, "max_in_flight": m, "data_parallel": 1}),
+            device=device, local=True)
+        if torch.device(device).type == "cuda":
+            _synchronize_every_op(self.step, device)
+        self.inputs, self.targets = inputs, targets
+        self.samples = {}
+
+    def sample(self, record=True):
+        """Runs the step once; with `record`, its instances' times count."""
+        self.step.run(self.inputs, self.targets)
+        if record:
+            for op, _, start, end, _, wait in self.step.last_timing.instances:
+                self.samples.setdefault(self.names[op], []).append(end - start - wait)
+
+    def costs(self):
+        """{op name: mean ns} over the recorded runs (and microbatch copies)."""
+        return {name: max(1, int(statistics.fmean(values))) for name, values in self.samples.items()}
+
+
 def measure_op_costs(traced, inputs, targets=(), runs=5, warmup=1, device="cpu"):
     """{op name: mean ns} of the traced step's ops, run here on `device` by the runner's executor.
     `inputs` and `targets` are one replica's batch (M microbatches of the traced size)."""
-    request = traced.request(devices=1, device_kind=torch.device(device).type)
-    n = len(request["graph"]["ops"])
-    m = traced.microbatches
-    step = torch_dist.DistributedStep(traced, request, ([0] * n, {"microbatches": m, "max_in_flight": m,
-                                                                   "data_parallel": 1}),
-                                      device=device, local=True)
-    if torch.device(device).type == "cuda":
-        _synchronize_every_op(step, device)
-    names = [op["name"] for op in request["graph"]["ops"]]
-    samples = {}
+    meter = OpCostMeter(traced, inputs, targets, device)
     for run in range(warmup + runs):
-        step.run(inputs, targets)
-        if run < warmup:
-            continue
-        for op, _, start, end, _, wait in step.last_timing.instances:
-            samples.setdefault(names[op], []).append(end - start - wait)
-    return {name: max(1, int(statistics.fmean(values))) for name, values in samples.items()}
+        meter.sample(record=run >= warmup)
+    return meter.costs()
 
 
 def _synchronize_every_op(step, device):

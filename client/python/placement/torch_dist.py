@@ -391,6 +391,7 @@ class DistributedStep:
         self.step_index = 0
         self.last_timing = None
         self.loss = None
+        self._sleep_ns, self._owed_ns, self._empty = None, 0, None
         if not self.active:
             return
         self._prepare_order()
@@ -451,6 +452,24 @@ class DistributedStep:
         p = self.program
         if len(batch) != len(p.input_nodes):
             raise ValueError(f"the step takes {len(p.input_nodes)} inputs and targets; {len(batch)} given")
+        self._sleep_ns = None
+        return self._step(batch)
+
+    def rehearse(self, costs):
+        """Runs the step's schedule with every instance sleeping for its op's cost ({op name: ns})
+        instead of computing; messages, all-reduces and window tokens go as in a step (their payloads
+        uninitialised tensors of the right sizes). Sleeping needs no CPU: this checks the runner's
+        schedule against the simulator where the machine has no free core. The state is untouched;
+        the timing is in last_timing (collective, as run)."""
+        p = self.program
+        self._sleep_ns = [int(costs.get(op["name"], 0)) for op in p.ops]
+        self._owed_ns = 0
+        try:
+            return self._step(None)
+        finally:
+            self._sleep_ns = None
+
+    def _step(self, batch):
         loss = torch.zeros((), dtype=torch.float64)
         timing = DistTiming()
         if self.plan_group is not None or self.world > 1:
@@ -475,6 +494,8 @@ class DistributedStep:
 
     def _microbatch_inputs(self, batch):
         p = self.program
+        if batch is None:  # a rehearsal
+            return {}
         per_replica = None
         values = {}
         for x, tensor in zip(p.input_nodes, batch):
@@ -620,9 +641,11 @@ class DistributedStep:
                 slot.work.wait()
         timing.wall_ns = clock() - started
         # The new parameters and optimizer state replace the old ones, on their device.
-        for holder, out in p.commits:
+        for holder, out in p.commits if self._sleep_ns is None else ():
             if holder in self.state:
                 self.state[holder] = store[_key(p, out, 0)]
+        if self._sleep_ns is not None:
+            self.loss = None
         return timing
 
     def _execute(self, op, m, store, acc, slots, inputs):
@@ -633,6 +656,8 @@ class DistributedStep:
         kernel = 0
         clock = time.perf_counter_ns
         d = self.local
+        if self._sleep_ns is not None:
+            return self._sleep(op, mine, store)
         for x in p.op_nodes[op]:
             if x.op == "placeholder":
                 store[(x, mine)] = inputs[x][m] if p.placeholder_kind[x][0] == "input" else self.state[x]
@@ -658,6 +683,22 @@ class DistributedStep:
             store[(x, mine)] = x.target(*args, **kwargs)
             kernel += clock() - began
         return kernel
+
+    def _sleep(self, op, mine, store):
+        """A rehearsed instance: sleeps for the op's cost (paying back earlier oversleeping, as the
+        sleeps of a loaded machine overshoot) and leaves placeholder values of the right shapes."""
+        began = time.perf_counter_ns()
+        want = self._sleep_ns[op] - self._owed_ns
+        if want > 0:
+            time.sleep(want / 1e9)
+        spent = time.perf_counter_ns() - began
+        self._owed_ns = max(0, self._owed_ns + spent - self._sleep_ns[op])
+        if self._empty is None:
+            self._empty = {x: torch.zeros(shape, dtype=dtype, device=self.device)
+                           for x, (shape, dtype, _) in _node_metadata(self.traced).items()}
+        for x in self.program.op_nodes[op]:
+            store[(x, mine)] = self._empty.get(x)
+        return spent
 
     def _post(self, slots, cond, what, m, value_of, timing):
         for key in self.send_keys.get(what, ()):

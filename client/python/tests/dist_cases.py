@@ -16,7 +16,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from placement import torch_dist, torch_export, torch_run
+from placement import plan_schedule, torch_dist, torch_export, torch_run
 
 BATCH = 8  # samples per replica group
 
@@ -62,6 +62,19 @@ def run_case(case, offline):
     dist.broadcast_object_list(shared, src=0)
     placement = shared[0]
     step = torch_dist.DistributedStep(traced, request, placement)
+    rehearsal = None
+    if case.get("rehearse_ns"):
+        # Every op sleeps for the same cost; the schedule of those costs is what the run must take. It runs
+        # before the real steps, which then check that a rehearsal leaves the state untouched.
+        costs = {op["name"]: case["rehearse_ns"] for op in request["graph"]["ops"]}
+        rehearsed = []
+        for _ in range(3):
+            step.rehearse(costs)
+            rehearsed.append(step.last_timing)
+        recosted = dict(request, graph=dict(request["graph"], ops=[
+            dict(op, compute_ns=case["rehearse_ns"]) for op in request["graph"]["ops"]]))
+        rehearsal = {"rehearsed_ns": min(t.step_ns for t in rehearsed),
+                     "simulated_ns": plan_schedule.simulate(recosted, placement).makespan_ns}
     losses = [float(step.run(inputs, targets)) for _ in range(case["steps"])]
     state = step.gather_state()
     timing = step.last_timing
@@ -82,6 +95,7 @@ def run_case(case, offline):
         "buffers": sorted(state["buffer"]),
         "step_ms": timing.step_ns / 1e6,
         "messages": timing.messages_sent,
+        "rehearsal": rehearsal,
     }
 
 

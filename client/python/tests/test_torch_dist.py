@@ -50,10 +50,11 @@ def check_numerics(results):
             assert r["devices_used"] > 1 and r["messages"] > 0, label
 
 
-def case(model, optimizer, devices, microbatches, data_parallel, placement="round_robin", window=None):
+def case(model, optimizer, devices, microbatches, data_parallel, placement="round_robin", window=None,
+         rehearse_ns=0):
     return {"model": model, "optimizer": optimizer, "devices": devices, "microbatches": microbatches,
             "max_in_flight": window or microbatches, "data_parallel": data_parallel, "placement": placement,
-            "steps": 2}
+            "steps": 2, "rehearse_ns": rehearse_ns}
 
 
 def test_plans_on_two_processes_equal_the_unplaced_step(tmp_path, offline_binary):
@@ -66,6 +67,21 @@ def test_plans_on_two_processes_equal_the_unplaced_step(tmp_path, offline_binary
         case("cnn", "sgd", 1, 4, 2, window=1),
     ], offline_binary)
     check_numerics(results)
+
+
+def test_a_rehearsal_runs_the_simulated_schedule_and_leaves_the_state(tmp_path, offline_binary):
+    """Every op sleeps 1 ms: the processes then take the simulated step's time (the messages' and the
+    sleeps' own overheads on top: within 40 %, the fastest of three), and the real steps after the
+    rehearsals still equal the unplaced step."""
+    results = run_cases(tmp_path, 2, [
+        case("transformer", "sgd", 2, 4, 1, "offline:m_etf", window=2, rehearse_ns=1_000_000),
+        case("cnn", "sgd", 1, 2, 2, rehearse_ns=1_000_000),
+    ], offline_binary)
+    check_numerics(results)
+    for r in results:
+        ratio = r["rehearsal"]["rehearsed_ns"] / r["rehearsal"]["simulated_ns"]
+        print(f"rehearsed / simulated {ratio:.3f}")
+        assert 0.97 <= ratio <= 1.4, f"{r['case']}: rehearsed / simulated {ratio:.3f} ({r['rehearsal']})"
 
 
 @pytest.fixture(scope="module")
