@@ -1,45 +1,74 @@
-"""Reality check of the simulator against placed PyTorch training steps run on this machine's CPU.
+"""The simulator against placed training plans run for real by placement.torch_dist (one process per
+device, gloo on this machine's CPU).
 
     PYTHONPATH=client/python /usr/bin/python3 bench/torch_run/run.py \
-        --offline=build/service/offline/placement_offline [--algorithms=m_etf,pardnn] [--devices=1,2]
+        --offline=build/service/offline/placement_offline [--models=cnn,transformer,resnet18] [--steps=5]
 
-For each model: profile every op with placement.torch_run's own interpreter (one CPU worker, one intra-op
-thread), measure the copy speed between workers, place the profiled request on K devices, run the placed
-step on K CPU workers (the K settings taking turns step by step), and write simulated against measured
-step times into the table between the markers of bench/torch_run/README.md. A first row measures what
-the machine gives two threads at the moment: two independent matrix products on two threads against one.
+For each model: trace the step as every plan needs it (one microbatch of the global batch / (D x M)),
+calibrate each traced step (placement.calibrate: op costs measured by the runner's own executor in one
+process, the link between the two processes measured once), place the calibrated request with
+placement_offline for each plan (several algorithms, K = 1 and 2, M = 1 and 4, D = 1 and 2), then run
+every plan in two processes, the plans taking turns step by step so that a change in the machine's
+load hits them alike. Writes the table between the markers of bench/torch_run/README.md: simulated
+against measured step per plan, the median and worst |measured / simulated - 1| and Kendall's tau per
+model, measured against simulated speed-ups, the runner's overhead per op, and how loaded the machine was.
 """
 import argparse
+import json
 import os
 import re
+import statistics
 import sys
 import threading
 import time
 from pathlib import Path
 
-import torch
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "client" / "python"))
 
-from placement import torch_export, torch_run  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+from placement import calibrate, plan_schedule, torch_dist, torch_export, torch_run  # noqa: E402
 
 BEGIN, END = "<!-- torch_run table: begin -->", "<!-- torch_run table: end -->"
 
+# (label, K devices per group, M microbatches, W (0 = the solver's), D replica groups, algorithm)
+PLANS = [
+    ("1 device", 1, 1, 1, 1, "single_device"),
+    ("1 device, M=4", 1, 4, 4, 1, "single_device"),
+    ("m_etf", 2, 1, 1, 1, "m_etf"),
+    ("pardnn", 2, 1, 1, 1, "pardnn"),
+    ("m_etf, M=4", 2, 4, 4, 1, "m_etf"),
+    ("pipeline, M=4", 2, 4, 2, 1, "pipeline"),
+    ("auto, M=4", 2, 4, 0, 1, "auto"),
+    ("2 replicas", 1, 1, 1, 2, "single_device"),
+    ("2 replicas, M=4", 1, 4, 4, 2, "single_device"),
+]
 
-def models():
-    """(label, model, inputs, loss_fn, targets): a ResNet-18 and a transformer stack sized so that a
-    step takes a few hundred ms on one worker here."""
-    import torchvision
 
+def build(name):
+    """(label, model, global inputs, targets, loss_fn, optimizer): a step of 50-300 ms on one core here."""
     torch.manual_seed(0)
-    resnet = torchvision.models.resnet18(num_classes=10)
-    yield ("ResNet-18, batch 8, 64x64, SGD", resnet, (torch.randn(8, 3, 64, 64),),
-           lambda out, t: torch.nn.functional.cross_entropy(out, t[0]), (torch.randint(0, 10, (8,)),))
-    torch.manual_seed(0)
-    transformer = torch_export.TransformerStack(layers=2, d_model=128, heads=4, vocab=500)
-    yield ("transformer, 2 blocks, d_model 128, batch 4 x 64 tokens, Adam", transformer,
-           (torch.randint(0, 500, (4, 64)),), torch_export._cross_entropy, (torch.randint(0, 500, (4, 64)),))
+    if name == "cnn":
+        model = torch_export.SmallCNN(classes=10, width=32)
+        batch = 32
+        return ("CNN (3 conv), batch 32, 32x32, SGD", model, (torch.randn(batch, 3, 32, 32),),
+                (torch.randint(0, 10, (batch,)),), torch_export._cross_entropy, "sgd")
+    if name == "transformer":
+        model = torch_export.TransformerStack(layers=2, d_model=128, heads=4, vocab=500)
+        batch = 8
+        return ("transformer, 2 blocks, d_model 128, batch 8 x 64 tokens, Adam", model,
+                (torch.randint(0, 500, (batch, 64)),), (torch.randint(0, 500, (batch, 64)),),
+                torch_export._cross_entropy, "adam")
+    if name == "resnet18":
+        import torchvision
+
+        model = torchvision.models.resnet18(num_classes=10)
+        batch = 16
+        return ("ResNet-18, batch 16, 32x32, SGD", model, (torch.randn(batch, 3, 32, 32),),
+                (torch.randint(0, 10, (batch,)),), torch_export._cross_entropy, "sgd")
+    raise SystemExit(f"unknown model {name}")
 
 
 def two_thread_ceiling(seconds=1.0):
@@ -52,8 +81,7 @@ def two_thread_ceiling(seconds=1.0):
         for _ in range(count):
             mm(a, b)
 
-    started = time.perf_counter()
-    count = 0
+    started, count = time.perf_counter(), 0
     while time.perf_counter() - started < seconds / 2:
         work(4)
         count += 4
@@ -64,65 +92,191 @@ def two_thread_ceiling(seconds=1.0):
         t.start()
     for t in threads:
         t.join()
-    two = (time.perf_counter() - started) / (2 * count)
-    return one / two
+    return one / ((time.perf_counter() - started) / (2 * count))
 
 
-def run(args):
-    ks = [int(k) for k in args.devices.split(",")]
-    lines = [f"Machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start. *2-thread "
-             f"ceiling*: what two threads doing independent matrix products ran against one, measured "
-             f"just before each pair of rows (no 2-worker speed-up can beat it).", "",
-             "| model | algorithm | 2-thread ceiling | K | simulated ms | measured ms | measured / simulated "
-             "| simulated, profile of the run ms | measured / that | simulated speed-up | measured speed-up "
-             "| worker busy ms | worker CPU ms | late starts ms | copies | replayed ms | rehearsed ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for label, model, inputs, loss_fn, targets in models():
-        traced = torch_run.trace(model, inputs, loss_fn, "adam" if "Adam" in label else "sgd", targets)
-        for algorithm in args.algorithms.split(","):
-            ceiling = two_thread_ceiling()
-            rows = torch_run.reality_check(
-                traced, inputs, targets, lambda r: torch_run.place_offline(args.offline, r, algorithm),
-                devices=ks, profile_runs=args.profile, steps=args.steps,
-                evaluate=lambda r, p: torch_run.evaluate_offline(args.offline, r, p))
-            base = rows[0]
-            for r in rows:
-                lines.append(
-                    f"| {label} | {algorithm} | {ceiling:.2f}x | {r['devices']} | {r['simulated_ns'] / 1e6:.0f} "
-                    f"| {r['measured_ns'] / 1e6:.0f} | {r['measured_ns'] / r['simulated_ns']:.2f} "
-                    f"| {r['resimulated_ns'] / 1e6:.0f} | {r['measured_ns'] / r['resimulated_ns']:.2f} "
-                    f"| {base['simulated_ns'] / r['simulated_ns']:.2f}x "
-                    f"| {base['measured_ns'] / r['measured_ns']:.2f}x "
-                    f"| {' / '.join(f'{b / 1e6:.0f}' for b in r['busy_ns'])} "
-                    f"| {' / '.join(f'{c / 1e6:.0f}' for c in r['cpu_ns'])} "
-                    f"| {' / '.join(f'{c / 1e6:.0f}' for c in r['late_ns'])} | {r['copies']} "
-                    f"| {r['replayed_ns'] / 1e6:.0f} | {r['rehearsed_ns'] / 1e6:.0f} |")
-                print(lines[-1], flush=True)
-    latency, bandwidth = rows[0]["link"]
-    lines += ["", f"Copy between CPU workers (measured, used as the request's link): {latency / 1e3:.1f} us + "
-              f"{bandwidth / 1e9:.1f} GB/s. Load average at the end: {os.getloadavg()[0]:.1f}. "
-              f"Median of {args.steps} steps after 1 warm-up; op costs: mean of {args.profile} profiled steps."]
+def kendall_tau(xs, ys):
+    """Kendall's tau-b of two equally long lists."""
+    concordant = discordant = ties_x = ties_y = 0
+    for i in range(len(xs)):
+        for j in range(i + 1, len(xs)):
+            dx, dy = xs[i] - xs[j], ys[i] - ys[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                ties_x += 1
+            elif dy == 0:
+                ties_y += 1
+            elif (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denominator = ((concordant + discordant + ties_x) * (concordant + discordant + ties_y)) ** 0.5
+    return (concordant - discordant) / denominator if denominator else 0.0
+
+
+def worker(args):
+    """One of the two processes: every rank runs every plan (DistributedStep is collective)."""
+    torch.set_num_threads(1)
+    rank, _ = torch_dist.init_from_environment("gloo")
+    link = calibrate.measure_link()
+    results = []
+    for model_name in args.models.split(","):
+        label, model, inputs, targets, loss_fn, optimizer = build(model_name)
+        batch = inputs[0].shape[0]
+        traced, costs = {}, {}
+        for _, _, m, _, d, _ in PLANS:
+            if (m, d) not in traced:
+                micro = torch_export.split_microbatch(tuple(t[:batch // d] for t in inputs),
+                                                      tuple(t[:batch // d] for t in targets), m)
+                traced[(m, d)] = torch_run.trace(model, micro[0], loss_fn, optimizer, micro[1], microbatches=m)
+        dist.barrier()  # rank 1 is done tracing: it no longer competes with the calibration
+        if rank == 0:
+            meters = {key: calibrate.OpCostMeter(step, tuple(t[:batch // key[1]] for t in inputs),
+                                                 tuple(t[:batch // key[1]] for t in targets))
+                      for key, step in traced.items()}
+            for run in range(1 + args.profile):  # the traced steps in turn
+                for meter in meters.values():
+                    meter.sample(record=run > 0)
+            costs = {key: meter.costs() for key, meter in meters.items()}
+        steps = []
+        for plan_label, k, m, w, d, algorithm in PLANS:
+            request = traced[(m, d)].request(devices=k * d, device_kind="cpu", microbatches=m, max_in_flight=w,
+                                             data_parallel=d)
+            shared = [None]
+            if rank == 0:
+                request = calibrate.recost(request, costs[(m, d)], link)
+                placement = torch_run.place_offline(args.offline, request, algorithm, time_limit_s=args.time_limit)
+                shared[0] = (request, placement)
+            dist.broadcast_object_list(shared, src=0)
+            request, placement = shared[0]
+            step = torch_dist.DistributedStep(traced[(m, d)], request, placement)
+            steps.append((plan_label, k, m, d, algorithm, request, placement, step, []))
+        dist.barrier()
+        load_before = os.getloadavg()[0]
+        ceiling = two_thread_ceiling() if rank == 0 else 0.0
+        dist.barrier()
+        rehearsals = {}
+        for round_ in range(1 + args.steps):
+            for *_, step, timings in steps:
+                step.run(inputs, targets)
+                if round_ > 0:
+                    timings.append(step.last_timing)
+        for round_ in range(args.rehearsals):
+            for plan_label, _, m, d, _, request, _, step, _ in steps:
+                step.rehearse({op["name"]: int(op["compute_ns"]) for op in request["graph"]["ops"]})
+                rehearsals.setdefault(plan_label, []).append(step.last_timing.step_ns)
+        for plan_label, k, m, d, algorithm, request, placement, step, timings in steps:
+            # The op times this run really took (both processes), for the replay through the schedule.
+            mine = {}
+            for timing in timings:
+                for op, _, start, end, _, wait in timing.instances:
+                    mine.setdefault(op, []).append(end - start - wait)
+            shares = [None] * 2 if rank == 0 else None
+            overhead = (sum(t.overhead_ns for t in timings), sum(len(t.instances) for t in timings))
+            dist.gather_object((mine, overhead), shares, dst=0)
+            if rank != 0:
+                continue
+            taken = {}
+            for part, _ in shares:
+                for op, values in part.items():
+                    taken.setdefault(op, []).extend(values)
+            names = [op["name"] for op in request["graph"]["ops"]]
+            replayed_request = calibrate.recost(request, {names[op]: statistics.fmean(v) for op, v in taken.items()})
+            replayed = plan_schedule.simulate(replayed_request, placement).makespan_ns
+            results.append({
+                "model": label, "plan": plan_label, "k": k, "m": m, "d": d, "algorithm": algorithm,
+                "w": placement["plan"]["max_in_flight"], "devices_used": len(set(placement["device"])),
+                "winner": placement.get("provenance", {}).get("winner", ""),
+                "simulated_ns": int(placement["metrics"]["makespan_ns"]),
+                "measured_ns": int(statistics.median(t.step_ns for t in timings)),
+                "replayed_ns": replayed,
+                "rehearsed_ns": int(statistics.median(rehearsals[plan_label])) if rehearsals else 0,
+                "overhead_ns": sum(o for _, (o, _) in shares), "instances": sum(c for _, (_, c) in shares),
+                "messages": timings[-1].messages_sent,
+                "ceiling": ceiling, "load": load_before,
+            })
+            print(json.dumps(results[-1]), flush=True)
+    if rank == 0:
+        Path(args.results).write_text(json.dumps({"results": results, "link": link}))
+    dist.destroy_process_group()
+
+
+def table(data, steps, profile, rehearsals):
+    results, (latency, bandwidth) = data["results"], data["link"]
+    loads = ", ".join(dict.fromkeys("%.1f" % r["load"] for r in results))
+    ceilings = ", ".join(dict.fromkeys("%.2fx" % r["ceiling"] for r in results))
+    lines = [f"Machine: {os.cpu_count()} CPUs; load average (1 min) before each model's runs: {loads}; "
+             f"*2-thread ceiling* (two threads of independent matrix products against one, just before each "
+             f"model's runs): {ceilings}.", "",
+             "| model | plan | K | M | W | D | devices used | simulated ms | measured ms | measured / simulated "
+             "| replayed ms | rehearsed ms | rehearsed / simulated | simulated speed-up | measured speed-up "
+             "| messages / step (rank 0) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    summary = ["", "| model | plans | median \\|measured / simulated - 1\\| | worst | Kendall's tau "
+                   "| median \\|rehearsed / simulated - 1\\| | worst | Kendall's tau, rehearsed | runner overhead per op |",
+               "|---|---|---|---|---|---|---|---|---|"]
+    for model in dict.fromkeys(r["model"] for r in results):
+        rows = [r for r in results if r["model"] == model]
+        base = {r["m"]: r for r in rows if r["k"] == 1 and r["d"] == 1}
+        for r in rows:
+            b = base.get(r["m"])
+            sim_up = b["simulated_ns"] / r["simulated_ns"] if b else 0
+            meas_up = b["measured_ns"] / r["measured_ns"] if b else 0
+            plan = r["plan"] + (f" (won: {r['winner']})" if r["winner"] else "")
+            lines.append(f"| {model} | {plan} | {r['k']} | {r['m']} | {r['w']} | {r['d']} | {r['devices_used']} "
+                         f"| {r['simulated_ns'] / 1e6:.1f} | {r['measured_ns'] / 1e6:.1f} "
+                         f"| {r['measured_ns'] / r['simulated_ns']:.2f} | {r['replayed_ns'] / 1e6:.1f} "
+                         f"| {r['rehearsed_ns'] / 1e6:.1f} | {r['rehearsed_ns'] / r['simulated_ns']:.2f} "
+                         f"| {sim_up:.2f}x | {meas_up:.2f}x | {r['messages']} |")
+        errors = [abs(r["measured_ns"] / r["simulated_ns"] - 1) for r in rows]
+        tau = kendall_tau([r["simulated_ns"] for r in rows], [r["measured_ns"] for r in rows])
+        rehearsed = [abs(r["rehearsed_ns"] / r["simulated_ns"] - 1) for r in rows]
+        tau_rehearsed = kendall_tau([r["simulated_ns"] for r in rows], [r["rehearsed_ns"] for r in rows])
+        overhead = sum(r["overhead_ns"] for r in rows) / max(sum(r["instances"] for r in rows), 1)
+        summary.append(f"| {model} | {len(rows)} | {statistics.median(errors) * 100:.0f} % | {max(errors) * 100:.0f} % "
+                       f"| {tau:.2f} | {statistics.median(rehearsed) * 100:.1f} % | {max(rehearsed) * 100:.1f} % "
+                       f"| {tau_rehearsed:.2f} | {overhead / 1e3:.0f} us |")
+    lines += summary
+    lines += ["", f"Link between the two processes (measured, the requests' intra_node link): {latency / 1e3:.1f} us + "
+              f"{bandwidth / 1e9:.2f} GB/s. Measured: median step (the slowest process, from a common barrier) "
+              f"of {steps} steps after 1 warm-up, the plans taking turns; op costs: mean of {profile} calibration "
+              f"runs. Replayed: the placement's schedule with the op times the run itself took. Rehearsed: the "
+              f"plan run by the same processes with every op sleeping for its calibrated cost (median of "
+              f"{rehearsals}). Speed-ups: over the 1-device plan at the same M."]
     return "\n".join(lines)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--offline", required=True, help="placement_offline binary")
-    parser.add_argument("--algorithms", default="m_etf,pardnn")
-    parser.add_argument("--devices", default="1,2", help="K values; the first is the speed-up's base")
+    parser.add_argument("--offline", help="placement_offline binary")
+    parser.add_argument("--models", default="cnn,transformer,resnet18")
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--profile", type=int, default=5)
+    parser.add_argument("--profile", type=int, default=5, help="calibration runs per traced step")
+    parser.add_argument("--time_limit", type=int, default=10, help="placement time limit, s")
+    parser.add_argument("--rehearsals", type=int, default=3, help="runs of each plan with sleeping ops")
     parser.add_argument("--out", default=str(HERE / "README.md"), help="markdown file with the markers")
+    parser.add_argument("--results", default="", help="(internal) where rank 0 writes its results")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    table = run(args)
+    if "RANK" in os.environ:
+        return worker(args)
+    if not args.offline:
+        parser.error("--offline is required")
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="torch_run_bench_")
+    results = Path(args.results) if args.results else Path(folder) / "results.json"
+    torch_dist.launch_local(2, [str(Path(__file__).resolve()), f"--offline={args.offline}", f"--models={args.models}",
+                                f"--steps={args.steps}", f"--profile={args.profile}",
+                                f"--time_limit={args.time_limit}", f"--rehearsals={args.rehearsals}",
+                                f"--results={results}"], stdout=sys.stdout)
+    text = table(json.loads(results.read_text()), args.steps, args.profile, args.rehearsals)
     out = Path(args.out)
-    text = out.read_text() if out.exists() else f"{BEGIN}\n{END}\n"
-    if BEGIN not in text:
-        text += f"\n{BEGIN}\n{END}\n"
-    text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: f"{BEGIN}\n{table}\n{END}", text,
-                  flags=re.S)
-    out.write_text(text)
+    page = out.read_text() if out.exists() else f"{BEGIN}\n{END}\n"
+    if BEGIN not in page:
+        page += f"\n{BEGIN}\n{END}\n"
+    page = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: f"{BEGIN}\n{text}\n{END}", page, flags=re.S)
+    out.write_text(page)
     print(f"wrote {out}")
 
 

@@ -639,6 +639,23 @@ class TransformerStack(torch.nn.Module):
         return self.head(x)
 
 
+class SmallCNN(torch.nn.Module):
+    """Convolutions and a linear head without batch norm: its step over a batch equals the sum of its
+    microbatches' steps, which a network normalising over the batch does not."""
+
+    def __init__(self, classes=10, width=16):
+        super().__init__()
+        self.features = torch.nn.Sequential(
+            torch.nn.Conv2d(3, width, 3, padding=1), torch.nn.ReLU(),
+            torch.nn.Conv2d(width, width, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(width, 2 * width, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten())
+        self.head = torch.nn.Linear(2 * width, classes)
+
+    def forward(self, images):
+        return self.head(self.features(images))
+
+
 def _cross_entropy(output, targets):
     return torch.nn.functional.cross_entropy(output.reshape(-1, output.shape[-1]), targets[0].reshape(-1))
 
@@ -654,6 +671,11 @@ def builtin_model(spec, args):
         images = torch.randn(args.batch, 3, args.image_size, args.image_size)
         labels = torch.randint(0, args.classes, (args.batch,))
         return model, (images,), _cross_entropy, (labels,)
+    if spec == "cnn":
+        model = SmallCNN(args.classes, getattr(args, "width", 16))
+        images = torch.randn(args.batch, 3, args.image_size, args.image_size)
+        labels = torch.randint(0, args.classes, (args.batch,))
+        return model, (images,), _cross_entropy, (labels,)
     if spec == "transformer":
         model = TransformerStack(args.layers, args.d_model, args.heads, args.vocab)
         tokens = torch.randint(0, args.vocab, (args.batch, args.seq))
@@ -663,18 +685,19 @@ def builtin_model(spec, args):
         module_name, factory = spec.split(":", 1)
         built = tuple(getattr(importlib.import_module(module_name), factory)())
         return built + (None, ())[len(built) - 2:]
-    raise SystemExit(f"--model: expected torchvision:NAME, transformer or module:factory, got {spec!r}")
+    raise SystemExit(f"--model: expected torchvision:NAME, cnn, transformer or module:factory, got {spec!r}")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python3 -m placement.torch_export",
                                      description="Export one PyTorch training step as a PlaceRequest.")
     parser.add_argument("--model", required=True,
-                        help="torchvision:NAME (e.g. torchvision:resnet18), transformer, or module:factory")
+                        help="torchvision:NAME (e.g. torchvision:resnet18), cnn, transformer, or module:factory")
     parser.add_argument("--out", required=True, help=".json, .json.gz or .pb")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--image_size", type=int, default=224, help="torchvision models")
-    parser.add_argument("--classes", type=int, default=1000, help="torchvision models")
+    parser.add_argument("--classes", type=int, default=1000, help="torchvision models, cnn")
+    parser.add_argument("--width", type=int, default=16, help="cnn: channels of the first convolutions")
     parser.add_argument("--layers", type=int, default=2, help="transformer")
     parser.add_argument("--d_model", type=int, default=256, help="transformer")
     parser.add_argument("--heads", type=int, default=4, help="transformer")

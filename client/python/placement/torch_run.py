@@ -1,10 +1,16 @@
 """Runs a training step exported by placement.torch_export with every op on the device a placement gave it.
 
-    python3 -m placement.torch_run --model=torchvision:resnet18 --batch=8 --image_size=64 --devices=2 \
-        --offline=build/service/offline/placement_offline --algorithm=m_etf --profile --steps=5
-    python3 -m placement.torch_run --model=transformer --devices=2 --server=localhost:50051 --steps=3
+    python3 -m placement.torch_run --model=transformer --batch=8 --devices=2 --microbatches=4 \
+        --offline=build/service/offline/placement_offline --algorithm=auto --calibrate --check
+    torchrun --nproc_per_node=2 -m placement.torch_run --model=transformer --devices=2 --server=HOST:PORT
 
-From Python:
+The command line runs a plan (api.md 2.1) for real: one process per device on torch.distributed
+(placement.torch_dist; it starts the processes itself, or runs under torchrun), rank 0 exporting the
+step, calibrating it with --calibrate (placement.calibrate), placing it and sharing the plan. With
+--in_process (or --profile) it runs this module's single-process interpreter instead, below: one thread
+per device, kept for rehearsing a schedule (its GIL-bound threads cannot show a real speed-up).
+
+From Python (the single-process interpreter, PlacedStep):
 
     traced = torch_run.trace(model, (images,), loss_fn, "sgd", (labels,))
     request = traced.request(devices=2)                       # torch_export's PlaceRequest (a dict)
@@ -69,9 +75,14 @@ class TracedStep:
     # The state a step starts from, one tensor per placeholder. Not the placeholders' own tensors:
     # tracing and profiling run the graph, which updates the batch-norm statistics in place.
     initial_values: list = None
+    # The step is one of this many microbatches (its loss divided by it; see trace_training_step).
+    microbatches: int = 1
 
     def request(self, **request_options):
-        """torch_export.build_request of this step (a dict in the protobuf JSON mapping)."""
+        """torch_export.build_request of this step (a dict in the protobuf JSON mapping); a step traced
+        as one of M > 1 microbatches asks for a plan of M unless `microbatches` says otherwise."""
+        if self.microbatches > 1:
+            request_options.setdefault("microbatches", self.microbatches)
         return torch_export.build_request(self.graph_module, self.placeholders, self.flat_args,
                                           optimizer=self.optimizer, **request_options)
 
@@ -83,18 +94,21 @@ class TracedStep:
         return [value for (k, _, _), value in zip(self.placeholders, values) if k == kind]
 
 
-def trace(model, example_inputs, loss_fn=None, optimizer="sgd", targets=(), lr=0.01):
+def trace(model, example_inputs, loss_fn=None, optimizer="sgd", targets=(), lr=0.01, microbatches=1,
+          loss_reduction="mean"):
     """Traces `model`'s training step as torch_export does (see trace_training_step); a step starts
-    from the model's parameters and buffers as they are now, with zero optimizer state."""
+    from the model's parameters and buffers as they are now, with zero optimizer state. With
+    `microbatches` M the example inputs and targets are one microbatch (torch_export.split_microbatch)."""
     params = [p.detach().clone() for p in model.parameters() if p.requires_grad]
     buffers = [b.detach().clone() for b in model.buffers()]
     graph_module, placeholders, flat = torch_export.trace_training_step(
-        model, example_inputs, loss_fn, optimizer, targets, lr=lr)
+        model, example_inputs, loss_fn, optimizer, targets, lr=lr, microbatches=microbatches,
+        loss_reduction=loss_reduction)
     initial, taken = [], {"param": iter(params), "buffer": iter(buffers)}
     for kind, _, tensor in placeholders:
         initial.append(next(taken[kind]) if kind in taken else
                        torch.zeros_like(tensor) if kind == "state" else tensor)
-    return TracedStep(graph_module, placeholders, flat, optimizer, initial)
+    return TracedStep(graph_module, placeholders, flat, optimizer, initial, microbatches)
 
 
 def node_ops(traced):
@@ -746,31 +760,201 @@ def reality_check(traced, inputs, targets, place, devices=(1, 2), profile_runs=5
 # Command line
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python3 -m placement.torch_run",
-                                     description="Run a placed PyTorch training step; compare with the simulator.")
-    parser.add_argument("--model", required=True, help="as torch_export: torchvision:NAME, transformer, module:factory")
-    parser.add_argument("--batch", type=int, default=8)
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="python3 -m placement.torch_run",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run a placed PyTorch training step (a training plan of api.md 2.1) for real, one process per "
+                    "device.",
+        epilog="""launching:
+  python3 -m placement.torch_run --devices=N ...   starts the N processes itself on this host (torch's
+                                                   launcher environment: MASTER_ADDR/PORT, RANK, WORLD_SIZE)
+  torchrun --nproc_per_node=N -m placement.torch_run --devices=N ...
+                                                   or under torchrun (several hosts: its --nnodes, --rdzv_*);
+                                                   rank 0 places the step and shares the plan
+  gloo on CPU; NCCL when every process has a CUDA device (cuda:LOCAL_RANK).
+
+examples:
+  python3 -m placement.torch_run --model=transformer --batch=8 --devices=2 --microbatches=4 \\
+      --offline=build/service/offline/placement_offline --algorithm=auto --calibrate --check
+  python3 -m placement.torch_run --model=cnn --devices=2 --data_parallel=2 --request=r.json --placement=p.json
+  python3 -m placement.torch_run --model=transformer --devices=2 --in_process --profile ...   (one process,
+      a thread per device: the rehearsal interpreter)""")
+    parser.add_argument("--model", required=True, help="as torch_export: torchvision:NAME, cnn, transformer, "
+                                                       "module:factory")
+    parser.add_argument("--batch", type=int, default=8, help="samples per replica group and step")
     parser.add_argument("--image_size", type=int, default=64)
     parser.add_argument("--classes", type=int, default=10)
+    parser.add_argument("--width", type=int, default=16, help="cnn")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--d_model", type=int, default=256)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--vocab", type=int, default=1000)
     parser.add_argument("--optimizer", choices=sorted(torch_export.OPTIMIZER_STATE_COPIES), default="sgd")
-    parser.add_argument("--devices", type=int, default=2, help="K devices to place on")
+    parser.add_argument("--devices", type=int, default=2, help="devices of the cluster = processes to run")
+    parser.add_argument("--microbatches", type=int, default=None, metavar="M", help="microbatches per step")
+    parser.add_argument("--max_in_flight", type=int, default=None, metavar="W", help="0 = the solver chooses")
+    parser.add_argument("--data_parallel", type=int, default=None, metavar="D", help="0 = the solver chooses")
     parser.add_argument("--offline", help="placement_offline binary to place with")
     parser.add_argument("--server", help="or a placement_server address")
     parser.add_argument("--algorithm", default="", help="placement algorithm (default: the placer's)")
-    parser.add_argument("--placement", help="or a placement JSON file for the exported request")
-    parser.add_argument("--profile", type=int, nargs="?", const=5, default=0, metavar="RUNS",
-                        help="profile op times on this machine and report simulated vs measured for K=1 "
-                             "and K=--devices")
+    parser.add_argument("--request", help="or run this request (as exported for this step) ...")
+    parser.add_argument("--placement", help="... with this placement (Placement JSON, e.g. placementctl's)")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="measure op costs and the link on this machine before placing (placement.calibrate)")
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--run_on", default=None, help="cpu, cuda or a comma list (default: cuda if enough)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--check", action="store_true",
+                        help="compare loss and parameters with the unplaced step over the whole batch")
+    parser.add_argument("--backend", choices=("gloo", "nccl"), default=None, help="default: nccl with CUDA")
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads per process (CPU)")
+    parser.add_argument("--module_split", metavar="FILE",
+                        help="also write the plan as module-level split points (JSON), when it is one")
+    parser.add_argument("--in_process", action="store_true",
+                        help="run in this process, a thread per device (placement.torch_run.PlacedStep)")
+    parser.add_argument("--profile", type=int, nargs="?", const=5, default=0, metavar="RUNS",
+                        help="(in process) profile op times and report simulated vs measured for K=1 and "
+                             "K=--devices")
+    parser.add_argument("--run_on", default=None, help="(in process) cpu, cuda or a comma list")
+    return parser
 
+
+def main(argv=None):
+    import os
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
+    if args.in_process or args.profile:
+        return _main_in_process(args)
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return _main_rank(args)
+    # Not started by a launcher: start one process per device here; rank 0 places (and calibrates).
+    from placement import torch_dist
+
+    torch_dist.launch_local(args.devices, ["-m", "placement.torch_run", *argv], stdout=sys.stdout)
+
+
+def _model(args, batch=None):
+    copy = argparse.Namespace(**vars(args))
+    if batch is not None:
+        copy.batch = batch
+    return torch_export.builtin_model(args.model, copy)
+
+
+def _microbatch_trace(args):
+    model, inputs, loss_fn, targets = _model(args)
+    m = args.microbatches or 1
+    if args.batch % m:
+        raise SystemExit(f"--batch {args.batch} is not divisible by --microbatches {m}")
+    micro = torch_export.split_microbatch(tuple(inputs), tuple(targets), m) if m > 1 else (tuple(inputs), tuple(targets))
+    return model, trace(model, micro[0], loss_fn, args.optimizer, micro[1], microbatches=m), inputs, targets
+
+
+def prepare_plan(args, link=None, traced_step=None):
+    """(request dict, placement dict) for the command line's step: exported (with --calibrate, costed
+    with this machine's op times and `link`, (latency ns, bytes/s)) and placed by --offline / --server,
+    or read from --request / --placement."""
+    if args.request and args.placement:
+        from placement import calibrate
+
+        return calibrate._read_request(args.request), json.loads(Path(args.placement).read_text())
+    _, traced, inputs, targets = traced_step or _microbatch_trace(args)
+    plan = {name: getattr(args, name) for name in ("microbatches", "max_in_flight", "data_parallel")
+            if getattr(args, name) is not None}
+    kind = "cuda" if (args.backend == "nccl" or (args.backend is None and torch.cuda.is_available()
+                                                  and torch.cuda.device_count() >= args.devices)) else "cpu"
+    request = traced.request(devices=args.devices, device_kind=kind, **plan)
+    if args.request:
+        from placement import calibrate
+
+        request = calibrate._read_request(args.request)
+    if args.calibrate:
+        from placement import calibrate
+
+        torch.set_num_threads(args.threads)
+        costs = calibrate.measure_op_costs(traced, inputs, targets, device=kind)
+        request = calibrate.recost(request, costs, link)
+    if args.placement:
+        return request, json.loads(Path(args.placement).read_text())
+    if args.offline:
+        return request, place_offline(args.offline, request, args.algorithm)
+    if args.server:
+        return request, place_server(args.server, request, args.algorithm)
+    raise SystemExit("--offline=BINARY, --server=ADDRESS or --placement=FILE says where the placement comes from")
+
+
+def _main_rank(args):
+    """One process of the run (started by the parent or by torchrun)."""
+    import torch.distributed as dist
+
+    from placement import module_split, torch_dist
+
+    torch.set_num_threads(args.threads)
+    rank, world = torch_dist.init_from_environment(args.backend)
+    traced_step = _microbatch_trace(args)
+    model, traced = traced_step[:2]
+    if args.request and args.placement:
+        request, placement = prepare_plan(args)
+    else:  # rank 0 places (after the ranks measured their link), the others wait for its plan
+        link = None
+        if args.calibrate and world > 1:
+            from placement import calibrate
+
+            link = calibrate.measure_link(device="cuda" if dist.get_backend() == "nccl" else "cpu")
+        shared = [prepare_plan(args, link, traced_step) if rank == 0 else None]
+        dist.broadcast_object_list(shared, src=0)
+        request, placement = shared[0]
+    if len(request["cluster"]["devices"]) > world:
+        raise SystemExit(f"the plan's cluster has {len(request['cluster']['devices'])} devices; {world} processes run")
+    replicas = int((placement.get("plan") or {}).get("data_parallel") or 1)
+    _, inputs, _, targets = _model(args, batch=args.batch * replicas)
+    step = torch_dist.DistributedStep(traced, request, placement)
+    reference = None
+    if args.check and rank == 0:
+        full = trace(model, tuple(inputs), _model(args)[2], args.optimizer, tuple(targets))
+        reference = UnplacedStep(full)
+    simulated = makespan_ns(placement)
+    plan = placement.get("plan") or {}
+    if rank == 0:
+        print(f"{world} processes ({dist.get_backend()}), plan: {plan.get('microbatches', 1)} microbatches, "
+              f"{plan.get('max_in_flight', 1)} in flight, {replicas} replica group(s) of "
+              f"{step.program.group_size} devices; simulated step {simulated / 1e6:.2f} ms", flush=True)
+        if args.module_split:
+            try:
+                split = module_split.module_split(traced, request, placement)
+                Path(args.module_split).write_text(json.dumps(split, indent=1))
+                print(f"module split points: {split['split_points']} -> {args.module_split}", flush=True)
+            except module_split.NotModuleLevel as reason:
+                print(f"not written as module split points: {reason}", flush=True)
+    deltas = []
+    for i in range(args.steps):
+        loss = step.run(tuple(inputs), tuple(targets))
+        timing = step.last_timing
+        if reference is not None:
+            expected = reference.run(tuple(inputs), tuple(targets))
+            deltas.append(abs(float(loss) - float(expected)))
+        if rank == 0:
+            print(f"step {i}: loss {float(loss):.6f}, {timing.step_ns / 1e6:.1f} ms (simulated "
+                  f"{simulated / 1e6:.1f} ms), {timing.messages_sent} messages sent by rank 0", flush=True)
+    parts = [None] * world if rank == 0 else None
+    timing = step.last_timing
+    mine = (len(timing.instances), timing.kernel_ns, timing.overhead_ns, timing.wait_ns)
+    dist.gather_object(mine, parts, dst=0)
+    state = step.gather_state() if args.check else None
+    if rank == 0:
+        for r, (count, kernel, overhead, wait) in enumerate(parts):
+            if count:
+                print(f"rank {r}: {count} instances, ops {kernel / 1e6:.1f} ms, runner overhead "
+                      f"{overhead / 1e6:.1f} ms ({overhead / count / 1e3:.1f} us an op), waiting {wait / 1e6:.1f} ms")
+        if reference is not None:
+            params = reference.parameters()
+            worst = max(float((state["param"][name] - value).abs().max()) for name, value in params.items())
+            print(f"same as unplaced: loss within {max(deltas):.2e}, parameters within {worst:.2e}")
+    dist.destroy_process_group()
+
+
+def _main_in_process(args):
     model, inputs, loss_fn, targets = torch_export.builtin_model(args.model, args)
     traced = trace(model, inputs, loss_fn, args.optimizer, targets)
 

@@ -1,0 +1,240 @@
+"""Measures a training step's op costs and the link between two processes; writes a request with them.
+
+    python3 -m placement.calibrate --model=transformer --batch=8 --microbatches=4 --devices=2 --out=cal.json
+    python3 -m placement.calibrate --model=transformer --batch=8 --microbatches=4 \\
+        --request=exported_elsewhere.json --out=recosted.json        # the same graph, this machine's costs
+
+Op costs: the step (one microbatch's graph, as placement.torch_export traces it) runs in this process on
+one device with the multi-process runner's own executor (placement.torch_dist, one intra-op thread
+unless --threads), `--runs` times after a warm-up; an op's cost is the mean time of its instances,
+its aten calls and the runner's own work around them (what a device spends on it in a placed step;
+waiting for messages is not counted). On CUDA the device is synchronised after every op while
+measuring. With several `--kinds` (cpu, cuda) each kind is measured; compute_ns are the first kind's and
+a device of another kind gets speed = (first kind's total) / (its total): the request has one cost per
+op and a speed per device.
+
+The link: two processes (gloo, or NCCL on CUDA) send each other packed buffers of sizes from 64 bytes to
+4 MiB, as the runner sends a transfer (a copy into a fresh buffer, then isend / irecv); half the round
+trip, least squares over the sizes, gives latency + bytes / bandwidth, written as the cluster's
+intra_node link.
+
+Re-costing: --request takes a request exported on another machine (or by another tool) for the same
+step; its ops are matched by name, everything but compute_ns, the link and the device kinds and speeds
+is kept. A request whose ops the traced step does not have is refused.
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from placement import torch_dist, torch_export, torch_run
+
+LINK_SIZES = (64, 4096, 65536, 1 << 20, 4 << 20)
+
+
+class OpCostMeter:
+    """Op costs of one traced step, sampled run by run, so that several steps can be measured in turn
+    (a change in a shared machine's load then hits them alike). measure_op_costs is the simple form."""
+
+    def __init__(self, traced, inputs, targets=(), device="cpu"):
+        request = traced.request(devices=1, device_kind=torch.device(device).type)
+        m = traced.microbatches
+        self.names = [op["name"] for op in request["graph"]["ops"]]
+        self.step = torch_dist.DistributedStep(
+            traced, request, ([0] * len(self.names), {"microbatches": m, "max_in_flight": m, "data_parallel": 1}),
+            device=device, local=True)
+        if torch.device(device).type == "cuda":
+            _synchronize_every_op(self.step, device)
+        self.inputs, self.targets = inputs, targets
+        self.samples = {}
+
+    def sample(self, record=True):
+        """Runs the step once; with `record`, its instances' times count."""
+        self.step.run(self.inputs, self.targets)
+        if record:
+            for op, _, start, end, _, wait in self.step.last_timing.instances:
+                self.samples.setdefault(self.names[op], []).append(end - start - wait)
+
+    def costs(self):
+        """{op name: mean ns} over the recorded runs (and microbatch copies)."""
+        return {name: max(1, int(statistics.fmean(values))) for name, values in self.samples.items()}
+
+
+def measure_op_costs(traced, inputs, targets=(), runs=5, warmup=1, device="cpu"):
+    """{op name: mean ns} of the traced step's ops, run here on `device` by the runner's executor.
+    `inputs` and `targets` are one replica's batch (M microbatches of the traced size)."""
+    meter = OpCostMeter(traced, inputs, targets, device)
+    for run in range(warmup + runs):
+        meter.sample(record=run >= warmup)
+    return meter.costs()
+
+
+def _synchronize_every_op(step, device):
+    execute = step._execute
+
+    def timed(*args, **kwargs):
+        result = execute(*args, **kwargs)
+        torch.cuda.synchronize(device)
+        return result
+
+    step._execute = timed
+
+
+def measure_link(sizes=LINK_SIZES, repeats=20, device="cpu", group=None):
+    """(latency ns, bytes per second) between ranks 0 and 1 of the process group (both call it, any
+    other rank returns at once): half the round trip of a packed buffer, fitted over `sizes`."""
+    rank = dist.get_rank()
+    result = torch.zeros(2, dtype=torch.float64)
+    if rank in (0, 1):
+        peer = 1 - rank
+        points = []
+        for size in sizes:
+            payload = torch.ones(size, dtype=torch.uint8, device=device)
+            incoming = torch.empty(size, dtype=torch.uint8, device=device)
+            times = []
+            for i in range(repeats + 2):
+                if rank == 0:
+                    began = time.perf_counter_ns()
+                    dist.isend(payload.clone(), peer, group=group, tag=i).wait()
+                    dist.irecv(incoming, peer, group=group, tag=i).wait()
+                    times.append((time.perf_counter_ns() - began) / 2)
+                else:
+                    dist.irecv(incoming, peer, group=group, tag=i).wait()
+                    dist.isend(incoming.clone(), peer, group=group, tag=i).wait()
+            points.append((size, statistics.median(times[2:])) if rank == 0 else (size, 0.0))
+        if rank == 0:
+            latency, per_byte = _fit(points)
+            result[0], result[1] = latency, (1e9 / per_byte if per_byte > 0 else 1e12)
+    dist.broadcast(result, src=0, group=group)
+    return int(max(0.0, result[0].item())), float(result[1].item())
+
+
+def _fit(points):
+    """Least squares t = a + b * size."""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / max(sum((x - mx) ** 2 for x in xs), 1e-12)
+    return my - b * mx, b
+
+
+def recost(request, costs, link=None, kind=None, speeds=None):
+    """A copy of `request` with compute_ns from `costs` ({op name: ns}; every op must have one), the
+    intra_node link from `link` ((latency ns, bytes/s)), device kind `kind`, and speeds per kind."""
+    request = json.loads(json.dumps(request))
+    missing = [op["name"] for op in request["graph"]["ops"] if op["name"] not in costs]
+    if missing:
+        raise ValueError(f"{len(missing)} ops of the request are not in the measured step (first: {missing[0]}); "
+                         f"was it exported from the same model, batch and microbatches?")
+    for op in request["graph"]["ops"]:
+        op["compute_ns"] = str(max(1, int(costs[op["name"]])))
+    if link is not None:
+        latency, bandwidth = link
+        request["cluster"]["intra_node"] = {"bandwidth_bytes_per_second": str(max(1, int(bandwidth))),
+                                            "latency_ns": str(int(latency))}
+    for device in request["cluster"]["devices"]:
+        if kind is not None:
+            device["kind"] = kind
+        if speeds and device.get("kind") in speeds and speeds[device["kind"]] != 1.0:
+            device["speed"] = speeds[device["kind"]]
+    return request
+
+
+def _link_only(args):
+    """One process of the link measurement (started by launch_local)."""
+    torch_dist.init_from_environment(None if args.kinds.split(",")[0] == "cuda" else "gloo")
+    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    latency, bandwidth = measure_link(device=device)
+    if dist.get_rank() == 0:
+        print(json.dumps({"latency_ns": latency, "bandwidth_bytes_per_second": bandwidth}))
+    dist.destroy_process_group()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python3 -m placement.calibrate",
+        description="Measure a training step's op costs and the link between two processes on this machine; "
+                    "write a request with them (a new export, or --request re-costed).")
+    parser.add_argument("--model", required=True, help="as placement.torch_export: torchvision:NAME, cnn, "
+                                                       "transformer, module:factory")
+    parser.add_argument("--out", help=".json, .json.gz or .pb")
+    parser.add_argument("--request", help="re-cost this request (same step) instead of exporting a new one")
+    for flag, default in (("batch", 8), ("image_size", 32), ("classes", 10), ("width", 16), ("layers", 2),
+                          ("d_model", 64), ("heads", 4), ("seq", 32), ("vocab", 1000)):
+        parser.add_argument(f"--{flag}", type=int, default=default)
+    parser.add_argument("--optimizer", choices=sorted(torch_export.OPTIMIZER_STATE_COPIES), default="sgd")
+    parser.add_argument("--microbatches", type=int, default=None, metavar="M",
+                        help="the step is one of M microbatches of --batch samples (a training plan)")
+    parser.add_argument("--max_in_flight", type=int, default=None)
+    parser.add_argument("--data_parallel", type=int, default=None)
+    parser.add_argument("--devices", type=int, default=2, help="devices of the written cluster")
+    parser.add_argument("--device_memory_gib", type=float, default=16.0)
+    parser.add_argument("--kinds", default="cpu", help="device kinds to measure: cpu, cuda or cpu,cuda")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads while measuring (CPU)")
+    parser.add_argument("--no_link", action="store_true", help="keep the link; measure the op costs only")
+    parser.add_argument("--link_only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.link_only:
+        return _link_only(args)
+    if not args.out:
+        parser.error("--out is required")
+    kinds = args.kinds.split(",")
+    if "cuda" in kinds and not torch.cuda.is_available():
+        parser.error("--kinds names cuda; CUDA has no device here")
+    torch.set_num_threads(args.threads)
+
+    model, inputs, loss_fn, targets = torch_export.builtin_model(args.model, args)
+    m = args.microbatches or 1
+    micro_inputs, micro_targets = torch_export.split_microbatch(tuple(inputs), tuple(targets), m) if m > 1 else \
+        (tuple(inputs), tuple(targets))
+    traced = torch_run.trace(model, micro_inputs, loss_fn, args.optimizer, micro_targets, microbatches=m)
+    started = time.monotonic()
+    totals, costs = {}, None
+    for kind in kinds:
+        measured = measure_op_costs(traced, inputs, targets, runs=args.runs, device=kind)
+        totals[kind] = sum(measured.values())
+        costs = costs or measured
+    speeds = {kind: totals[kinds[0]] / totals[kind] for kind in kinds}
+    link = None
+    if not args.no_link:
+        text = torch_dist.launch_local(2, ["-m", "placement.calibrate", "--link_only", f"--model={args.model}",
+                                           f"--kinds={kinds[0]}"], timeout_s=300)
+        measured_link = json.loads(text.strip().splitlines()[-1])
+        link = (measured_link["latency_ns"], measured_link["bandwidth_bytes_per_second"])
+    if args.request:
+        base = _read_request(args.request)
+    else:
+        plan = {name: getattr(args, name) for name in ("max_in_flight", "data_parallel") if getattr(args, name) is not None}
+        base = traced.request(devices=args.devices, device_kind=kinds[0], device_memory_gib=args.device_memory_gib,
+                              **({"microbatches": m} if args.microbatches else {}), **plan)
+    request = recost(base, costs, link, kind=kinds[0] if not args.request else None, speeds=speeds)
+    torch_export.write_request(request, args.out)
+    total = sum(int(op["compute_ns"]) for op in request["graph"]["ops"])
+    link_text = (f"; link {link[0] / 1e3:.1f} us + {link[1] / 1e9:.2f} GB/s" if link else "")
+    print(f"{args.out}: {len(request['graph']['ops'])} ops, {total / 1e6:.2f} ms of op time on {kinds[0]}"
+          f"{link_text} ({time.monotonic() - started:.1f} s)", file=sys.stderr)
+
+
+def _read_request(path):
+    path = Path(path)
+    if path.name.endswith(".pb"):
+        from google.protobuf import json_format
+
+        from placement.client import load_request
+
+        return json_format.MessageToDict(load_request(path), preserving_proto_field_name=True)
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        import gzip
+
+        data = gzip.decompress(data)
+    return json.loads(data)
+
+
+if __name__ == "__main__":
+    main()

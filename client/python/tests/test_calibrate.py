@@ -1,0 +1,105 @@
+"""Tests of placement.calibrate (op costs measured by the runner's executor, the link between two
+processes, re-costing a request) and of the command line that calibrates, places, launches and checks
+a plan (python3 -m placement.torch_run)."""
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch.fx.experimental.proxy_tensor")
+
+from placement import calibrate, torch_export, torch_run  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cnn_step():
+    torch.manual_seed(0)
+    model = torch_export.SmallCNN(classes=10, width=8)
+    images, labels = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+    micro = torch_export.split_microbatch((images,), (labels,), 2)
+    traced = torch_run.trace(model, micro[0], torch_export._cross_entropy, "sgd", micro[1], microbatches=2)
+    return traced, images, labels
+
+
+def test_op_costs_are_measured_for_every_op_and_recost_keeps_the_graph(cnn_step, offline_binary, tmp_path):
+    traced, images, labels = cnn_step
+    torch.set_num_threads(1)
+    costs = calibrate.measure_op_costs(traced, (images,), (labels,), runs=2)
+    request = traced.request(devices=2, device_kind="cpu")
+    names = [op["name"] for op in request["graph"]["ops"]]
+    assert set(costs) == set(names) and all(ns > 0 for ns in costs.values())
+    # Convolutions cost more than reading a parameter (the runner's work for an op with no kernel).
+    conv = max(ns for name, ns in costs.items() if request["graph"]["ops"][names.index(name)]["type"] == "convolution")
+    assert conv > min(costs[name] for name in names if name.startswith("param:"))
+    recosted = calibrate.recost(request, costs, link=(20_000, 2e9), speeds={"cpu": 1.0})
+    assert [op["name"] for op in recosted["graph"]["ops"]] == names
+    assert recosted["graph"]["edges"] == request["graph"]["edges"] and recosted["options"] == request["options"]
+    assert [int(op["compute_ns"]) for op in recosted["graph"]["ops"]] == [costs[n] for n in names]
+    assert recosted["cluster"]["intra_node"] == {"bandwidth_bytes_per_second": "2000000000", "latency_ns": "20000"}
+    path = tmp_path / "calibrated.json"
+    torch_export.write_request(recosted, path)
+    placed = torch_run.place_offline(offline_binary, json.loads(path.read_text()), "m_etf", time_limit_s=5)
+    # The simulated step is at least the measured work of one device's share.
+    assert int(placed["metrics"]["makespan_ns"]) >= sum(costs.values()) // 2 // 2
+
+
+def test_recost_refuses_a_request_of_another_step(cnn_step):
+    traced, _, _ = cnn_step
+    other = torch_run.trace(torch.nn.Linear(3, 3), (torch.randn(2, 3),)).request(devices=1)
+    with pytest.raises(ValueError, match="not in the measured step"):
+        calibrate.recost(other, {"param:weight": 5})
+
+
+def test_calibrate_command_line_recosts_a_request_exported_elsewhere(tmp_path):
+    exported = tmp_path / "exported.json.gz"
+    torch_export.main(["--model=cnn", "--image_size=16", "--batch=8", "--classes=10", "--width=8", "--devices=2",
+                       "--microbatches=2", f"--out={exported}"])
+    out = tmp_path / "recosted.json"
+    completed = subprocess.run(
+        [sys.executable, "-m", "placement.calibrate", "--model=cnn", "--image_size=16", "--batch=8", "--classes=10",
+         "--width=8", "--microbatches=2", f"--request={exported}", f"--out={out}", "--no_link", "--runs=2"],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    before = json.loads(gzip.decompress(exported.read_bytes()))
+    after = json.loads(out.read_text())
+    assert [op["name"] for op in after["graph"]["ops"]] == [op["name"] for op in before["graph"]["ops"]]
+    assert after["options"] == before["options"] == {"microbatches": 2}
+    assert after["cluster"] == before["cluster"]  # --no_link: the link stays
+    assert [op["compute_ns"] for op in after["graph"]["ops"]] != [op.get("compute_ns") for op in before["graph"]["ops"]]
+    # Another batch size is another step: its ops' shapes (not names) differ, but a different model is refused.
+    wrong = subprocess.run(
+        [sys.executable, "-m", "placement.calibrate", "--model=transformer", "--layers=1", "--d_model=16",
+         "--heads=2", "--seq=4", "--vocab=20", f"--request={exported}", f"--out={tmp_path / 'x.json'}",
+         "--no_link", "--runs=1"], capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert wrong.returncode != 0 and "not in the measured step" in wrong.stderr
+
+
+def test_torch_run_calibrates_places_launches_and_checks(tmp_path, offline_binary):
+    split_path = tmp_path / "split.json"
+    completed = subprocess.run(
+        [sys.executable, "-m", "placement.torch_run", "--model=transformer", "--layers=1", "--d_model=16",
+         "--heads=2", "--seq=6", "--vocab=40", "--batch=8", "--devices=2", "--microbatches=4",
+         "--max_in_flight=2", f"--offline={offline_binary}", "--algorithm=pipeline", "--calibrate", "--steps=2",
+         "--check", f"--module_split={split_path}"],
+        capture_output=True, text=True, timeout=240, env=dict(os.environ))
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    out = completed.stdout
+    assert "2 processes (gloo), plan: 4 microbatches, 2 in flight" in out
+    assert out.count("step ") >= 2 and "runner overhead" in out
+    simulated = float(out.split("simulated step ")[1].split(" ms")[0])
+    assert simulated > 0.5, "calibrated costs: this CPU's op times, not a V100's"
+    line = next(x for x in out.splitlines() if x.startswith("same as unplaced"))
+    assert float(line.split("loss within ")[1].split(",")[0]) < 1e-5, line
+    assert float(line.split("parameters within ")[1]) < 1e-6, line
+    # Measured costs vary between runs, and so does the placement: module-level or not, it says which.
+    if split_path.exists():
+        assert "module split points:" in out and json.loads(split_path.read_text())["microbatches"] == 4
+    else:
+        assert "not written as module split points:" in out
+    usage = subprocess.run([sys.executable, "-m", "placement.torch_run", "--help"], capture_output=True, text=True,
+                           timeout=60, env=dict(os.environ))
+    assert "torchrun --nproc_per_node=N -m placement.torch_run" in usage.stdout

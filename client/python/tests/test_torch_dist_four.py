@@ -1,0 +1,19 @@
+"""Placed plans run by four processes (gloo) equal the unplaced full-batch step: replica groups of two
+devices, four devices without replicas (test_torch_dist.py has the cases, the helpers and the
+tolerances; a file of its own so that each CTest test stays under a minute on a loaded 2-core machine)."""
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("torch.fx.experimental.proxy_tensor")
+
+from test_torch_dist import case, check_numerics, run_cases  # noqa: E402
+
+
+def test_plans_on_four_processes_equal_the_unplaced_step(tmp_path, offline_binary):
+    results = run_cases(tmp_path, 4, [
+        case("transformer", "sgd", 2, 4, 2, "offline:m_etf", window=2),
+        case("cnn", "adam", 4, 1, 1),
+        case("transformer", "adam", 2, 1, 2),
+        case("cnn", "sgd", 2, 4, 2, window=1),
+    ], offline_binary)
+    check_numerics(results)
