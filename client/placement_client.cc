@@ -222,14 +222,35 @@ std::string PlacementClient::RoutingDigest(const v1::PlaceRequest& request) cons
   return digest.ok() ? *std::move(digest) : "";
 }
 
+template <typename Request, typename Response>
+absl::Status PlacementClient::Call(
+    grpc::Status (v1::PlacementService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                    Response*),
+    const Request& request, Response* response, absl::Time deadline, const std::string& digest) {
+  return CallWithRetries(deadline, [&](grpc::ClientContext& context) {
+    if (!digest.empty()) context.AddMetadata(kDigestHeader, digest);
+    return (stub_.get()->*rpc)(&context, request, response);
+  });
+}
+
+template <typename Request, typename Response>
+absl::StatusOr<v1::Operation> PlacementClient::CallOnOperation(
+    grpc::Status (v1::PlacementService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                    Response*),
+    const std::string& name, Request request, absl::Time deadline) {
+  request.set_name(name);
+  Response response;
+  absl::Status status =
+      Call(rpc, request, &response, deadline, operation_routes_->DigestOf(name));
+  if (!status.ok()) return status;
+  return std::move(*response.mutable_operation());
+}
+
 absl::StatusOr<v1::PlaceResponse> PlacementClient::Place(const v1::PlaceRequest& request,
                                                          absl::Duration timeout) {
   v1::PlaceResponse response;
-  const std::string digest = RoutingDigest(request);
-  absl::Status status = CallWithRetries(DeadlineFor(timeout), [&](grpc::ClientContext& context) {
-    if (!digest.empty()) context.AddMetadata(kDigestHeader, digest);
-    return stub_->Place(&context, request, &response);
-  });
+  absl::Status status = Call(&v1::PlacementService::Stub::Place, request, &response,
+                             DeadlineFor(timeout), RoutingDigest(request));
   if (!status.ok()) return status;
   return response;
 }
@@ -240,60 +261,32 @@ absl::StatusOr<v1::Operation> PlacementClient::Submit(const v1::PlaceRequest& re
   *submit.mutable_request() = request;
   v1::SubmitPlacementResponse response;
   const std::string digest = RoutingDigest(request);
-  absl::Status status = CallWithRetries(DeadlineFor(timeout), [&](grpc::ClientContext& context) {
-    if (!digest.empty()) context.AddMetadata(kDigestHeader, digest);
-    return stub_->SubmitPlacement(&context, submit, &response);
-  });
+  absl::Status status = Call(&v1::PlacementService::Stub::SubmitPlacement, submit, &response,
+                             DeadlineFor(timeout), digest);
   if (!status.ok()) return status;
   if (!digest.empty()) operation_routes_->Remember(response.operation().name(), digest);
   return std::move(*response.mutable_operation());
 }
 
 absl::StatusOr<v1::Operation> PlacementClient::GetOperation(const std::string& name) {
-  v1::GetOperationRequest request;
-  request.set_name(name);
-  v1::GetOperationResponse response;
-  const std::string digest = operation_routes_->DigestOf(name);
-  absl::Status status = CallWithRetries(
-      DeadlineFor(absl::ZeroDuration()), [&](grpc::ClientContext& context) {
-        if (!digest.empty()) context.AddMetadata(kDigestHeader, digest);
-        return stub_->GetOperation(&context, request, &response);
-      });
-  if (!status.ok()) return status;
-  return std::move(*response.mutable_operation());
+  return CallOnOperation(&v1::PlacementService::Stub::GetOperation, name,
+                         v1::GetOperationRequest(), DeadlineFor(absl::ZeroDuration()));
 }
 
 absl::StatusOr<v1::Operation> PlacementClient::WaitOperation(const std::string& name,
                                                              absl::Duration wait) {
   v1::WaitOperationRequest request;
-  request.set_name(name);
   const int64_t nanos = absl::ToInt64Nanoseconds(wait);
   request.mutable_timeout()->set_seconds(nanos / 1'000'000'000);
   request.mutable_timeout()->set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
-  v1::WaitOperationResponse response;
-  const std::string digest = operation_routes_->DigestOf(name);
   // Leave the server room to answer before the call's own deadline.
-  absl::Status status = CallWithRetries(
-      absl::Now() + wait + absl::Seconds(10), [&](grpc::ClientContext& context) {
-        if (!digest.empty()) context.AddMetadata(kDigestHeader, digest);
-        return stub_->WaitOperation(&context, request, &response);
-      });
-  if (!status.ok()) return status;
-  return std::move(*response.mutable_operation());
+  return CallOnOperation(&v1::PlacementService::Stub::WaitOperation, name, std::move(request),
+                         absl::Now() + wait + absl::Seconds(10));
 }
 
 absl::StatusOr<v1::Operation> PlacementClient::CancelOperation(const std::string& name) {
-  v1::CancelOperationRequest request;
-  request.set_name(name);
-  v1::CancelOperationResponse response;
-  const std::string digest = operation_routes_->DigestOf(name);
-  absl::Status status = CallWithRetries(
-      DeadlineFor(absl::ZeroDuration()), [&](grpc::ClientContext& context) {
-        if (!digest.empty()) context.AddMetadata(kDigestHeader, digest);
-        return stub_->CancelOperation(&context, request, &response);
-      });
-  if (!status.ok()) return status;
-  return std::move(*response.mutable_operation());
+  return CallOnOperation(&v1::PlacementService::Stub::CancelOperation, name,
+                         v1::CancelOperationRequest(), DeadlineFor(absl::ZeroDuration()));
 }
 
 absl::StatusOr<v1::Operation> PlacementClient::WatchOperation(

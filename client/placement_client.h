@@ -33,7 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "placement/v1/placement_service.grpc.pb.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 
 namespace placement::client {
 
@@ -144,6 +144,19 @@ class PlacementClient {
   // status, runs out of attempts or the deadline passes.
   absl::Status CallWithRetries(absl::Time deadline,
                                const std::function<grpc::Status(grpc::ClientContext&)>& attempt);
+  // One unary RPC of the stub (`rpc`), retried as above, routed with `digest` (the x-placement-digest
+  // header; "" = none).
+  template <typename Request, typename Response>
+  absl::Status Call(grpc::Status (v1::PlacementService::Stub::*rpc)(grpc::ClientContext*,
+                                                                     const Request&, Response*),
+                    const Request& request, Response* response, absl::Time deadline,
+                    const std::string& digest);
+  // Get, Wait, Cancel: `rpc` on the operation `name`, routed to the replica it was submitted to.
+  template <typename Request, typename Response>
+  absl::StatusOr<v1::Operation> CallOnOperation(
+      grpc::Status (v1::PlacementService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                      Response*),
+      const std::string& name, Request request, absl::Time deadline);
   absl::Time DeadlineFor(absl::Duration timeout) const;
   // Adds the token to `context` unless the channel's call credentials carry it.
   void Authorize(grpc::ClientContext& context) const;
@@ -173,8 +186,8 @@ absl::Status FromStatusProto(const v1::Status& status);
 
 // The server's retry hint and field violations (INVALID_ARGUMENT, as (field, description) pairs), read
 // from the payloads FromGrpcStatus keeps, by the functions the server wrote them with.
-using common::FieldViolationsOf;
-using common::RetryDelayOf;
+using status_payloads::FieldViolationsOf;
+using status_payloads::RetryDelayOf;
 
 // "CODE_NAME: message" — how placementctl prints errors.
 std::string StatusLine(const absl::Status& status);

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include <grpc/support/log.h>
+
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -395,12 +397,44 @@ int RunHealth(PlacementClient& client, const placement::client::ClientOptions& o
   return *status == placement::client::ServingStatus::kServing ? 0 : 4;
 }
 
+// gRPC's own log lines ("E0101 12:00:00.000 ssl_transport_security.cc:...] Handshake failed") say
+// less than placementctl's one line about the same failure, and in a format of their own: they are
+// dropped, unless GRPC_VERBOSITY asks for them (debugging gRPC itself).
+void SilenceGrpcLog() {
+  if (std::getenv("GRPC_VERBOSITY") != nullptr) return;
+  gpr_set_log_function([](gpr_log_func_args*) {});
+}
+
+// Flags whose value can never work are a usage error before anything is sent: a zero timeout would
+// only come back as DEADLINE_EXCEEDED from the server, which reads as the server's fault.
+std::optional<std::string> FlagProblem() {
+  if (absl::GetFlag(FLAGS_timeout) <= absl::ZeroDuration()) {
+    return absl::StrCat("--timeout=", absl::FormatDuration(absl::GetFlag(FLAGS_timeout)),
+                        ": must be a positive duration (e.g. 30s, 10m)");
+  }
+  if (absl::GetFlag(FLAGS_connect_timeout) <= absl::ZeroDuration()) {
+    return absl::StrCat("--connect_timeout=",
+                        absl::FormatDuration(absl::GetFlag(FLAGS_connect_timeout)),
+                        ": must be a positive duration (e.g. 5s)");
+  }
+  if (absl::GetFlag(FLAGS_retries) < 0) {
+    return absl::StrCat("--retries=", absl::GetFlag(FLAGS_retries), ": must be 0 or more");
+  }
+  if (absl::GetFlag(FLAGS_max_message_bytes) < 1024) {
+    return absl::StrCat("--max_message_bytes=", absl::GetFlag(FLAGS_max_message_bytes),
+                        ": must be at least 1024");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  SilenceGrpcLog();
   if (positional.size() < 2) return Usage("a verb is required");
+  if (std::optional<std::string> problem = FlagProblem()) return Usage(*problem);
   const std::string verb = positional[1];
   const std::vector<std::string> args(positional.begin() + 2, positional.end());
 

@@ -49,8 +49,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/common/corpus_files.h"
 #include "placement/v1/placement.pb.h"
-#include "service/offline/compare_table.h"
+#include "service/report/compare_table.h"
 #include "service/engine/io/message_io.h"
 #include "service/engine/model/model_builder.h"
 #include "service/engine/repair/repair_each.h"
@@ -58,6 +59,7 @@
 #include "service/engine/sim/simulator.h"
 #include "service/engine/solve/algorithm_registry.h"
 #include "service/engine/solve/solve.h"
+#include "service/report/human_units.h"
 
 ABSL_FLAG(std::string, corpus, "build/corpus", "Folder of requests (*.json, *.json.gz, *.pb), searched recursively");
 ABSL_FLAG(std::string, devices, "2,4,8", "Accelerator counts K to resize every cluster to");
@@ -85,110 +87,12 @@ ABSL_FLAG(std::string, command_line, "",
 namespace placement::bench {
 namespace {
 
-using offline::CompareReport;
-using offline::CompareRow;
+using report::CompareReport;
+using report::CompareRow;
 
 // ---- Corpus ----------------------------------------------------------------------------------------
 
-bool IsRequestFile(const std::string& name) {
-  return absl::EndsWith(name, ".json") || absl::EndsWith(name, ".json.gz") || absl::EndsWith(name, ".pb") ||
-         absl::EndsWith(name, ".pb.gz");
-}
-
-void FindRequests(const std::string& dir, std::vector<std::string>& out) {
-  DIR* handle = opendir(dir.c_str());
-  if (handle == nullptr) return;
-  while (dirent* entry = readdir(handle)) {
-    const std::string name = entry->d_name;
-    if (name == "." || name == "..") continue;
-    const std::string path = dir + "/" + name;
-    struct stat info {};
-    if (stat(path.c_str(), &info) != 0) continue;
-    if (S_ISDIR(info.st_mode)) {
-      FindRequests(path, out);
-    } else if (IsRequestFile(name)) {
-      out.push_back(path);
-    }
-  }
-  closedir(handle);
-}
-
-std::string CaseName(const std::string& corpus, const std::string& path) {
-  std::string name = path;
-  if (absl::StartsWith(name, corpus + "/")) name = name.substr(corpus.size() + 1);
-  for (const char* ext : {".json.gz", ".pb.gz", ".json", ".pb"}) {
-    if (absl::EndsWith(name, ext)) {
-      name.resize(name.size() - std::string(ext).size());
-      break;
-    }
-  }
-  return name;
-}
-
-// ---- Cluster resizing ------------------------------------------------------------------------------
-
-// The request with K accelerators: the most common device kind is the accelerator; the first K of the
-// request's accelerators are kept as they are, more are cloned from the first one (four per node, so K = 8
-// spans two nodes and uses the inter-node link); devices of other kinds (e.g. a host CPU some ops need)
-// are kept. Pins to dropped accelerators move to accelerator (index mod K); link overrides between kept
-// devices are kept. `memory_bytes` > 0 replaces every accelerator's memory.
-v1::PlaceRequest ResizeCluster(const v1::PlaceRequest& request, int32_t k, int64_t memory_bytes) {
-  v1::PlaceRequest out = request;
-  const v1::Cluster& cluster = request.cluster();
-  std::map<std::string, int> kind_count;
-  std::string accelerator_kind;
-  int best = 0;
-  for (const v1::Device& device : cluster.devices()) {
-    const int count = ++kind_count[device.kind()];
-    if (count > best) {
-      best = count;
-      accelerator_kind = device.kind();
-    }
-  }
-  std::vector<const v1::Device*> accelerators, others;
-  for (const v1::Device& device : cluster.devices()) {
-    (device.kind() == accelerator_kind ? accelerators : others).push_back(&device);
-  }
-  v1::Cluster* resized = out.mutable_cluster();
-  resized->clear_devices();
-  std::map<std::string, std::string> renamed;  // dropped accelerator -> kept one
-  std::map<std::string, bool> taken;
-  for (const v1::Device* device : others) taken[device->name()] = true;
-  for (int32_t i = 0; i < k && i < static_cast<int32_t>(accelerators.size()); ++i) {
-    taken[accelerators[i]->name()] = true;
-  }
-  std::vector<std::string> names;
-  for (int32_t i = 0; i < k; ++i) {
-    v1::Device* device = resized->add_devices();
-    if (i < static_cast<int32_t>(accelerators.size())) {
-      *device = *accelerators[i];
-    } else {
-      *device = *accelerators.front();
-      std::string name = absl::StrCat(accelerator_kind, i);
-      while (taken[name]) name += "_";
-      taken[name] = true;
-      device->set_name(name);
-      device->set_node(absl::StrCat("node", i / 4));
-    }
-    if (memory_bytes > 0) device->set_memory_bytes(memory_bytes);
-    names.push_back(device->name());
-  }
-  for (int32_t i = k; i < static_cast<int32_t>(accelerators.size()); ++i) {
-    renamed[accelerators[i]->name()] = names[i % k];
-  }
-  for (const v1::Device* device : others) *resized->add_devices() = *device;
-  resized->clear_links();
-  for (const v1::Link& link : cluster.links()) {
-    if (taken[link.a()] && taken[link.b()] && !renamed.count(link.a()) && !renamed.count(link.b())) {
-      *resized->add_links() = link;
-    }
-  }
-  for (v1::Op& op : *out.mutable_graph()->mutable_ops()) {
-    auto it = renamed.find(op.pinned_device());
-    if (it != renamed.end()) op.set_pinned_device(it->second);
-  }
-  return out;
-}
+// Finding the requests and resizing their clusters: bench/common/corpus_files.h.
 
 // `fraction` x the single-device peak, at least the largest unit's persistent bytes (so it can fit at
 // all). The `tight` regime is fraction = 1.25 / K.
@@ -254,8 +158,8 @@ bool IsBaseline(const std::string& algorithm) { return algorithm != "pardnn" && 
 void PrintRow(const CompareRow& row) {
   std::fprintf(stderr, "  %-18s %s %s  %s\n", row.algorithm.c_str(),
                row.error.empty() ? (row.feasible ? "feasible  " : "INFEASIBLE") : "ERROR     ",
-               offline::FormatDurationNs(row.makespan_ns).c_str(),
-               offline::FormatDurationNs(row.solve_ns).c_str());
+               report::FormatDurationNs(row.makespan_ns).c_str(),
+               report::FormatDurationNs(row.solve_ns).c_str());
 }
 
 // A baseline's overflowing answer after the memory stage, as `auto` runs it on its seeds
@@ -282,7 +186,7 @@ std::optional<CompareRow> RepairedRow(const engine::Model& model, const std::str
       engine::RepairEachOverflowing(model, context, each, {{&assignment, score}});
   const int64_t repair_ns = absl::ToInt64Nanoseconds(absl::Now() - started);
   if (repaired.candidates.empty()) return std::nullopt;
-  CompareRow row = offline::CompareRowFromPlacement(
+  CompareRow row = report::CompareRowFromPlacement(
       algorithm + "+mem", engine::ScoreAssignment(model, repaired.candidates[0].assignment));
   row.solve_ns = placement.provenance().solve_ns() + repair_ns;
   row.time_limited = placement.provenance().time_limited() || repaired.time_limited;
@@ -319,8 +223,8 @@ void RunCase(const v1::PlaceRequest& request, const std::vector<std::string>& al
     context.seed = options.seed();
     absl::StatusOr<v1::Placement> placement = engine::Solve(*model, options, context);
     result.rows.push_back(placement.ok()
-                              ? offline::CompareRowFromPlacement(algorithm, *placement)
-                              : offline::CompareRowFromError(algorithm, placement.status().ToString()));
+                              ? report::CompareRowFromPlacement(algorithm, *placement)
+                              : report::CompareRowFromError(algorithm, placement.status().ToString()));
     PrintRow(result.rows.back());
     if (absl::GetFlag(FLAGS_repaired_baselines) && placement.ok() && IsBaseline(algorithm) &&
         !result.rows.back().feasible) {
@@ -543,8 +447,8 @@ std::string Report(const std::vector<Case>& cases, const std::vector<std::string
       gap = Percent(static_cast<double>(pardnn->makespan_ns) / c.rows[best].makespan_ns - 1.0);
       if (c.lower_bound_ns > 0) lb = Ratio(static_cast<double>(pardnn->makespan_ns) / c.lower_bound_ns);
     }
-    absl::StrAppend(&out, c.ops, " | ", offline::FormatDurationNs(c.lower_bound_ns), " | ",
-                    best >= 0 ? offline::FormatDurationNs(c.rows[best].makespan_ns) : "-", " | ",
+    absl::StrAppend(&out, c.ops, " | ", report::FormatDurationNs(c.lower_bound_ns), " | ",
+                    best >= 0 ? report::FormatDurationNs(c.rows[best].makespan_ns) : "-", " | ",
                     best >= 0 ? c.rows[best].algorithm : "none feasible", " | ", rank, " | ", gap, " | ", lb,
                     " |");
     for (const std::string& algorithm : algorithms) {
@@ -610,13 +514,15 @@ int Main() {
   std::vector<std::string> algorithms =
       absl::StrSplit(absl::GetFlag(FLAGS_algorithms), ',', absl::SkipEmpty());
   if (algorithms.empty()) {
-    for (const engine::Partitioner* algorithm : engine::AllAlgorithms()) {
+    for (const engine::Partitioner* algorithm : engine::AlgorithmRegistry::Default().All()) {
       algorithms.emplace_back(algorithm->name());
     }
   }
   for (const std::string& algorithm : algorithms) {
-    if (engine::FindAlgorithm(algorithm) == nullptr) {
-      std::fprintf(stderr, "--algorithms: unknown algorithm \"%s\"\n", algorithm.c_str());
+    if (absl::Status known =
+            engine::AlgorithmRegistry::Default().Find(algorithm, "--algorithms").status();
+        !known.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(known.message()).c_str());
       return 2;
     }
   }

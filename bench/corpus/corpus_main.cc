@@ -29,10 +29,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "service/engine/importers/import_util.h"
-#include "service/engine/importers/importers.h"
-#include "service/engine/importers/msr_importer.h"
-#include "service/engine/importers/scaled_graphs.h"
+#include "service/importers/import_util.h"
+#include "service/importers/importers.h"
+#include "service/importers/msr_importer.h"
+#include "service/importers/scaled_graphs.h"
 #include "service/engine/io/message_io.h"
 #include "service/engine/model/model_builder.h"
 
@@ -55,7 +55,7 @@ ABSL_FLAG(int64_t, hidden, 1024, "rnn: hidden size");
 namespace placement::corpus {
 namespace {
 
-using engine::importers::ImportOptions;
+using importers::ImportOptions;
 
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
@@ -180,7 +180,7 @@ int ConvertAll() {
     if (!only.empty() && !absl::StrContains(job.name, only)) continue;
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<v1::PlaceRequest> request =
-        engine::importers::Import(job.format, job.path, job.options);
+        importers::Import(job.format, job.path, job.options);
     const double seconds = Seconds(start);
     if (!request.ok()) {
       std::printf("%-58s FAILED: %s\n", job.name.c_str(),
@@ -203,18 +203,18 @@ absl::StatusOr<v1::PlaceRequest> ScaledBert(int64_t target_ops) {
   if (path.empty()) {
     path = WorkloadsDir() + "/msr_dnn_partitioning/throughput-inputs/OperatorGraphs/bert_L-12_training.json";
   }
-  absl::StatusOr<std::string> text = engine::importers::ReadInputFile(path);
+  absl::StatusOr<std::string> text = importers::ReadInputFile(path);
   if (!text.ok()) return text.status();
   std::vector<int64_t> layer_of_op;
   absl::StatusOr<v1::PlaceRequest> bert =
-      engine::importers::ImportMsrText(path, *text, ImportOptions(), &layer_of_op);
+      importers::ImportMsrText(path, *text, ImportOptions(), &layer_of_op);
   if (!bert.ok()) return bert.status();
-  engine::importers::StackSpec spec;
+  importers::StackSpec spec;
   spec.target_ops = target_ops;
-  absl::StatusOr<v1::Graph> graph = engine::importers::StackLayers(bert->graph(), layer_of_op, spec);
+  absl::StatusOr<v1::Graph> graph = importers::StackLayers(bert->graph(), layer_of_op, spec);
   if (!graph.ok()) return graph.status();
   v1::PlaceRequest request;
-  *request.mutable_cluster() = engine::importers::ClusterForGraph(
+  *request.mutable_cluster() = importers::ClusterForGraph(
       *graph, DevicesFor(graph->ops_size()), bert->cluster().devices(0).memory_bytes());
   *request.mutable_graph() = std::move(*graph);
   return request;
@@ -223,35 +223,35 @@ absl::StatusOr<v1::PlaceRequest> ScaledBert(int64_t target_ops) {
 // GPT-2 (36 blocks) from the param execution trace, with the middle block copied.
 absl::StatusOr<v1::PlaceRequest> ScaledGpt2(int64_t target_ops) {
   const std::string path = WorkloadsDir() + "/pytorch_execution_traces_param/hf_GPT2_et.json.tar.gz";
-  absl::StatusOr<v1::PlaceRequest> gpt2 = engine::importers::Import("chakra", path, ImportOptions());
+  absl::StatusOr<v1::PlaceRequest> gpt2 = importers::Import("chakra", path, ImportOptions());
   if (!gpt2.ok()) return gpt2.status();
   int64_t blocks = 0;
   absl::StatusOr<std::vector<int64_t>> layer_of_op =
-      engine::importers::LabelTransformerBlocks(gpt2->graph(), &blocks);
+      importers::LabelTransformerBlocks(gpt2->graph(), &blocks);
   if (!layer_of_op.ok()) return layer_of_op.status();
-  engine::importers::StackSpec spec;
+  importers::StackSpec spec;
   spec.first_layer = 1;
   spec.last_layer = blocks;
   spec.template_layer = blocks / 2;
   spec.target_ops = target_ops;
-  absl::StatusOr<v1::Graph> graph = engine::importers::StackLayers(gpt2->graph(), *layer_of_op, spec);
+  absl::StatusOr<v1::Graph> graph = importers::StackLayers(gpt2->graph(), *layer_of_op, spec);
   if (!graph.ok()) return graph.status();
   v1::PlaceRequest request;
-  *request.mutable_cluster() = engine::importers::ClusterForGraph(
+  *request.mutable_cluster() = importers::ClusterForGraph(
       *graph, DevicesFor(graph->ops_size()), int64_t{16} << 30);
   *request.mutable_graph() = std::move(*graph);
   return request;
 }
 
 v1::PlaceRequest Rnn(int32_t layers, int32_t steps) {
-  engine::importers::RnnSpec spec;
+  importers::RnnSpec spec;
   spec.layers = layers;
   spec.steps = steps;
   spec.batch = absl::GetFlag(FLAGS_batch);
   spec.hidden = absl::GetFlag(FLAGS_hidden);
   v1::PlaceRequest request;
-  *request.mutable_graph() = engine::importers::UnrolledRnn(spec);
-  *request.mutable_cluster() = engine::importers::ClusterForGraph(
+  *request.mutable_graph() = importers::UnrolledRnn(spec);
+  *request.mutable_cluster() = importers::ClusterForGraph(
       request.graph(), DevicesFor(request.graph().ops_size()), int64_t{16} << 30);
   return request;
 }

@@ -1,8 +1,11 @@
 #include "service/cache/redis_client.h"
 
+#include <sys/socket.h>
 #include <sys/time.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include <hiredis/hiredis.h>
@@ -10,7 +13,10 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 
 namespace placement::cache {
@@ -46,6 +52,17 @@ timeval TimevalOf(absl::Duration duration) {
   return absl::ToTimeval(std::max(duration, absl::Milliseconds(1)));
 }
 
+// The connection was closed by the other side (end of file, reset, broken pipe), as opposed to a
+// timeout: what a pooled connection looks like after Redis restarted.
+bool ClosedByPeer(const redisContext& context) {
+  if (context.err == REDIS_ERR_EOF) return true;
+  if (context.err != REDIS_ERR_IO) return false;
+  const absl::string_view why = context.errstr;
+  return why == std::strerror(ECONNRESET) || why == std::strerror(EPIPE);
+}
+
+constexpr absl::string_view kErrorPrefixes[] = {"redis error: ", "redis script error: "};
+
 }  // namespace
 
 std::string ScriptSha1(absl::string_view source) {
@@ -77,6 +94,15 @@ absl::Status RedisClient::Fail(absl::string_view what) {
 
 void RedisClient::BackOff() { Fail("backing off").IgnoreError(); }
 
+void RedisClient::Close() {
+  std::vector<Connection> idle;
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+  idle.swap(idle_);
+  // The thread using each of these reads end-of-file at once and frees its context itself.
+  for (int fd : busy_sockets_) shutdown(fd, SHUT_RDWR);
+}
+
 bool RedisClient::backing_off() const {
   absl::MutexLock lock(&mu_);
   return absl::Now() < paused_until_;
@@ -88,12 +114,18 @@ int64_t RedisClient::connections_open() const {
 }
 
 absl::StatusOr<RedisClient::Connection> RedisClient::Acquire(absl::Time deadline,
-                                                             RedisFailure* failure) {
+                                                             RedisFailure* failure, bool* reused,
+                                                             bool fresh) {
   *failure = RedisFailure::kNotTried;
+  *reused = false;
   bool connect = false;
   Connection connection;
   {
     absl::MutexLock lock(&mu_);
+    if (closed_) {
+      return absl::UnavailableError(
+          absl::StrCat("redis ", options_.host, ":", options_.port, ": closed (shutting down)"));
+    }
     if (absl::Now() < paused_until_) {
       return absl::UnavailableError(absl::StrCat("redis ", options_.host, ":", options_.port,
                                                  ": backing off after a failure"));
@@ -105,9 +137,11 @@ absl::StatusOr<RedisClient::Connection> RedisClient::Acquire(absl::Time deadline
       return absl::UnavailableError("redis: every connection stayed busy for a whole timeout");
     }
     ++checked_out_;
-    if (!idle_.empty()) {
+    if (!idle_.empty() && !fresh) {
       connection = std::move(idle_.back());
       idle_.pop_back();
+      *reused = true;
+      busy_sockets_.push_back(connection->fd);
     } else {
       connect = true;
     }
@@ -126,6 +160,13 @@ absl::StatusOr<RedisClient::Connection> RedisClient::Acquire(absl::Time deadline
       return Fail("connect failed");
     }
     redisEnableKeepAlive(connection.get());
+    absl::MutexLock lock(&mu_);
+    if (closed_) {
+      --checked_out_;
+      return absl::UnavailableError(
+          absl::StrCat("redis ", options_.host, ":", options_.port, ": closed (shutting down)"));
+    }
+    busy_sockets_.push_back(connection->fd);
   }
   if (redisSetTimeout(connection.get(), remaining) != REDIS_OK) {
     Release(std::move(connection), /*healthy=*/false);
@@ -138,7 +179,11 @@ absl::StatusOr<RedisClient::Connection> RedisClient::Acquire(absl::Time deadline
 void RedisClient::Release(Connection connection, bool healthy) {
   absl::MutexLock lock(&mu_);
   --checked_out_;
-  if (healthy && connection != nullptr && connection->err == 0) {
+  if (connection != nullptr) {
+    auto it = std::find(busy_sockets_.begin(), busy_sockets_.end(), connection->fd);
+    if (it != busy_sockets_.end()) busy_sockets_.erase(it);
+  }
+  if (healthy && !closed_ && connection != nullptr && connection->err == 0) {
     idle_.push_back(std::move(connection));
     next_backoff_ = options_.initial_backoff;
   }
@@ -154,8 +199,24 @@ absl::StatusOr<std::vector<RedisValue>> RedisClient::RoundTrip(
   RedisFailure ignored = RedisFailure::kNone;
   if (failure == nullptr) failure = &ignored;
   round_trips_.fetch_add(1, std::memory_order_relaxed);
-  absl::StatusOr<Connection> connection =
-      Acquire(absl::Now() + options_.timeout + extra, failure);
+  const absl::Time deadline = absl::Now() + options_.timeout + extra;
+  bool stale = false;
+  absl::StatusOr<std::vector<RedisValue>> replies =
+      Exchange(commands, deadline, failure, /*fresh=*/false, &stale);
+  if (stale) {
+    // Redis closed that connection before it read anything from it: it never saw the commands.
+    stale_retries_.fetch_add(1, std::memory_order_relaxed);
+    replies = Exchange(commands, deadline, failure, /*fresh=*/true, &stale);
+  }
+  return replies;
+}
+
+absl::StatusOr<std::vector<RedisValue>> RedisClient::Exchange(
+    const std::vector<std::vector<std::string>>& commands, absl::Time deadline,
+    RedisFailure* failure, bool fresh, bool* stale) {
+  *stale = false;
+  bool reused = false;
+  absl::StatusOr<Connection> connection = Acquire(deadline, failure, &reused, fresh);
   if (!connection.ok()) return connection.status();
   *failure = RedisFailure::kExchange;
   redisContext* context = connection->get();
@@ -180,7 +241,16 @@ absl::StatusOr<std::vector<RedisValue>> RedisClient::RoundTrip(
     void* raw = nullptr;
     if (redisGetReply(context, &raw) != REDIS_OK || raw == nullptr) {
       const std::string why = context->err != 0 ? std::string(context->errstr) : "no reply";
+      const bool closed_while_idle = reused && i == 0 && ClosedByPeer(*context);
       Release(*std::move(connection), /*healthy=*/false);
+      if (closed_while_idle) {
+        *stale = true;
+        // The other pooled connections most likely went with the same restart.
+        std::vector<Connection> dropped;
+        absl::MutexLock lock(&mu_);
+        dropped.swap(idle_);
+        return absl::UnavailableError(absl::StrCat("redis: the pooled connection was closed: ", why));
+      }
       return Fail(why);
     }
     redisReply* reply = static_cast<redisReply*>(raw);
@@ -231,6 +301,99 @@ absl::StatusOr<RedisValue> RedisClient::Script(absl::string_view source,
     return absl::InternalError(absl::StrCat("redis script error: ", reply.str));
   }
   return std::move(reply);
+}
+
+std::string ErrorReplyCode(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kInternal) return "";
+  absl::string_view message = status.message();
+  for (absl::string_view prefix : kErrorPrefixes) {
+    if (absl::ConsumePrefix(&message, prefix)) {
+      return std::string(message.substr(0, message.find(' ')));
+    }
+  }
+  return "";
+}
+
+bool IsPassingErrorReply(const absl::Status& status) {
+  const std::string code = ErrorReplyCode(status);
+  return code == "OOM" || code == "LOADING" || code == "BUSY" || code == "TRYAGAIN" ||
+         code == "MASTERDOWN" || code == "CLUSTERDOWN";
+}
+
+absl::Status CheckRedisServer(const std::string& host, int port, absl::Duration timeout) {
+  const std::string where = absl::StrCat(host, ":", port);
+  const timeval budget = TimevalOf(timeout);
+  std::unique_ptr<redisContext, void (*)(redisContext*)> context(
+      redisConnectWithTimeout(host.c_str(), port, budget), [](redisContext* c) {
+        if (c != nullptr) redisFree(c);
+      });
+  if (context == nullptr || context->err != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "nothing answers at ", where, " (",
+        context == nullptr ? "out of memory" : context->errstr, ")"));
+  }
+  redisSetTimeout(context.get(), budget);
+  auto command = [&](const char* text) {
+    return std::unique_ptr<redisReply, void (*)(void*)>(
+        static_cast<redisReply*>(redisCommand(context.get(), text)), freeReplyObject);
+  };
+  // PING in Redis's inline form, then an empty line (which Redis ignores): an HTTP server reads that
+  // as a complete request and answers it, where a properly framed command would leave it waiting
+  // for the rest of its headers.
+  constexpr absl::string_view kPing = "PING\r\n\r\n";
+  void* raw = nullptr;
+  if (redisAppendFormattedCommand(context.get(), kPing.data(), kPing.size()) != REDIS_OK ||
+      redisGetReply(context.get(), &raw) != REDIS_OK) {
+    raw = nullptr;
+  }
+  std::unique_ptr<redisReply, void (*)(void*)> pong(static_cast<redisReply*>(raw),
+                                                    freeReplyObject);
+  if (pong == nullptr) {
+    if (context->err == REDIS_ERR_PROTOCOL || context->err == REDIS_ERR_EOF) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, " is not a Redis server: it answered PING with ",
+          context->err == REDIS_ERR_EOF ? std::string("a closed connection")
+                                        : absl::StrCat("something else (", context->errstr, ")")));
+    }
+    return absl::UnavailableError(
+        absl::StrCat(where, " accepted the connection but did not answer PING (",
+                     context->errstr, ")"));
+  }
+  const absl::string_view reply(pong->str != nullptr ? pong->str : "", pong->len);
+  if (pong->type == REDIS_REPLY_ERROR) {
+    if (absl::StartsWith(reply, "NOAUTH") || absl::StartsWith(reply, "WRONGPASS")) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Redis at ", where,
+          " requires a password (NOAUTH); placement_server sends none: run Redis without "
+          "requirepass on a private network (see deploy/README.md)"));
+    }
+    if (absl::StartsWith(reply, "LOADING")) {
+      return absl::UnavailableError(absl::StrCat("Redis at ", where, " is loading its data"));
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("Redis at ", where, " refused PING: ", reply.substr(0, 200)));
+  }
+  if (pong->type != REDIS_REPLY_STATUS || reply != "PONG") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " is not a Redis server: it answered PING with something else"));
+  }
+  auto info = command("INFO server");
+  if (info == nullptr) {
+    return absl::UnavailableError(absl::StrCat("Redis at ", where, " did not answer INFO (",
+                                               context->errstr, ")"));
+  }
+  if (info->type != REDIS_REPLY_STRING) return absl::OkStatus();  // INFO renamed away: no check
+  for (absl::string_view line : absl::StrSplit(absl::string_view(info->str, info->len), '\n')) {
+    if (!absl::ConsumePrefix(&line, "redis_version:")) continue;
+    line = absl::StripAsciiWhitespace(line);
+    int major = 0;
+    if (absl::SimpleAtoi(line.substr(0, line.find('.')), &major) && major < 7) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Redis at ", where, " is version ", line,
+          "; shared operations need Redis 7.0 or newer (script flags)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace placement::cache

@@ -9,10 +9,17 @@
 // next calls fail at once with UNAVAILABLE) for a delay that doubles per consecutive failure: a dead
 // Redis costs each caller at most one timeout per backoff period, never one per request.
 //
-// Errors are absl::Status: UNAVAILABLE for connection trouble, INTERNAL for an error reply. A caller
-// that counts failures by stage (the result tier's metrics) asks Command for the RedisFailure too; a
-// caller that reads an answer as trouble although the connection works (LOADING while Redis
-// restarts) calls BackOff() so the pool pauses as after a failed round trip.
+// A pooled connection that Redis closed while it sat idle (Redis restarted, or its `timeout` closed
+// idle clients) fails on its first use with end-of-file before any reply: Redis never saw that
+// command, so the call is sent again once on a fresh connection (within the same timeout) instead of
+// failing. A timeout is never retried: Redis may run the command later.
+//
+// Errors are absl::Status: UNAVAILABLE for connection trouble, INTERNAL for an error reply ("redis
+// error: " or "redis script error: " + the reply; ErrorReplyCode() reads its first word: OOM, NOAUTH,
+// WRONGTYPE, ...). A caller that counts failures by stage (the result tier's metrics) asks Command for
+// the RedisFailure too; a caller that reads an answer as trouble although the connection works
+// (LOADING while Redis restarts) calls BackOff() so the pool pauses as after a failed round trip.
+// CheckRedisServer() is the start-up check: is the address Redis at all, and may we use it.
 //
 // Example:
 //   RedisClient redis({.host = "127.0.0.1", .port = 6379});
@@ -95,6 +102,11 @@ class RedisClient {
   // trouble although the connection works, e.g. an error reply while it loads its data set.
   void BackOff() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // From now on every call fails at once (UNAVAILABLE), and calls blocked on Redis return now (their
+  // sockets are shut down): for a process that is shutting down and must not wait for a Redis that
+  // does not answer. Irreversible.
+  void Close() ABSL_LOCKS_EXCLUDED(mu_);
+
   // True while the pool pauses after a failure (calls fail at once with UNAVAILABLE).
   bool backing_off() const ABSL_LOCKS_EXCLUDED(mu_);
   // Connections checked out or idle in the pool.
@@ -102,6 +114,8 @@ class RedisClient {
   // Round trips tried (successful or not), for the metric and the benchmark's figure.
   int64_t round_trips() const { return round_trips_.load(std::memory_order_relaxed); }
   int64_t failures() const { return failures_.load(std::memory_order_relaxed); }
+  // Calls sent again on a fresh connection because their pooled one had been closed by Redis.
+  int64_t stale_retries() const { return stale_retries_.load(std::memory_order_relaxed); }
 
  private:
   struct ContextDeleter {
@@ -110,25 +124,53 @@ class RedisClient {
   using Connection = std::unique_ptr<redisContext, ContextDeleter>;
 
   // A connected context whose socket timeouts end at `deadline`; give it back with Release.
-  absl::StatusOr<Connection> Acquire(absl::Time deadline, RedisFailure* failure);
+  // `*reused` says whether it came from the pool; `fresh` = never from the pool.
+  absl::StatusOr<Connection> Acquire(absl::Time deadline, RedisFailure* failure, bool* reused,
+                                     bool fresh = false);
   // `healthy` = false closes the connection; true returns it to the pool and ends the backoff.
   void Release(Connection connection, bool healthy);
   // Starts (or extends) the backoff and drops the idle connections; UNAVAILABLE saying `what`.
   absl::Status Fail(absl::string_view what) ABSL_LOCKS_EXCLUDED(mu_);
-  // Sends `commands` on one connection and reads as many replies.
+  // Sends `commands` on one connection and reads as many replies; once more on a fresh connection
+  // when a pooled one turns out to have been closed by Redis.
   absl::StatusOr<std::vector<RedisValue>> RoundTrip(
       const std::vector<std::vector<std::string>>& commands, absl::Duration extra,
       RedisFailure* failure = nullptr);
+  // One attempt of RoundTrip. `*stale` = the pooled connection had been closed before any reply.
+  absl::StatusOr<std::vector<RedisValue>> Exchange(
+      const std::vector<std::vector<std::string>>& commands, absl::Time deadline,
+      RedisFailure* failure, bool fresh, bool* stale);
 
   const RedisClientOptions options_;
   mutable absl::Mutex mu_;
   std::vector<Connection> idle_ ABSL_GUARDED_BY(mu_);
   int checked_out_ ABSL_GUARDED_BY(mu_) = 0;
+  // Sockets of the checked-out connections (Close() shuts them down); a context is removed before
+  // it is freed, so a descriptor here is never one the kernel gave to something else.
+  std::vector<int> busy_sockets_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time paused_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Duration next_backoff_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> round_trips_{0};
   std::atomic<int64_t> failures_{0};
+  std::atomic<int64_t> stale_retries_{0};
 };
+
+// The first word of an error reply carried by an INTERNAL status of this client ("OOM", "NOAUTH",
+// "WRONGTYPE", "BUSY", "LOADING", ...); "" for any other status.
+std::string ErrorReplyCode(const absl::Status& status);
+// Error replies that say Redis is in a passing state (out of memory, loading, busy with a script,
+// a replica without its primary): worth retrying later, unlike WRONGTYPE or NOAUTH.
+bool IsPassingErrorReply(const absl::Status& status);
+
+// The start-up check of `--redis`: connects once (bounded by `timeout`) and asks PING and INFO.
+//   OK: a Redis this service can use (7.0 or newer: its scripts use script flags).
+//   UNAVAILABLE: nothing answered (refused, unreachable, or silent until the timeout); a Redis that
+//     is down now may be up later, so the caller serves without it meanwhile.
+//   INVALID_ARGUMENT: something answered that is not Redis (HTTP, gRPC, ...), or a Redis too old.
+//   FAILED_PRECONDITION: Redis wants a password (NOAUTH; this client sends none) or refuses the
+//     commands the service needs.
+absl::Status CheckRedisServer(const std::string& host, int port, absl::Duration timeout);
 
 // Lower-case hex SHA1 of a script, as EVALSHA wants it.
 std::string ScriptSha1(absl::string_view source);

@@ -1,9 +1,17 @@
 #include "service/cache/redis_client.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/redis_server.h"
@@ -87,14 +95,17 @@ TEST(RedisClientTest, AFailedConnectBacksOffAndLaterCallsAreNotTried) {
   EXPECT_EQ(client.connections_open(), 0);
 }
 
-TEST(RedisClientTest, AKilledServerIsAnExchangeFailureAndBackOffPausesOnRequest) {
+TEST(RedisClientTest, AKilledServerIsTriedOnceMoreThenBacksOffAndBackOffPausesOnRequest) {
   START_REDIS_OR_SKIP(redis);
   RedisClient client(TestOptions(redis.port()));
   ASSERT_TRUE(client.Command({"PING"}).ok());
   redis.Kill();
   RedisFailure failure = RedisFailure::kNone;
   EXPECT_FALSE(client.Command({"PING"}, &failure).ok());
-  EXPECT_EQ(failure, RedisFailure::kExchange);  // the pooled connection broke mid-call
+  // The pooled connection was closed by the dying server: tried once more on a fresh connection,
+  // which nothing accepts.
+  EXPECT_EQ(failure, RedisFailure::kConnect);
+  EXPECT_EQ(client.stale_retries(), 1);
   EXPECT_TRUE(client.backing_off());
   EXPECT_EQ(client.connections_open(), 0);  // the broken one is closed, not pooled
 
@@ -105,6 +116,133 @@ TEST(RedisClientTest, AKilledServerIsAnExchangeFailureAndBackOffPausesOnRequest)
   EXPECT_TRUE(healthy.backing_off());
   EXPECT_FALSE(healthy.Command({"PING"}, &failure).ok());
   EXPECT_EQ(failure, RedisFailure::kNotTried);
+}
+
+TEST(RedisClientTest, APooledConnectionClosedByARestartIsRetriedOnAFreshOne) {
+  START_REDIS_OR_SKIP(redis);
+  RedisClient client(TestOptions(redis.port()));
+  ASSERT_TRUE(client.Command({"SET", "k", "v"}).ok());
+  ASSERT_TRUE(redis.Restart().ok());  // the pooled connection is dead now
+  absl::StatusOr<RedisValue> after = client.Command({"SET", "k", "w"});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(client.stale_retries(), 1);
+  EXPECT_EQ(client.failures(), 0);
+  EXPECT_FALSE(client.backing_off());
+  // A script as well (sent again after NOSCRIPT on the fresh connection).
+  ASSERT_TRUE(redis.Restart().ok());
+  absl::StatusOr<RedisValue> script = client.Script("return 7", {}, {});
+  ASSERT_TRUE(script.ok()) << script.status();
+  EXPECT_EQ(script->integer, 7);
+  EXPECT_EQ(client.stale_retries(), 2);
+}
+
+TEST(RedisClientTest, AStalledServerTimesOutWithoutARetryAndCloseEndsWaitingCalls) {
+  START_REDIS_OR_SKIP(redis);
+  RedisClientOptions options = TestOptions(redis.port());
+  options.timeout = absl::Seconds(30);
+  RedisClient client(options);
+  ASSERT_TRUE(client.Command({"PING"}).ok());
+  redis.Pause();
+  // A call that waits for the stalled server ends at once when the client is closed.
+  absl::StatusOr<RedisValue> blocked = absl::UnknownError("not run");
+  std::thread caller([&] { blocked = client.Command({"SET", "k", "v"}); });
+  absl::SleepFor(absl::Milliseconds(200));
+  const absl::Time closed = absl::Now();
+  client.Close();
+  caller.join();
+  EXPECT_LT(absl::Now() - closed, absl::Seconds(2));
+  EXPECT_TRUE(absl::IsUnavailable(blocked.status())) << blocked.status();
+  EXPECT_EQ(client.stale_retries(), 1);  // closed under it: its retry found the client closed
+  EXPECT_TRUE(absl::IsUnavailable(client.Command({"PING"}).status()));
+  redis.Resume();
+  // A timeout is never sent again: Redis may still run the command.
+  options.timeout = absl::Milliseconds(200);
+  RedisClient quick(options);
+  ASSERT_TRUE(quick.Command({"PING"}).ok());
+  redis.Pause();
+  EXPECT_FALSE(quick.Command({"PING"}).ok());
+  EXPECT_EQ(quick.stale_retries(), 0);
+  redis.Resume();
+}
+
+TEST(RedisClientTest, ErrorRepliesAreReadByTheirFirstWord) {
+  START_REDIS_OR_SKIP(redis);
+  RedisClient client(TestOptions(redis.port()));
+  ASSERT_TRUE(client.Command({"SET", "k", "v"}).ok());
+  absl::StatusOr<RedisValue> wrong = client.Command({"HGET", "k", "f"});
+  EXPECT_EQ(ErrorReplyCode(wrong.status()), "WRONGTYPE") << wrong.status();
+  EXPECT_FALSE(IsPassingErrorReply(wrong.status()));
+  absl::StatusOr<RedisValue> in_script =
+      client.Script("return redis.call('HGET', KEYS[1], 'f')", {"k"}, {});
+  EXPECT_EQ(ErrorReplyCode(in_script.status()), "WRONGTYPE") << in_script.status();
+  ASSERT_TRUE(client.Command({"CONFIG", "SET", "maxmemory-policy", "noeviction"}).ok());
+  ASSERT_TRUE(client.Command({"CONFIG", "SET", "maxmemory", "1"}).ok());
+  absl::StatusOr<RedisValue> full = client.Command({"SET", "k2", "v"});
+  EXPECT_EQ(ErrorReplyCode(full.status()), "OOM") << full.status();
+  EXPECT_TRUE(IsPassingErrorReply(full.status()));
+  EXPECT_EQ(ErrorReplyCode(absl::UnavailableError("redis: connect failed")), "");
+}
+
+// A TCP server on a free loopback port that answers anything with an HTTP error, as a web server
+// (or a metrics endpoint) given to --redis by mistake would.
+class HttpLookalike {
+ public:
+  HttpLookalike() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    listen(fd_, 4);
+    thread_ = std::thread([this] {
+      const int client = accept(fd_, nullptr, nullptr);
+      if (client < 0) return;
+      char buffer[256];
+      (void)read(client, buffer, sizeof(buffer));
+      constexpr char kReply[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+      (void)write(client, kReply, sizeof(kReply) - 1);
+      close(client);
+    });
+  }
+  ~HttpLookalike() {
+    shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+TEST(CheckRedisServerTest, SaysWhetherTheAddressIsAUsableRedis) {
+  START_REDIS_OR_SKIP(redis);
+  EXPECT_TRUE(CheckRedisServer("127.0.0.1", redis.port(), absl::Seconds(2)).ok());
+  // Nothing listens: maybe later, so only UNAVAILABLE.
+  EXPECT_TRUE(absl::IsUnavailable(
+      CheckRedisServer("127.0.0.1", testutil::PickFreePort(), absl::Seconds(2))));
+  // Not Redis: no retry will make it one.
+  HttpLookalike http;
+  absl::Status not_redis = CheckRedisServer("127.0.0.1", http.port(), absl::Seconds(2));
+  EXPECT_EQ(not_redis.code(), absl::StatusCode::kInvalidArgument) << not_redis;
+  EXPECT_TRUE(absl::StrContains(not_redis.message(), "not a Redis server")) << not_redis;
+  // A Redis that wants a password.
+  absl::StatusOr<std::unique_ptr<testutil::RedisServer>> locked =
+      testutil::RedisServer::Start({.password = "pw-0123456789"});
+  ASSERT_TRUE(locked.ok()) << locked.status();
+  absl::Status needs_password = CheckRedisServer("127.0.0.1", (*locked)->port(), absl::Seconds(2));
+  EXPECT_EQ(needs_password.code(), absl::StatusCode::kFailedPrecondition) << needs_password;
+  EXPECT_TRUE(absl::StrContains(needs_password.message(), "password")) << needs_password;
+  // A stalled Redis: it may answer later.
+  redis.Pause();
+  EXPECT_TRUE(absl::IsUnavailable(
+      CheckRedisServer("127.0.0.1", redis.port(), absl::Milliseconds(300))));
+  redis.Resume();
 }
 
 }  // namespace

@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "service/engine/model/model_builder.h"
 #include "service/cache/canonical_order.h"
-#include "service/common/status_payloads.h"
+#include "service/core/caller_order.h"
 #include "service/core/log_line.h"
-#include "service/core/status_proto.h"
 #include "service/engine/solve/solve.h"
 
 namespace placement::core {
@@ -16,17 +16,6 @@ namespace {
 
 absl::Duration FromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
-
-// INVALID_ARGUMENT with every violation both in the message and as a BadRequest payload.
-absl::Status InvalidRequest(const std::vector<std::pair<std::string, std::string>>& violations) {
-  std::vector<std::string> lines;
-  lines.reserve(violations.size());
-  for (const auto& [field, description] : violations) {
-    lines.push_back(field.empty() ? description : absl::StrCat(field, ": ", description));
-  }
-  return common::WithFieldViolations(absl::InvalidArgumentError(absl::StrJoin(lines, "\n")),
-                                   violations);
 }
 
 // Why the cached `placement` cannot answer a request (digest, ops, devices, time limit), or null.
@@ -56,16 +45,37 @@ int64_t EstimateJobMemoryBytes(int64_t num_ops, int64_t num_edges, int64_t num_d
          copies * (num_ops * 48 + num_edges * 16);
 }
 
-PlacementCore::PlacementCore(PlacementCoreOptions options, const AlgorithmCatalog* catalog,
+PlaceCall PlaceCall::Of(const v1::PlaceRequest& request) {
+  PlaceCall call;
+  call.decode = [&request]() -> absl::StatusOr<const v1::PlaceRequest*> { return &request; };
+  return call;
+}
+
+// The request as the shared path of Place and SubmitPlacement knows it.
+struct PlacementCore::Resolution {
+  // Digest, op order, device count, time limit, request_id: from the repeat index or from `prepared`.
+  KnownRequest known;
+  // The validated request; null while it is known from its bytes alone (nothing decoded).
+  std::shared_ptr<const PreparedRequest> prepared;
+  // The decoded request, when it was decoded (valid during the core call only).
+  const v1::PlaceRequest* request = nullptr;
+  // The answer from the cache (settled).
+  cache::CachedPlacement hit;
+  // SubmitPlacement: the live operation the tenant created with the same request_id (settled).
+  std::shared_ptr<jobs::Operation> existing;
+};
+
+PlacementCore::PlacementCore(PlacementCoreOptions options,
+                             const engine::AlgorithmRegistry* algorithms,
                              cache::ResultCache* cache, jobs::JobManager* jobs,
                              jobs::OperationRegistry* operations, CoreObserver* observer)
     : options_(std::move(options)),
-      catalog_(catalog),
+      algorithms_(algorithms),
       cache_(cache),
       jobs_(jobs),
       operations_(operations),
       observer_(observer),
-      fingerprints_({.max_bytes = options_.fingerprint_bytes}) {}
+      repeat_index_({.max_bytes = options_.repeat_index_bytes}) {}
 
 absl::Duration PlacementCore::TimeLimitOf(const v1::PlacementOptions& options) const {
   absl::Duration limit = options_.default_time_limit;
@@ -76,11 +86,11 @@ absl::Duration PlacementCore::TimeLimitOf(const v1::PlacementOptions& options) c
   return std::min(limit, options_.max_time_limit);
 }
 
-cache::CachedPlacement PlacementCore::LookupFor(const std::string& request_digest, size_t num_ops,
-                                                int num_devices, absl::Duration time_limit) {
-  cache::CachedPlacement hit = cache_->Lookup(request_digest);
+cache::CachedPlacement PlacementCore::LookUp(const KnownRequest& known) {
+  cache::CachedPlacement hit = cache_->Lookup(known.request_digest);
   if (hit == nullptr) return nullptr;
-  const char* reason = Mismatch(*hit, request_digest, num_ops, num_devices, time_limit);
+  const char* reason = Mismatch(*hit, known.request_digest, known.request_index->size(),
+                                known.num_devices, known.time_limit);
   if (reason == nullptr) return hit;
   if (observer_ != nullptr) observer_->RecordCacheRejected(reason);
   // Once per reason and process: a poisoned shared tier must not flood the log.
@@ -89,7 +99,7 @@ cache::CachedPlacement PlacementCore::LookupFor(const std::string& request_diges
     if (absl::string_view(kReasons[i]) != reason) continue;
     if ((logged_rejections_.fetch_or(1u << i) & (1u << i)) == 0 && reason != kReasons[3]) {
       LogLine(absl::StrCat("cache: ignoring a stored result for digest=",
-                           absl::string_view(request_digest).substr(0, 12),
+                           absl::string_view(known.request_digest).substr(0, 12),
                            " that does not match its request (", reason,
                            "); recomputing and overwriting it (logged once per reason; counted "
                            "in placement_cache_rejected_total)"));
@@ -98,75 +108,201 @@ cache::CachedPlacement PlacementCore::LookupFor(const std::string& request_diges
   return nullptr;
 }
 
-bool PlacementCore::TryRepeatHit(const v1::PlaceRequest& request, std::string* fingerprint,
-                                 std::string* request_digest, v1::PlaceResponse* out) {
-  fingerprint->clear();
-  if (options_.fingerprint_bytes <= 0 || request.options().skip_cache()) return false;
-  *fingerprint = RequestFingerprints::Of(request);
-  std::optional<RequestFingerprints::Known> known = fingerprints_.Find(*fingerprint);
-  if (!known.has_value()) return false;
-  cache::CachedPlacement hit =
-      LookupFor(known->request_digest, known->request_index->size(),
-                request.cluster().devices_size(), TimeLimitOf(request.options()));
-  // Evicted or unfit: take the full path (which re-fills the cache).
-  if (hit == nullptr) return false;
-  CountLookup(v1::HIT);
-  *request_digest = known->request_digest;
-  v1::Placement* placement = out->mutable_placement();
-  cache::ToRequestOrder(*hit, *known->request_index, placement);
-  placement->mutable_provenance()->set_cache(v1::HIT);
-  placement->mutable_provenance()->set_queue_ns(0);
-  return true;
-}
-
-void PlacementCore::RememberFingerprint(const std::string& fingerprint,
-                                        const PreparedRequest& prepared) {
-  if (fingerprint.empty()) return;
-  fingerprints_.Insert(fingerprint, prepared.request_digest, prepared.request_index());
-}
-
 void PlacementCore::CountLookup(v1::CacheResult result) const {
   if (observer_ != nullptr) observer_->RecordCacheLookup(result);
 }
 
 absl::StatusOr<std::shared_ptr<const PreparedRequest>> PlacementCore::Prepare(
     const v1::PlaceRequest& request) const {
-  std::vector<engine::FieldViolation> found;
-  absl::StatusOr<engine::Model> model = engine::BuildModel(request, &found, options_.model_limits);
-  absl::StatusOr<const Algorithm*> algorithm = catalog_->Find(request.options().algorithm());
+  absl::StatusOr<engine::Model> model =
+      engine::BuildModel(request, /*violations=*/nullptr, options_.model_limits);
+  absl::StatusOr<const engine::Partitioner*> algorithm =
+      algorithms_->Find(request.options().algorithm());
   if (!model.ok() || !algorithm.ok()) {
     if (!model.ok() && model.status().code() != absl::StatusCode::kInvalidArgument) {
       return model.status();
     }
-    std::vector<std::pair<std::string, std::string>> violations;
-    violations.reserve(found.size() + 1);
-    for (engine::FieldViolation& v : found) {
-      violations.emplace_back(std::move(v.field), std::move(v.description));
-    }
-    if (!model.ok() && violations.empty()) {
-      violations = ViolationsFromMessage(model.status().message());
-    }
+    // Every violation at once: the request's and the algorithm name's, as the engine gave them.
+    std::vector<engine::FieldViolation> violations;
+    if (!model.ok()) violations = engine::ViolationsOf(model.status());
     if (!algorithm.ok()) {
-      for (auto& violation : ViolationsFromMessage(algorithm.status().message())) {
+      for (engine::FieldViolation& violation : engine::ViolationsOf(algorithm.status())) {
         violations.push_back(std::move(violation));
       }
     }
-    return InvalidRequest(violations);
+    return engine::ViolationsError(violations);
   }
 
   auto prepared = std::make_shared<PreparedRequest>();
   prepared->algorithm = *algorithm;
   prepared->options = request.options();
-  prepared->options.set_algorithm((*algorithm)->name());
+  prepared->options.set_algorithm(std::string((*algorithm)->name()));
   prepared->request_id = request.request_id();
   auto shared_model = std::make_shared<const engine::Model>(*std::move(model));
-  prepared->request_digest = (*algorithm)->RequestDigest(*shared_model, prepared->options);
+  prepared->request_digest =
+      engine::RequestDigestFor(*shared_model, **algorithm, prepared->options);
   prepared->estimated_memory_bytes =
       EstimateJobMemoryBytes(shared_model->num_ops(), shared_model->num_edges(),
                              shared_model->num_devices(), shared_model->plan.microbatches);
   prepared->model = std::move(shared_model);
   prepared->time_limit = TimeLimitOf(request.options());
   return prepared;
+}
+
+absl::StatusOr<PlacementCore::Resolution> PlacementCore::Resolve(const PlaceCall& call, bool submit,
+                                                                 CallNotes* notes) {
+  Resolution resolution;
+  // A byte-identical repeat: known without decoding. When its answer is no longer cached (evicted,
+  // or unfit for it) it takes the decoding path below, which admits the job.
+  std::string key;
+  if (repeat_index_.enabled() && !call.wire.empty()) {
+    key = RepeatIndex::KeyOf(call.wire);
+    if (std::optional<KnownRequest> known = repeat_index_.Find(key)) {
+      resolution.known = *std::move(known);
+      notes->request_digest = resolution.known.request_digest;
+      if (Settle(resolution, call.tenant, submit)) return resolution;
+      key.clear();  // known already: nothing to remember below
+    }
+  }
+  const bool settled_from_bytes = !resolution.known.request_digest.empty();
+
+  absl::StatusOr<const v1::PlaceRequest*> request = call.decode();
+  if (!request.ok()) return request.status();
+  absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = Prepare(**request);
+  if (!prepared.ok()) return prepared.status();
+  resolution.request = *request;
+  resolution.prepared = *std::move(prepared);
+  const PreparedRequest& p = *resolution.prepared;
+  notes->request_digest = p.request_digest;
+  resolution.known = KnownRequest{
+      .request_digest = p.request_digest,
+      .request_id = p.request_id,
+      .algorithm = std::string(p.algorithm->name()),
+      // The model's own op order (no copy); the repeat index and operations keep copies.
+      .request_index = std::shared_ptr<const std::vector<int32_t>>(p.model, &p.model->request_index),
+      .num_devices = p.model->num_devices(),
+      .time_limit = p.time_limit};
+  if (!p.options.skip_cache() && !key.empty()) repeat_index_.Insert(key, resolution.known);
+  if (!settled_from_bytes) Settle(resolution, call.tenant, submit);
+  return resolution;
+}
+
+bool PlacementCore::Settle(Resolution& resolution, const std::string& tenant, bool submit) {
+  const KnownRequest& known = resolution.known;
+  if (submit) {
+    if (std::shared_ptr<jobs::Operation> existing =
+            operations_->FindByRequestId(tenant, known.request_id)) {
+      resolution.existing = std::move(existing);
+      return true;
+    }
+  }
+  // A request known from its bytes alone never asked to skip the cache (those are not remembered).
+  if (resolution.prepared != nullptr && resolution.prepared->options.skip_cache()) return false;
+  resolution.hit = LookUp(known);
+  if (resolution.hit == nullptr) return false;
+  CountLookup(v1::HIT);
+  return true;
+}
+
+absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Place(const PlaceCall& call,
+                                                                    v1::PlaceResponse* response,
+                                                                    CallNotes* notes) {
+  absl::StatusOr<Resolution> resolution = Resolve(call, /*submit=*/false, notes);
+  if (!resolution.ok()) return resolution.status();
+  if (resolution->hit != nullptr) {
+    notes->cache = v1::HIT;
+    WriteInCallerOrder(*resolution->hit, resolution->known.request_index.get(), v1::HIT,
+                       absl::ZeroDuration(), response->mutable_placement());
+    return nullptr;
+  }
+  std::shared_ptr<const PreparedRequest> prepared = std::move(resolution->prepared);
+  absl::StatusOr<jobs::Admission> admission =
+      jobs_->Acquire(MakeSolveJobSpec(prepared, call.deadline, call.tenant));
+  if (!admission.ok()) return admission.status();
+  const v1::CacheResult cache = admission->coalesced ? v1::COALESCED : v1::MISS;
+  CountLookup(cache);
+  notes->cache = cache;
+  return std::make_shared<PendingAnswer>(
+      jobs_, std::move(admission->job),
+      [prepared = std::move(prepared), cache, response](const jobs::JobResult& result) {
+        WriteInCallerOrder(**result.placement, &prepared->request_index(), cache,
+                           result.queue_time, response->mutable_placement());
+        return absl::OkStatus();
+      });
+}
+
+absl::Status PlacementCore::Submit(const PlaceCall& call, v1::Operation* operation,
+                                   CallNotes* notes) {
+  absl::StatusOr<Resolution> resolution = Resolve(call, /*submit=*/true, notes);
+  if (!resolution.ok()) return resolution.status();
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> op = SubmitOperation(call, *resolution, notes);
+  if (!op.ok()) return op.status();
+  notes->operation = (*op)->name();
+  OperationHandle(*std::move(op)).Fill(operation);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<jobs::Operation>> PlacementCore::SubmitOperation(
+    const PlaceCall& call, Resolution& resolution, CallNotes* notes) {
+  const KnownRequest& known = resolution.known;
+  if (resolution.existing != nullptr) {
+    if (resolution.existing->request_digest() != known.request_digest) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "request_id: \"", known.request_id, "\" was already used for another request (",
+          resolution.existing->name(), ")"));
+    }
+    notes->cache = resolution.existing->snapshot().cache;
+    return resolution.existing;
+  }
+
+  jobs::OperationSpec spec;
+  spec.tenant = call.tenant;
+  spec.request_id = known.request_id;
+  spec.request_digest = known.request_digest;
+  // The operation outlives the job and may outlive the model: it keeps its own op order (the repeat
+  // index's is immutable and shared already).
+  spec.request_index = resolution.prepared == nullptr
+                           ? known.request_index
+                           : std::make_shared<const std::vector<int32_t>>(*known.request_index);
+  spec.algorithm = known.algorithm;
+
+  if (resolution.hit != nullptr) {
+    notes->cache = v1::HIT;
+    absl::StatusOr<std::shared_ptr<jobs::Operation>> done =
+        operations_->AddDone(std::move(spec), std::move(resolution.hit), v1::HIT);
+    if (done.ok() && shared_ != nullptr) shared_->RecordDone(**done, known.num_devices);
+    return done;
+  }
+  const std::shared_ptr<const PreparedRequest> prepared = std::move(resolution.prepared);
+  v1::CacheResult cache = v1::CACHE_RESULT_UNSPECIFIED;
+  if (shared_ != nullptr) {
+    shared_ops::SharedSubmit submit;
+    submit.operation = std::move(spec);
+    submit.job_key = SingleFlightKey(*prepared);
+    submit.num_devices = known.num_devices;
+    submit.time_limit = known.time_limit;
+    if (!call.wire.empty()) {
+      submit.serialized_request = absl::StrJoin(call.wire, "");
+    } else {
+      submit.serialized_request = resolution.request->SerializeAsString();
+    }
+    submit.make_job = [this, prepared, tenant = call.tenant] {
+      return MakeSolveJobSpec(prepared, absl::InfiniteFuture(), tenant);
+    };
+    absl::StatusOr<std::shared_ptr<jobs::Operation>> op = shared_->Submit(std::move(submit), &cache);
+    if (op.ok()) {
+      CountLookup(cache);
+      notes->cache = cache;
+    }
+    return op;
+  }
+  absl::StatusOr<jobs::Admission> admission =
+      jobs_->Acquire(MakeSolveJobSpec(prepared, absl::InfiniteFuture(), call.tenant));
+  if (!admission.ok()) return admission.status();
+  cache = admission->coalesced ? v1::COALESCED : v1::MISS;
+  CountLookup(cache);
+  notes->cache = cache;
+  return operations_->AddPending(std::move(spec), *std::move(admission));
 }
 
 jobs::JobWork PlacementCore::MakeSolveWork(std::shared_ptr<const PreparedRequest> prepared) {
@@ -178,7 +314,7 @@ jobs::JobWork PlacementCore::MakeSolveWork(std::shared_ptr<const PreparedRequest
     solve.deadline = context.deadline();
     solve.cancelled = context.cancelled_flag();
     solve.seed = prepared->options.seed();
-    const jobs::Clock* clock = &context.clock();
+    const Clock* clock = &context.clock();
     solve.now = [clock] { return clock->Now(); };
     solve.on_progress = [&context](const engine::Progress& progress) {
       context.ReportProgress(absl::string_view(progress.stage.data(), progress.stage.size()),
@@ -191,7 +327,7 @@ jobs::JobWork PlacementCore::MakeSolveWork(std::shared_ptr<const PreparedRequest
     const absl::Duration left = context.deadline() - clock->Now();
     if (left < budget - absl::Milliseconds(50)) budget = left;
     absl::StatusOr<v1::Placement> placement =
-        prepared->algorithm->Solve(*prepared->model, prepared->options, solve);
+        engine::Solve(*prepared->model, *prepared->algorithm, prepared->options, solve);
     if (!placement.ok()) return placement.status();
     placement->mutable_provenance()->set_time_limit_ns(
         absl::ToInt64Nanoseconds(std::max(budget, absl::ZeroDuration())));
@@ -211,204 +347,123 @@ std::string PlacementCore::SingleFlightKey(const PreparedRequest& prepared) {
   return absl::StrCat(prepared.request_digest, "@", absl::ToInt64Nanoseconds(prepared.time_limit));
 }
 
-jobs::JobSpec PlacementCore::MakeJobSpec(std::shared_ptr<const PreparedRequest> prepared,
-                                         absl::Time deadline, const std::string& tenant) {
+jobs::JobSpec PlacementCore::MakeJobSpec(std::string key, std::string algorithm,
+                                         absl::Duration time_limit,
+                                         int64_t estimated_memory_bytes, absl::Time deadline,
+                                         const std::string& tenant, jobs::JobWork work) const {
   jobs::JobSpec spec;
-  spec.request_digest = SingleFlightKey(*prepared);
+  spec.request_digest = std::move(key);
   spec.tenant = tenant;
   if (options_.tenant_limits) spec.tenant_limits = options_.tenant_limits(tenant);
-  spec.algorithm = prepared->algorithm->name();
-  spec.time_limit = prepared->time_limit;
+  spec.algorithm = std::move(algorithm);
+  spec.time_limit = time_limit;
   spec.deadline =
       deadline == absl::InfiniteFuture() ? deadline : deadline - options_.reply_margin;
-  spec.estimated_memory_bytes = prepared->estimated_memory_bytes;
-  spec.work = MakeSolveWork(std::move(prepared));
+  spec.estimated_memory_bytes = estimated_memory_bytes;
+  spec.work = std::move(work);
   return spec;
 }
 
-absl::StatusOr<PlaceStart> PlacementCore::StartPlace(
-    std::shared_ptr<const PreparedRequest> prepared, absl::Time deadline,
-    const std::string& tenant) {
-  PlaceStart start;
-  if (!prepared->options.skip_cache()) {
-    start.hit = LookupFor(prepared->request_digest, prepared->request_index().size(),
-                          prepared->model->num_devices(), prepared->time_limit);
-    if (start.hit != nullptr) {
-      CountLookup(v1::HIT);
-      return start;
-    }
-  }
-  absl::StatusOr<jobs::Admission> admission =
-      jobs_->Acquire(MakeJobSpec(std::move(prepared), deadline, tenant));
-  if (!admission.ok()) return admission.status();
-  CountLookup(admission->coalesced ? v1::COALESCED : v1::MISS);
-  start.admission = *std::move(admission);
-  return start;
+jobs::JobSpec PlacementCore::MakeSolveJobSpec(std::shared_ptr<const PreparedRequest> prepared,
+                                              absl::Time deadline, const std::string& tenant) {
+  std::string key = SingleFlightKey(*prepared);
+  std::string algorithm(prepared->algorithm->name());
+  const absl::Duration time_limit = prepared->time_limit;
+  const int64_t memory = prepared->estimated_memory_bytes;
+  return MakeJobSpec(std::move(key), std::move(algorithm), time_limit, memory, deadline, tenant,
+                     MakeSolveWork(std::move(prepared)));
 }
 
-void PlacementCore::FillPlaceResponse(const PreparedRequest& prepared,
-                                      const v1::Placement& canonical, v1::CacheResult cache,
-                                      absl::Duration queue_time, v1::PlaceResponse* out) const {
-  v1::Placement* placement = out->mutable_placement();
-  cache::ToRequestOrder(canonical, prepared.request_index(), placement);
-  v1::Provenance* provenance = placement->mutable_provenance();
-  provenance->set_cache(cache);
-  provenance->set_queue_ns(cache == v1::HIT ? 0 : absl::ToInt64Nanoseconds(queue_time));
+absl::Status PlacementCore::GetOperation(const std::string& name, const std::string& tenant,
+                                         v1::Operation* operation, CallNotes* notes) {
+  absl::StatusOr<OperationHandle> found = FindOperation(name, tenant);
+  if (!found.ok()) return found.status();
+  notes->request_digest = found->request_digest();
+  found->Fill(operation);
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<jobs::Operation>> PlacementCore::Submit(
-    const v1::PlaceRequest& request, const std::string& tenant, v1::CacheResult* cache,
-    std::string* request_digest) {
-  absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = Prepare(request);
-  if (!prepared.ok()) return prepared.status();
-  const PreparedRequest& p = **prepared;
-  *request_digest = p.request_digest;
-
-  if (std::shared_ptr<jobs::Operation> existing =
-          operations_->FindByRequestId(tenant, p.request_id)) {
-    if (existing->request_digest() != p.request_digest) {
-      return absl::AlreadyExistsError(absl::StrCat("request_id: \"", p.request_id,
-                                                   "\" was already used for another request (",
-                                                   existing->name(), ")"));
-    }
-    *cache = existing->snapshot().cache;
-    return existing;
-  }
-
-  jobs::OperationSpec spec;
-  spec.tenant = tenant;
-  spec.request_id = p.request_id;
-  spec.request_digest = p.request_digest;
-  // A copy of the op order only: the operation outlives the job, the model need not.
-  spec.request_index = std::make_shared<const std::vector<int32_t>>(p.request_index());
-  spec.algorithm = p.algorithm->name();
-
-  if (!p.options.skip_cache()) {
-    if (cache::CachedPlacement hit = LookupFor(p.request_digest, p.request_index().size(),
-                                               p.model->num_devices(), p.time_limit)) {
-      CountLookup(v1::HIT);
-      *cache = v1::HIT;
-      absl::StatusOr<std::shared_ptr<jobs::Operation>> done =
-          operations_->AddDone(std::move(spec), std::move(hit), v1::HIT);
-      if (done.ok() && shared_ != nullptr) shared_->RecordDone(**done, p.model->num_devices());
-      return done;
-    }
-  }
-  if (shared_ != nullptr) {
-    shared_ops::SharedSubmit submit;
-    submit.operation = std::move(spec);
-    submit.job_key = SingleFlightKey(p);
-    submit.num_devices = p.model->num_devices();
-    submit.time_limit = p.time_limit;
-    submit.serialized_request = request.SerializeAsString();
-    submit.make_job = [this, prepared = *prepared, tenant] {
-      return MakeJobSpec(prepared, absl::InfiniteFuture(), tenant);
-    };
-    absl::StatusOr<std::shared_ptr<jobs::Operation>> op = shared_->Submit(std::move(submit), cache);
-    if (op.ok()) CountLookup(*cache);
-    return op;
-  }
-  absl::StatusOr<jobs::Admission> admission =
-      jobs_->Acquire(MakeJobSpec(*std::move(prepared), absl::InfiniteFuture(), tenant));
-  if (!admission.ok()) return admission.status();
-  *cache = admission->coalesced ? v1::COALESCED : v1::MISS;
-  CountLookup(*cache);
-  return operations_->AddPending(std::move(spec), *std::move(admission));
+absl::Status PlacementCore::CancelOperation(const std::string& name, const std::string& tenant,
+                                            v1::Operation* operation, CallNotes* notes) {
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> cancelled =
+      shared_ != nullptr ? shared_->Cancel(name, tenant) : operations_->Cancel(name, tenant);
+  if (!cancelled.ok()) return cancelled.status();
+  const OperationHandle handle(*std::move(cancelled));
+  notes->request_digest = handle.request_digest();
+  handle.Fill(operation);
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<jobs::Operation>> PlacementCore::FindOperation(
-    const std::string& name, const std::string& tenant) {
-  if (shared_ != nullptr) return shared_->Find(name, tenant);
-  return operations_->Find(name, tenant);
-}
-
-absl::StatusOr<std::shared_ptr<jobs::Operation>> PlacementCore::CancelOperation(
-    const std::string& name, const std::string& tenant) {
-  if (shared_ != nullptr) return shared_->Cancel(name, tenant);
-  return operations_->Cancel(name, tenant);
+absl::StatusOr<OperationHandle> PlacementCore::FindOperation(const std::string& name,
+                                                             const std::string& tenant) {
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> found =
+      shared_ != nullptr ? shared_->Find(name, tenant) : operations_->Find(name, tenant);
+  if (!found.ok()) return found.status();
+  return OperationHandle(*std::move(found));
 }
 
 absl::StatusOr<shared_ops::RebuiltJob> PlacementCore::RebuildSharedJob(
-    const std::string& serialized_request, const std::string& tenant) {
+    const std::string& serialized_request, const std::string& tenant, absl::Duration time_limit) {
   v1::PlaceRequest request;
   if (!request.ParseFromString(serialized_request)) {
     return absl::InvalidArgumentError("the shared request does not parse as a PlaceRequest");
   }
   absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = Prepare(request);
   if (!prepared.ok()) return prepared.status();
+  if (time_limit > absl::ZeroDuration() && time_limit != (*prepared)->time_limit) {
+    // The job runs with what it was submitted with, not with this replica's --default_time_limit
+    // (a rolling update may change it): the time limit is part of the job key.
+    if (time_limit > options_.max_time_limit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the job was submitted with a time limit of ", absl::FormatDuration(time_limit),
+          ", above this replica's --max_time_limit=", absl::FormatDuration(options_.max_time_limit)));
+    }
+    auto carried = std::make_shared<PreparedRequest>(**prepared);
+    carried->time_limit = time_limit;
+    prepared = std::shared_ptr<const PreparedRequest>(std::move(carried));
+  }
   std::string request_digest = (*prepared)->request_digest;
-  return shared_ops::RebuiltJob{MakeJobSpec(*std::move(prepared), absl::InfiniteFuture(), tenant),
-                                std::move(request_digest)};
+  return shared_ops::RebuiltJob{
+      MakeSolveJobSpec(*std::move(prepared), absl::InfiniteFuture(), tenant),
+      std::move(request_digest)};
 }
 
-void PlacementCore::FillOperation(const jobs::Operation& operation, v1::Operation* out) const {
-  const jobs::Operation::Snapshot snapshot = operation.snapshot();
-  out->set_name(operation.name());
-  v1::OperationProgress* progress = out->mutable_metadata();
-  progress->set_stage(snapshot.progress.stage);
-  progress->set_fraction(snapshot.progress.fraction);
-  progress->set_best_makespan_ns(snapshot.progress.best_makespan_ns);
-  progress->set_request_digest(operation.request_digest());
-  out->set_done(snapshot.done);
-  if (!snapshot.done) return;
-  if (!snapshot.error.ok() || snapshot.placement == nullptr) {
-    *out->mutable_error() = StatusToProto(
-        snapshot.error.ok() ? absl::InternalError("operation finished without a result")
-                            : snapshot.error);
-    return;
-  }
-  v1::Placement* placement = out->mutable_response()->mutable_placement();
-  if (operation.request_index() != nullptr) {
-    cache::ToRequestOrder(*snapshot.placement, *operation.request_index(), placement);
-  } else {
-    *placement = *snapshot.placement;
-  }
-  v1::Provenance* provenance = placement->mutable_provenance();
-  provenance->set_cache(snapshot.cache);
-  provenance->set_queue_ns(
-      snapshot.cache == v1::HIT ? 0 : absl::ToInt64Nanoseconds(snapshot.queue_time));
-}
-
-absl::StatusOr<EvaluateStart> PlacementCore::StartEvaluate(const v1::EvaluateRequest& request,
-                                                           absl::Time deadline,
-                                                           const std::string& tenant) {
-  auto copy = std::make_shared<const v1::EvaluateRequest>(request);
-  auto output = std::make_shared<EvaluateOutput>();
-  jobs::JobSpec spec;
-  spec.tenant = tenant;
-  if (options_.tenant_limits) spec.tenant_limits = options_.tenant_limits(tenant);
-  spec.algorithm = "evaluate";
-  spec.deadline =
-      deadline == absl::InfiniteFuture() ? deadline : deadline - options_.reply_margin;
-  spec.time_limit = options_.max_time_limit;
-  spec.estimated_memory_bytes =
+absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Evaluate(
+    v1::EvaluateRequest request, absl::Time deadline, const std::string& tenant,
+    v1::EvaluateResponse* response) {
+  const int64_t memory =
       EstimateJobMemoryBytes(request.graph().ops_size(), request.graph().edges_size(),
                              request.cluster().devices_size(), request.options().microbatches());
-  spec.work = [copy, output, limits = options_.model_limits](
-                  const jobs::JobContext&) -> absl::StatusOr<jobs::PlacementPtr> {
-    absl::StatusOr<v1::EvaluateResponse> response = engine::Evaluate(*copy, limits);
-    if (!response.ok()) {
-      if (response.status().code() == absl::StatusCode::kInvalidArgument) {
-        return InvalidRequest(ViolationsFromMessage(response.status().message()));
-      }
-      return response.status();
-    }
-    output->response = *std::move(response);
-    // Points into `output`, which the waiter also holds.
-    return jobs::PlacementPtr(output, &output->response.placement());
+  auto moved = std::make_shared<v1::EvaluateRequest>(std::move(request));
+  // Where the worker leaves the answer; the job's placement points into it.
+  auto output = std::make_shared<v1::EvaluateResponse>();
+  jobs::JobWork work = [moved, output, limits = options_.model_limits](
+                           const jobs::JobContext&) -> absl::StatusOr<jobs::PlacementPtr> {
+    // Errors carry their violations as data already (engine::ViolationsError).
+    absl::StatusOr<v1::EvaluateResponse> evaluated = engine::Evaluate(*moved, limits);
+    if (!evaluated.ok()) return evaluated.status();
+    *output = *std::move(evaluated);
+    return jobs::PlacementPtr(output, &output->placement());
   };
-  absl::StatusOr<jobs::Admission> admission = jobs_->Acquire(std::move(spec));
+  absl::StatusOr<jobs::Admission> admission =
+      jobs_->Acquire(MakeJobSpec(/*key=*/"", "evaluate", options_.max_time_limit, memory, deadline,
+                                 tenant, std::move(work)));
   if (!admission.ok()) return admission.status();
-  return EvaluateStart{*std::move(admission), std::move(output)};
+  return std::make_shared<PendingAnswer>(
+      jobs_, std::move(admission->job), [output, response](const jobs::JobResult&) {
+        // Nobody else reads the output of an Evaluate job (it is never shared).
+        response->Swap(output.get());
+        return absl::OkStatus();
+      });
 }
 
 v1::ListAlgorithmsResponse PlacementCore::ListAlgorithms() const {
   v1::ListAlgorithmsResponse response;
-  for (const Algorithm* algorithm : catalog_->All()) {
+  for (const engine::Partitioner* algorithm : algorithms_->All()) {
     v1::AlgorithmInfo* info = response.add_algorithms();
-    info->set_name(algorithm->name());
-    info->set_description(algorithm->description());
-    info->set_version(algorithm->version());
+    info->set_name(std::string(algorithm->name()));
+    info->set_description(std::string(algorithm->description()));
+    info->set_version(std::string(algorithm->version()));
   }
   return response;
 }

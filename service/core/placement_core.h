@@ -1,21 +1,31 @@
 // placement_core.h — what every RPC does, without gRPC: validate, digest, cache, single-flight, jobs,
-// operations, and the answers in each caller's op order.
+// operations, and the answers in each caller's op order. One call per RPC.
 //
-// The gRPC adapter (service/server/placement_service.h) decodes a call, asks the core, and encodes the answer; nothing
-// here blocks (work runs on the JobManager's workers) and nothing here includes gRPC, so the whole flow
-// is testable in-process:
+// The gRPC adapter (service/server/placement_service.h) hands the core what it received and encodes
+// what the core answers; nothing here blocks (work runs on the JobManager's workers) and nothing here
+// includes gRPC, so the whole flow is testable in-process. Place and SubmitPlacement share one path:
 //
-//   PlaceRequest ─► Prepare (BuildModel: every violation with its field path; algorithm; request_digest)
-//                ─► StartPlace: cache hit? ─yes─► FillPlaceResponse (mapped to the caller's op order)
-//                                 │no
-//                                 └─► JobManager::Acquire (join an identical job, or admit a new one)
-//                                      └─► worker: Solve → canonical order → cache insert → waiters
+//   PlaceCall (wire bytes, decoder, deadline, tenant)
+//     ─► repeat index: bytes seen before? ─yes─► (digest, op order) without decoding ──┐
+//          │no                                                                        │
+//          └─► decode, Prepare (BuildModel: every violation with its field path;      │
+//              algorithm; request_digest), remember the bytes ─────────────────────────┤
+//     ─► SubmitPlacement: the live operation of the same request_id?                   │
+//     ─► cache lookup ─hit─► the answer, mapped to the caller's op order ◄─────────────┘
+//          │miss (a repeat whose answer was evicted takes the decoding path first)
+//          └─► JobManager::Acquire (join an identical job, or admit a new one)
+//               └─► worker: Solve → canonical order → cache insert → waiters
+//   Place answers a hit at once, else returns a PendingAnswer; SubmitPlacement returns an
+//   operation (done for a hit).
 //
 // Example:
-//   absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = core.Prepare(request);
-//   absl::StatusOr<PlaceStart> start = core.StartPlace(*prepared, deadline, tenant);
-//   if (start->hit) core.FillPlaceResponse(**prepared, *start->hit, v1::HIT, {}, &response);
-//   else wait for start->admission.job, then FillPlaceResponse(...) and core.Release(job).
+//   PlaceCall call = PlaceCall::Of(request);  // or the received bytes and a decoder
+//   call.deadline = deadline;
+//   CallNotes notes;
+//   absl::StatusOr<std::shared_ptr<PendingAnswer>> pending = core.Place(call, &response, &notes);
+//   if (!pending.ok()) fail(pending.status());
+//   else if (*pending == nullptr) reply();                        // answered from the cache
+//   else (*pending)->OnDone([&] { reply((*pending)->Finish()); });
 #ifndef PLACEMENT_SERVICE_CORE_PLACEMENT_CORE_H_
 #define PLACEMENT_SERVICE_CORE_PLACEMENT_CORE_H_
 
@@ -27,15 +37,19 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "placement/v1/operation.pb.h"
 #include "placement/v1/placement_service.pb.h"
 #include "service/cache/result_cache.h"
-#include "service/core/algorithm_catalog.h"
 #include "service/core/core_observer.h"
-#include "service/core/request_fingerprints.h"
+#include "service/core/operation_handle.h"
+#include "service/core/pending_answer.h"
+#include "service/core/repeat_index.h"
 #include "service/engine/model/model.h"
 #include "service/engine/model/model_builder.h"
+#include "service/engine/partition/partitioner.h"
+#include "service/engine/solve/algorithm_registry.h"
 #include "service/jobs/job_manager.h"
 #include "service/jobs/operation_registry.h"
 #include "service/shared_ops/operation_coordinator.h"
@@ -53,19 +67,19 @@ struct PlacementCoreOptions {
   // a result only answers later callers whose own time limit is no larger (provenance.time_limit_ns),
   // and the shared tier never stores it (tiered_result_cache.h).
   bool cache_time_limited_results = true;
-  // Bound of the index of byte-identical repeat requests (request_fingerprints.h); 0 disables it.
-  int64_t fingerprint_bytes = int64_t{64} << 20;
+  // Bound of the index of byte-identical repeat requests (repeat_index.h); 0 disables it.
+  int64_t repeat_index_bytes = int64_t{64} << 20;
   // What one request may contain (ops, edges, devices, name bytes, ...); Place, SubmitPlacement and
   // Evaluate all check it.
   engine::ModelLimits model_limits;
   // A tenant's max_running / max_queued for the jobs it starts (null = unlimited).
-  std::function<jobs::TenantLimits(const std::string& tenant)> tenant_limits = nullptr;
+  std::function<jobs::TenantJobLimits(const std::string& tenant)> tenant_limits = nullptr;
 };
 
 // A validated request: built once, shared by the handler and the job.
 struct PreparedRequest {
   std::shared_ptr<const engine::Model> model;
-  const Algorithm* algorithm = nullptr;
+  const engine::Partitioner* algorithm = nullptr;
   v1::PlacementOptions options;
   std::string request_id;
   std::string request_digest;
@@ -75,21 +89,27 @@ struct PreparedRequest {
   const std::vector<int32_t>& request_index() const { return model->request_index; }
 };
 
-struct PlaceStart {
-  // Non-null: answered from the cache (no job).
-  cache::CachedPlacement hit;
-  // Otherwise: the job to wait for; the caller owes one Release(admission.job).
-  jobs::Admission admission;
+// A Place or SubmitPlacement request as the adapter received it.
+struct PlaceCall {
+  // The request's bytes as received, in pieces (not copied): a byte-identical repeat of a request
+  // answered before is answered from them without decoding (repeat_index.h). Empty: no fast path.
+  std::vector<absl::string_view> wire;
+  // The decoded request; called at most once, only when the bytes alone cannot answer. The message
+  // must stay alive until the core call returns (the core keeps nothing of it afterwards).
+  std::function<absl::StatusOr<const v1::PlaceRequest*>()> decode;
+  // The caller's deadline (Place only; InfiniteFuture = none).
+  absl::Time deadline = absl::InfiniteFuture();
+  std::string tenant;
+
+  // An in-process caller's request, decoded already (no wire bytes, so no repeat fast path).
+  static PlaceCall Of(const v1::PlaceRequest& request);
 };
 
-// Where a worker leaves an Evaluate answer (the job's placement points into it).
-struct EvaluateOutput {
-  v1::EvaluateResponse response;
-};
-
-struct EvaluateStart {
-  jobs::Admission admission;  // the caller owes one Release(admission.job)
-  std::shared_ptr<EvaluateOutput> output;  // filled once the job is done and succeeded
+// What a call's log line says about it, filled as far as the call got (also when it fails).
+struct CallNotes {
+  std::string request_digest;
+  v1::CacheResult cache = v1::CACHE_RESULT_UNSPECIFIED;
+  std::string operation;  // SubmitPlacement, GetOperation, CancelOperation
 };
 
 // Rough memory a job needs (model + algorithm scratch), for admission control.
@@ -98,57 +118,48 @@ int64_t EstimateJobMemoryBytes(int64_t num_ops, int64_t num_edges, int64_t num_d
 
 class PlacementCore {
  public:
-  // Everything passed must outlive the core; `observer` may be null.
-  PlacementCore(PlacementCoreOptions options, const AlgorithmCatalog* catalog,
+  // Everything passed must outlive the core; `observer` may be null. `algorithms` resolves
+  // options.algorithm (with the testing algorithms when the server offers them).
+  PlacementCore(PlacementCoreOptions options, const engine::AlgorithmRegistry* algorithms,
                 cache::ResultCache* cache, jobs::JobManager* jobs,
                 jobs::OperationRegistry* operations, CoreObserver* observer);
+
+  // Place: answers a cache hit (unless options.skip_cache) at once — `response` holds the answer and
+  // the result is null — or returns the answer being computed, which PendingAnswer::Finish writes
+  // into `response` (it must outlive the handle). INVALID_ARGUMENT with a BadRequest payload listing
+  // every violation (an unknown options.algorithm among them); UNAVAILABLE, RESOURCE_EXHAUSTED or
+  // DEADLINE_EXCEEDED from admission.
+  absl::StatusOr<std::shared_ptr<PendingAnswer>> Place(const PlaceCall& call,
+                                                       v1::PlaceResponse* response,
+                                                       CallNotes* notes);
+
+  // SubmitPlacement: the same path as Place, ending in an operation written into `operation` (done at
+  // once for a cache hit). Errors as Place, plus ALREADY_EXISTS for a request_id the tenant used for
+  // another request. call.deadline is ignored: operations outlive the call.
+  absl::Status Submit(const PlaceCall& call, v1::Operation* operation, CallNotes* notes);
+
+  // GetOperation / CancelOperation: the operation's state (after cancelling it). NOT_FOUND for
+  // unknown, expired or other tenants' operations.
+  absl::Status GetOperation(const std::string& name, const std::string& tenant,
+                            v1::Operation* operation, CallNotes* notes);
+  absl::Status CancelOperation(const std::string& name, const std::string& tenant,
+                               v1::Operation* operation, CallNotes* notes);
+  // WaitOperation / WatchOperation: the operation to follow. NOT_FOUND as GetOperation.
+  absl::StatusOr<OperationHandle> FindOperation(const std::string& name, const std::string& tenant);
+
+  // Evaluate, on a worker (the simulation may be long); `request` is moved into the job. Never
+  // answered at once: PendingAnswer::Finish writes the answer into `response`.
+  absl::StatusOr<std::shared_ptr<PendingAnswer>> Evaluate(v1::EvaluateRequest request,
+                                                          absl::Time deadline,
+                                                          const std::string& tenant,
+                                                          v1::EvaluateResponse* response);
+
+  v1::ListAlgorithmsResponse ListAlgorithms() const;
 
   // Validates `request` (INVALID_ARGUMENT with a BadRequest payload listing every violation, including
   // an unknown options.algorithm) and computes its request_digest.
   absl::StatusOr<std::shared_ptr<const PreparedRequest>> Prepare(
       const v1::PlaceRequest& request) const;
-
-  // Fast path for a request seen before byte for byte (unless options.skip_cache): answers it from the
-  // cache without validating and modelling it again. True when `out` holds the answer; otherwise
-  // `*fingerprint` is set (or empty) for RememberFingerprint after Prepare.
-  bool TryRepeatHit(const v1::PlaceRequest& request, std::string* fingerprint,
-                    std::string* request_digest, v1::PlaceResponse* out);
-  void RememberFingerprint(const std::string& fingerprint, const PreparedRequest& prepared);
-
-  // Unary Place: a cache hit (unless options.skip_cache), or a job to wait for. `deadline` is the
-  // caller's (InfiniteFuture = none). UNAVAILABLE / DEADLINE_EXCEEDED from admission.
-  absl::StatusOr<PlaceStart> StartPlace(std::shared_ptr<const PreparedRequest> prepared,
-                                        absl::Time deadline, const std::string& tenant);
-
-  // The caller of StartPlace/StartEvaluate stopped waiting for `job`.
-  void Release(const std::shared_ptr<jobs::Job>& job) { jobs_->Release(job); }
-
-  // `canonical` mapped to the caller's op order, with provenance.cache and queue_ns set.
-  void FillPlaceResponse(const PreparedRequest& prepared, const v1::Placement& canonical,
-                         v1::CacheResult cache, absl::Duration queue_time,
-                         v1::PlaceResponse* out) const;
-
-  // SubmitPlacement: validates, then an operation that is done at once (cache hit) or waits for a job.
-  // *cache tells which. Errors as Prepare / StartPlace, plus ALREADY_EXISTS for a request_id reused
-  // with another request.
-  absl::StatusOr<std::shared_ptr<jobs::Operation>> Submit(const v1::PlaceRequest& request,
-                                                          const std::string& tenant,
-                                                          v1::CacheResult* cache,
-                                                          std::string* request_digest);
-
-  // NOT_FOUND for unknown, expired or other tenants' operations.
-  absl::StatusOr<std::shared_ptr<jobs::Operation>> FindOperation(const std::string& name,
-                                                                 const std::string& tenant);
-  absl::StatusOr<std::shared_ptr<jobs::Operation>> CancelOperation(const std::string& name,
-                                                                   const std::string& tenant);
-  // The v1::Operation for the operation's current state.
-  void FillOperation(const jobs::Operation& operation, v1::Operation* out) const;
-
-  // Evaluate on a worker (the simulation may be long); the request is copied into the job.
-  absl::StatusOr<EvaluateStart> StartEvaluate(const v1::EvaluateRequest& request,
-                                              absl::Time deadline, const std::string& tenant);
-
-  v1::ListAlgorithmsResponse ListAlgorithms() const;
 
   // With --redis: SubmitPlacement and the operation calls go through `shared` (service/shared_ops/), so
   // that every replica sees, follows, cancels and takes over every operation. Null (the default) =
@@ -156,39 +167,53 @@ class PlacementCore {
   // callers.
   void ShareOperations(shared_ops::OperationCoordinator* shared) { shared_ = shared; }
   // For `shared`: the job of a request another replica submitted (a serialized PlaceRequest), to take it
-  // over when that replica went away. INVALID_ARGUMENT when it does not parse or validate here.
+  // over when that replica went away, with the time limit it was submitted with (zero = this core's
+  // own: a record that does not say). INVALID_ARGUMENT when it does not parse or validate here, or
+  // when that time limit is above this core's max_time_limit.
   absl::StatusOr<shared_ops::RebuiltJob> RebuildSharedJob(const std::string& serialized_request,
-                                                          const std::string& tenant);
+                                                          const std::string& tenant,
+                                                          absl::Duration time_limit);
 
   const PlacementCoreOptions& options() const { return options_; }
   // Bytes held by the repeat index.
-  int64_t repeat_index_bytes() const { return fingerprints_.bytes(); }
+  int64_t repeat_index_bytes() const { return repeat_index_.bytes(); }
 
  private:
+  // How far the shared path of Place and SubmitPlacement got before admission.
+  struct Resolution;
+  absl::StatusOr<Resolution> Resolve(const PlaceCall& call, bool submit, CallNotes* notes);
+  // The request_id check (SubmitPlacement) and the cache lookup, for a request known by `resolution`'s
+  // key; true when either settled the call.
+  bool Settle(Resolution& resolution, const std::string& tenant, bool submit);
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> SubmitOperation(const PlaceCall& call,
+                                                                   Resolution& resolution,
+                                                                   CallNotes* notes);
   jobs::JobWork MakeSolveWork(std::shared_ptr<const PreparedRequest> prepared);
-  // The cached placement for `request_digest` if it can answer a request of `num_ops` ops on
-  // `num_devices` devices with `time_limit`; else null. Cached values may come from outside the process
-  // (the shared tier): one that does not match (op count, device range, digest, a time limit shorter
-  // than the caller's) is a miss, counted in placement_cache_rejected_total and logged once per
-  // reason; the fresh result then overwrites it.
-  cache::CachedPlacement LookupFor(const std::string& request_digest, size_t num_ops,
-                                   int num_devices, absl::Duration time_limit);
+  // Every job the core admits: solves (single-flight under `key`) and evaluations (`key` empty).
+  jobs::JobSpec MakeJobSpec(std::string key, std::string algorithm, absl::Duration time_limit,
+                            int64_t estimated_memory_bytes, absl::Time deadline,
+                            const std::string& tenant, jobs::JobWork work) const;
+  jobs::JobSpec MakeSolveJobSpec(std::shared_ptr<const PreparedRequest> prepared, absl::Time deadline,
+                                 const std::string& tenant);
+  // The cached placement for `known` if it can answer it; else null. Cached values may come from
+  // outside the process (the shared tier): one that does not match (op count, device range, digest, a
+  // time limit shorter than the caller's) is a miss, counted in placement_cache_rejected_total and
+  // logged once per reason; the fresh result then overwrites it.
+  cache::CachedPlacement LookUp(const KnownRequest& known);
   // The time limit a request runs with (its own or the default, capped).
   absl::Duration TimeLimitOf(const v1::PlacementOptions& options) const;
-  jobs::JobSpec MakeJobSpec(std::shared_ptr<const PreparedRequest> prepared, absl::Time deadline,
-                            const std::string& tenant);
   // The single-flight key of a request's job (JobSpec::request_digest), also its key in Redis.
   static std::string SingleFlightKey(const PreparedRequest& prepared);
   void CountLookup(v1::CacheResult result) const;
 
   const PlacementCoreOptions options_;
-  const AlgorithmCatalog* const catalog_;
+  const engine::AlgorithmRegistry* const algorithms_;
   cache::ResultCache* const cache_;
   jobs::JobManager* const jobs_;
   jobs::OperationRegistry* const operations_;
   CoreObserver* const observer_;
   shared_ops::OperationCoordinator* shared_ = nullptr;
-  RequestFingerprints fingerprints_;
+  RepeatIndex repeat_index_;
   // Reasons of rejected cache values already logged (each is logged once).
   std::atomic<uint32_t> logged_rejections_{0};
 };

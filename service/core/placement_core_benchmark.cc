@@ -1,6 +1,7 @@
-// What a cache hit costs inside the server, without gRPC: Prepare (validation, compact model, request
-// digest), the lookup, and mapping the cached placement to the caller's op order — next to parsing and
-// serializing the same messages, which every RPC pays (the echo baseline of cache_hit_benchmark.cc).
+// What a cache hit costs inside the server, without gRPC: a byte-identical repeat (SHA-256 of the bytes,
+// lookups, mapping to the caller's op order), a hit that is not one (Prepare: validation, compact model,
+// request digest; then the same), next to parsing and serializing the same messages, which every RPC
+// pays (the echo baseline of cache_hit_benchmark.cc).
 #include <memory>
 #include <string>
 
@@ -25,55 +26,56 @@ v1::PlaceRequest Request(int ops) {
 }
 
 struct Fixture {
-  AlgorithmCatalog catalog;
   cache::LruResultCache cache{{.max_bytes = 256 << 20}};
   jobs::JobManager jobs{{.workers = 1}};
   jobs::OperationRegistry operations{{}, &jobs};
-  PlacementCore core{PlacementCoreOptions(), &catalog, &cache, &jobs, &operations, nullptr};
+  PlacementCore core{PlacementCoreOptions(), &engine::AlgorithmRegistry::Default(), &cache, &jobs, &operations, nullptr};
 
-  // Places `request` once through the real path and waits for its job, so that the cache holds the
-  // result the timed loop then hits.
-  std::shared_ptr<const PreparedRequest> PlaceOnce(const v1::PlaceRequest& request) {
-    std::shared_ptr<const PreparedRequest> prepared = core.Prepare(request).value();
-    auto start = core.StartPlace(prepared, absl::InfiniteFuture(), "").value();
-    auto done = std::make_shared<absl::Notification>();  // a listener may outlive this call
-    if (start.admission.job->AddListener([done](const jobs::Job& job) {
-          if (job.done() && !done->HasBeenNotified()) done->Notify();
-        }) != 0) {
-      done->WaitForNotification();
+  // Places `call` once through the real path and waits for its job, so that the cache (and the
+  // repeat index, for a call with bytes) holds what the timed loop then hits.
+  void PlaceOnce(const PlaceCall& call) {
+    v1::PlaceResponse response;
+    CallNotes notes;
+    std::shared_ptr<PendingAnswer> pending = core.Place(call, &response, &notes).value();
+    if (pending == nullptr) return;
+    auto done = std::make_shared<absl::Notification>();  // the callback may outlive this call
+    pending->OnDone([done] { done->Notify(); });
+    done->WaitForNotification();
+    if (!pending->Finish().ok()) std::abort();
+  }
+
+  // Times `call`, a hit every time.
+  void TimeHits(benchmark::State& state, const PlaceCall& call) {
+    for (auto _ : state) {
+      v1::PlaceResponse response;
+      CallNotes notes;
+      if (core.Place(call, &response, &notes).value() != nullptr) std::abort();
+      benchmark::DoNotOptimize(response);
     }
-    core.Release(start.admission.job);
-    return prepared;
   }
 };
 
+// A hit of a request that is not a byte-identical repeat: decoded, validated, modelled and digested,
+// then looked up and mapped to the caller's op order.
 void BM_CacheHitInCore(benchmark::State& state) {
   Fixture fixture;
   const v1::PlaceRequest request = Request(static_cast<int>(state.range(0)));
-  fixture.PlaceOnce(request);
-  for (auto _ : state) {
-    auto prepared = fixture.core.Prepare(request).value();
-    auto start = fixture.core.StartPlace(prepared, absl::InfiniteFuture(), "").value();
-    v1::PlaceResponse response;
-    fixture.core.FillPlaceResponse(*prepared, *start.hit, v1::HIT, absl::ZeroDuration(),
-                                   &response);
-    benchmark::DoNotOptimize(response);
-  }
+  const PlaceCall call = PlaceCall::Of(request);
+  fixture.PlaceOnce(call);
+  fixture.TimeHits(state, call);
 }
 BENCHMARK(BM_CacheHitInCore)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
-// A byte-identical repeat: fingerprint, lookups, mapping (what PlaceReactor does first).
+// A byte-identical repeat, as the server receives it: SHA-256 of the bytes, two lookups, mapping to
+// the caller's op order — nothing decoded.
 void BM_RepeatHitInCore(benchmark::State& state) {
   Fixture fixture;
   const v1::PlaceRequest request = Request(static_cast<int>(state.range(0)));
-  fixture.core.RememberFingerprint(RequestFingerprints::Of(request), *fixture.PlaceOnce(request));
-  std::string fingerprint;
-  std::string digest;
-  for (auto _ : state) {
-    v1::PlaceResponse response;
-    if (!fixture.core.TryRepeatHit(request, &fingerprint, &digest, &response)) std::abort();
-    benchmark::DoNotOptimize(response);
-  }
+  const std::string bytes = request.SerializeAsString();
+  PlaceCall call = PlaceCall::Of(request);
+  call.wire = {bytes};
+  fixture.PlaceOnce(call);
+  fixture.TimeHits(state, call);
 }
 BENCHMARK(BM_RepeatHitInCore)->Arg(10000)->Unit(benchmark::kMicrosecond);
 

@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/cache/lru_cache.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 #include "tests/testutil/random_graph.h"
 
 namespace placement::core {
@@ -37,6 +37,32 @@ const jobs::JobResult& AwaitDone(const std::shared_ptr<jobs::Job>& job) {
   }
   return job->result();
 }
+
+// Waits for `pending` and has it write its answer.
+absl::Status AwaitAnswer(const std::shared_ptr<PendingAnswer>& pending) {
+  auto done = std::make_shared<absl::Notification>();
+  pending->OnDone([done] { done->Notify(); });
+  done->WaitForNotification();
+  return pending->Finish();
+}
+
+// A call that arrived as bytes: the repeat fast path sees them, and decoding parses them.
+struct ReceivedCall {
+  explicit ReceivedCall(const v1::PlaceRequest& request) : bytes(request.SerializeAsString()) {}
+  PlaceCall call() {
+    PlaceCall call;
+    call.wire = {absl::string_view(bytes).substr(0, 7), absl::string_view(bytes).substr(7)};
+    call.decode = [this]() -> absl::StatusOr<const v1::PlaceRequest*> {
+      ++decoded;
+      if (!request.ParseFromString(bytes)) return absl::InvalidArgumentError("does not parse");
+      return &request;
+    };
+    return call;
+  }
+  std::string bytes;
+  v1::PlaceRequest request;
+  int decoded = 0;
+};
 
 // Counts what the core reports (service/server's ServiceMetrics turns the same calls into Prometheus
 // counters).
@@ -71,32 +97,35 @@ class PlacementCoreTest : public ::testing::Test {
     return options;
   }
 
-  // Places `request` through the core: a hit, or a job waited for.
-  v1::PlaceResponse Place(const v1::PlaceRequest& request) {
-    absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = core_.Prepare(request);
-    EXPECT_TRUE(prepared.ok()) << prepared.status();
-    absl::StatusOr<PlaceStart> start = core_.StartPlace(*prepared, absl::InfiniteFuture(), "");
-    EXPECT_TRUE(start.ok()) << start.status();
+  // Places `call` through the core: a hit, or a job waited for.
+  v1::PlaceResponse Place(const PlaceCall& call, CallNotes* notes = nullptr) {
+    CallNotes own;
+    if (notes == nullptr) notes = &own;
     v1::PlaceResponse response;
-    if (start->hit != nullptr) {
-      core_.FillPlaceResponse(**prepared, *start->hit, v1::HIT, absl::ZeroDuration(), &response);
-      return response;
+    absl::StatusOr<std::shared_ptr<PendingAnswer>> pending = core_.Place(call, &response, notes);
+    EXPECT_TRUE(pending.ok()) << pending.status();
+    if (pending.ok() && *pending != nullptr) {
+      const absl::Status answered = AwaitAnswer(*pending);
+      EXPECT_TRUE(answered.ok()) << answered;
     }
-    const jobs::JobResult& result = AwaitDone(start->admission.job);
-    EXPECT_TRUE(result.placement.ok()) << result.placement.status();
-    core_.FillPlaceResponse(**prepared, **result.placement,
-                            start->admission.coalesced ? v1::COALESCED : v1::MISS,
-                            result.queue_time, &response);
-    core_.Release(start->admission.job);
     return response;
+  }
+  v1::PlaceResponse Place(const v1::PlaceRequest& request) { return Place(PlaceCall::Of(request)); }
+
+  // Submits `call`; the operation as SubmitPlacement returns it.
+  absl::StatusOr<v1::Operation> Submit(const PlaceCall& call, CallNotes* notes) {
+    v1::Operation operation;
+    absl::Status submitted = core_.Submit(call, &operation, notes);
+    if (!submitted.ok()) return submitted;
+    return operation;
   }
 
   CountingObserver observer_;
-  AlgorithmCatalog catalog_{{.include_testing_algorithms = true}};
+  engine::AlgorithmRegistry algorithms_{{.include_testing_algorithms = true}};
   cache::LruResultCache cache_{{.max_bytes = 64 << 20}};
   jobs::JobManager jobs_{{.workers = 2}};
   jobs::OperationRegistry operations_{{}, &jobs_};
-  PlacementCore core_{CoreOptions(), &catalog_, &cache_, &jobs_, &operations_, &observer_};
+  PlacementCore core_{CoreOptions(), &algorithms_, &cache_, &jobs_, &operations_, &observer_};
 };
 
 TEST_F(PlacementCoreTest, InvalidRequestsListEveryViolationAsData) {
@@ -105,7 +134,7 @@ TEST_F(PlacementCoreTest, InvalidRequestsListEveryViolationAsData) {
   request.mutable_options()->set_memory_headroom(1.5);
   absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = core_.Prepare(request);
   ASSERT_EQ(prepared.status().code(), absl::StatusCode::kInvalidArgument);
-  std::optional<v1::BadRequest> bad_request = common::BadRequestOf(prepared.status());
+  std::optional<v1::BadRequest> bad_request = status_payloads::BadRequestOf(prepared.status());
   ASSERT_TRUE(bad_request.has_value());
   std::vector<std::string> fields;
   for (const v1::FieldViolation& v : bad_request->field_violations()) fields.push_back(v.field());
@@ -159,74 +188,150 @@ TEST_F(PlacementCoreTest, AnotherOpOrderHitsTheCacheAndGetsItsOwnOrder) {
   EXPECT_EQ(observer_.lookups(v1::HIT), 1);
 }
 
-TEST_F(PlacementCoreTest, ByteIdenticalRepeatsSkipTheModelButGetTheSameAnswer) {
-  v1::PlaceRequest request = Request(200, 21, "round_robin");
-  std::string fingerprint;
-  std::string digest;
-  v1::PlaceResponse fast;
-  EXPECT_FALSE(core_.TryRepeatHit(request, &fingerprint, &digest, &fast));  // never seen
-  ASSERT_EQ(fingerprint.size(), 32u);
-  v1::PlaceResponse full = Place(request);
-  core_.RememberFingerprint(fingerprint, *core_.Prepare(request).value());
+TEST_F(PlacementCoreTest, ByteIdenticalRepeatsAreAnsweredWithoutDecoding) {
+  ReceivedCall received(Request(200, 21, "round_robin"));
+  CallNotes first;
+  v1::PlaceResponse full = Place(received.call(), &first);
+  EXPECT_EQ(first.cache, v1::MISS);
+  EXPECT_EQ(received.decoded, 1);
+  EXPECT_GT(core_.repeat_index_bytes(), 0);
 
-  ASSERT_TRUE(core_.TryRepeatHit(request, &fingerprint, &digest, &fast));
-  EXPECT_EQ(digest, full.placement().provenance().request_digest());
+  CallNotes repeat;
+  v1::PlaceResponse fast = Place(received.call(), &repeat);
+  EXPECT_EQ(received.decoded, 1);  // answered from the bytes
+  EXPECT_EQ(repeat.cache, v1::HIT);
+  EXPECT_EQ(repeat.request_digest, full.placement().provenance().request_digest());
   EXPECT_EQ(fast.placement().provenance().cache(), v1::HIT);
   EXPECT_EQ(std::vector<int32_t>(fast.placement().device().begin(), fast.placement().device().end()),
             std::vector<int32_t>(full.placement().device().begin(), full.placement().device().end()));
 
-  // Another op order is another fingerprint; skip_cache never takes the fast path.
-  EXPECT_FALSE(core_.TryRepeatHit(testutil::ShuffleRequest(request, 3), &fingerprint, &digest, &fast));
-  request.mutable_options()->set_skip_cache(true);
-  EXPECT_FALSE(core_.TryRepeatHit(request, &fingerprint, &digest, &fast));
-  EXPECT_TRUE(fingerprint.empty());
+  // A SubmitPlacement of the same bytes takes the same fast path: an operation done at once.
+  CallNotes submitted;
+  absl::StatusOr<v1::Operation> operation = Submit(received.call(), &submitted);
+  ASSERT_TRUE(operation.ok()) << operation.status();
+  EXPECT_EQ(received.decoded, 1);
+  EXPECT_EQ(submitted.cache, v1::HIT);
+  EXPECT_TRUE(operation->done());
+  EXPECT_EQ(operation->response().placement().device_size(), 200);
+  EXPECT_EQ(operation->metadata().request_digest(), repeat.request_digest);
+
+  // Another op order has other bytes; skip_cache is never answered from the bytes.
+  ReceivedCall shuffled(testutil::ShuffleRequest(received.request, 3));
+  Place(shuffled.call());
+  EXPECT_EQ(shuffled.decoded, 1);
+  v1::PlaceRequest skip = received.request;
+  skip.mutable_options()->set_skip_cache(true);
+  ReceivedCall skipping(skip);
+  CallNotes recomputed;
+  Place(skipping.call(), &recomputed);
+  Place(skipping.call(), &recomputed);
+  EXPECT_EQ(skipping.decoded, 2);
+  EXPECT_EQ(recomputed.cache, v1::MISS);
+}
+
+TEST_F(PlacementCoreTest, ARepeatWhoseCachedAnswerNoLongerFitsIsDecodedAndSolvedAgain) {
+  ReceivedCall received(Request(60, 4, "round_robin"));
+  CallNotes first;
+  Place(received.call(), &first);
+  // What a poisoned shared tier could hand back: not this request's answer.
+  cache_.Insert(first.request_digest, std::make_shared<const v1::Placement>());
+  CallNotes again;
+  v1::PlaceResponse response = Place(received.call(), &again);
+  EXPECT_EQ(received.decoded, 2);
+  EXPECT_EQ(again.cache, v1::MISS);
+  EXPECT_EQ(response.placement().device_size(), 60);
 }
 
 TEST_F(PlacementCoreTest, SubmitAnswersAHitAtOnceAndIsIdempotentByRequestId) {
   v1::PlaceRequest request = Request(40, 8, "round_robin");
   Place(request);  // now cached
   request.set_request_id("req-1");
-  v1::CacheResult cache = v1::CACHE_RESULT_UNSPECIFIED;
-  std::string digest;
-  absl::StatusOr<std::shared_ptr<jobs::Operation>> op = core_.Submit(request, "", &cache, &digest);
+  CallNotes notes;
+  absl::StatusOr<v1::Operation> op = Submit(PlaceCall::Of(request), &notes);
   ASSERT_TRUE(op.ok()) << op.status();
-  EXPECT_EQ(cache, v1::HIT);
-  v1::Operation message;
-  core_.FillOperation(**op, &message);
-  EXPECT_TRUE(message.done());
-  ASSERT_TRUE(message.has_response());
-  EXPECT_EQ(message.response().placement().provenance().cache(), v1::HIT);
-  EXPECT_EQ(message.metadata().request_digest(), digest);
+  EXPECT_EQ(notes.cache, v1::HIT);
+  EXPECT_EQ(notes.operation, op->name());
+  EXPECT_TRUE(op->done());
+  ASSERT_TRUE(op->has_response());
+  EXPECT_EQ(op->response().placement().provenance().cache(), v1::HIT);
+  EXPECT_EQ(op->metadata().request_digest(), notes.request_digest);
 
-  absl::StatusOr<std::shared_ptr<jobs::Operation>> again = core_.Submit(request, "", &cache, &digest);
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ(*again, *op);
+  // The same request_id: the same operation, from the bytes as from the message.
+  ReceivedCall received(request);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    CallNotes again;
+    absl::StatusOr<v1::Operation> same = Submit(received.call(), &again);
+    ASSERT_TRUE(same.ok()) << same.status();
+    EXPECT_EQ(same->name(), op->name());
+  }
+  EXPECT_EQ(received.decoded, 1);
   v1::PlaceRequest other = Request(41, 8, "round_robin");
   other.set_request_id("req-1");
-  EXPECT_EQ(core_.Submit(other, "", &cache, &digest).status().code(),
+  CallNotes conflict;
+  EXPECT_EQ(Submit(PlaceCall::Of(other), &conflict).status().code(),
             absl::StatusCode::kAlreadyExists);
+  EXPECT_FALSE(conflict.request_digest.empty());  // logged even though it failed
 }
 
 TEST_F(PlacementCoreTest, PendingOperationsHaveNeitherResultNorError) {
   v1::PlaceRequest request = Request(20, 9, "testing_wait");
   request.mutable_options()->mutable_time_limit()->set_seconds(30);
-  v1::CacheResult cache;
-  std::string digest;
-  absl::StatusOr<std::shared_ptr<jobs::Operation>> op = core_.Submit(request, "", &cache, &digest);
-  ASSERT_TRUE(op.ok()) << op.status();
-  EXPECT_EQ(cache, v1::MISS);
-  v1::Operation pending;
-  core_.FillOperation(**op, &pending);
-  EXPECT_FALSE(pending.done());
-  EXPECT_FALSE(pending.has_error());
-  EXPECT_FALSE(pending.has_response());
+  CallNotes notes;
+  absl::StatusOr<v1::Operation> pending = Submit(PlaceCall::Of(request), &notes);
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  EXPECT_EQ(notes.cache, v1::MISS);
+  EXPECT_FALSE(pending->done());
+  EXPECT_FALSE(pending->has_error());
+  EXPECT_FALSE(pending->has_response());
 
-  ASSERT_TRUE(core_.CancelOperation((*op)->name(), "").ok());
+  absl::StatusOr<OperationHandle> followed = core_.FindOperation(pending->name(), "");
+  ASSERT_TRUE(followed.ok()) << followed.status();
+  auto done = std::make_shared<absl::Notification>();
+  const uint64_t id = followed->Subscribe([done](bool is_done) {
+    if (is_done) done->Notify();
+  });
+  ASSERT_NE(id, 0u);
+  EXPECT_EQ(core_.FindOperation(pending->name(), "another-tenant").status().code(),
+            absl::StatusCode::kNotFound);
+
   v1::Operation cancelled;
-  core_.FillOperation(**op, &cancelled);
+  CallNotes cancel_notes;
+  ASSERT_TRUE(core_.CancelOperation(pending->name(), "", &cancelled, &cancel_notes).ok());
+  done->WaitForNotification();
+  followed->Unsubscribe(id);
   EXPECT_TRUE(cancelled.done());
   EXPECT_EQ(cancelled.error().code(), static_cast<int>(absl::StatusCode::kCancelled));
   EXPECT_FALSE(cancelled.has_response());
+  EXPECT_EQ(cancel_notes.request_digest, notes.request_digest);
+  v1::Operation got;
+  CallNotes get_notes;
+  ASSERT_TRUE(core_.GetOperation(pending->name(), "", &got, &get_notes).ok());
+  EXPECT_TRUE(got.done());
+  EXPECT_EQ(followed->Subscribe([](bool) {}), 0u);  // done: nothing to follow
+}
+
+TEST_F(PlacementCoreTest, APlaceCallerThatLeavesReleasesTheJob) {
+  v1::PlaceRequest request = Request(20, 12, "testing_wait");
+  request.mutable_options()->mutable_time_limit()->set_seconds(30);
+  v1::PlaceResponse response;
+  CallNotes notes;
+  absl::StatusOr<std::shared_ptr<PendingAnswer>> pending =
+      core_.Place(PlaceCall::Of(request), &response, &notes);
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  ASSERT_NE(*pending, nullptr);
+  auto done = std::make_shared<absl::Notification>();
+  (*pending)->OnDone([done] { done->Notify(); });
+  (*pending)->Release();  // the caller went away: nobody else waits, so the job is cancelled
+  (*pending)->Release();  // idempotent
+  // The job stops (it would wait 30 s otherwise); the released handle's callback may or may not
+  // have heard of it, and nothing is written into the response.
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while ((jobs_.Stats().in_flight > 0 || jobs_.Stats().running > 0) && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(jobs_.Stats().in_flight, 0);
+  EXPECT_EQ(jobs_.Stats().running, 0);
+  EXPECT_FALSE(response.has_placement());
 }
 
 TEST_F(PlacementCoreTest, EvaluateRunsOnAWorker) {
@@ -235,21 +340,22 @@ TEST_F(PlacementCoreTest, EvaluateRunsOnAWorker) {
   *evaluate.mutable_graph() = request.graph();
   *evaluate.mutable_cluster() = request.cluster();
   for (int i = 0; i < request.graph().ops_size(); ++i) evaluate.add_device(0);
-  absl::StatusOr<EvaluateStart> start = core_.StartEvaluate(evaluate, absl::InfiniteFuture(), "");
-  ASSERT_TRUE(start.ok()) << start.status();
-  const jobs::JobResult& result = AwaitDone(start->admission.job);
-  ASSERT_TRUE(result.placement.ok()) << result.placement.status();
-  EXPECT_EQ(start->output->response.placement().provenance().algorithm(), "evaluate");
-  EXPECT_GT(start->output->response.placement().metrics().makespan_ns(), 0);
-  core_.Release(start->admission.job);
+  v1::EvaluateResponse response;
+  absl::StatusOr<std::shared_ptr<PendingAnswer>> pending =
+      core_.Evaluate(evaluate, absl::InfiniteFuture(), "", &response);
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  ASSERT_TRUE(AwaitAnswer(*pending).ok());
+  EXPECT_EQ(response.placement().provenance().algorithm(), "evaluate");
+  EXPECT_GT(response.placement().metrics().makespan_ns(), 0);
 
   evaluate.add_device(7);  // one too many
-  absl::StatusOr<EvaluateStart> bad = core_.StartEvaluate(evaluate, absl::InfiniteFuture(), "");
+  v1::EvaluateResponse rejected;
+  absl::StatusOr<std::shared_ptr<PendingAnswer>> bad =
+      core_.Evaluate(evaluate, absl::InfiniteFuture(), "", &rejected);
   ASSERT_TRUE(bad.ok());
-  const jobs::JobResult& rejected = AwaitDone(bad->admission.job);
-  EXPECT_EQ(rejected.placement.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(common::BadRequestOf(rejected.placement.status()).has_value());
-  core_.Release(bad->admission.job);
+  const absl::Status status = AwaitAnswer(*bad);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(status_payloads::BadRequestOf(status).has_value());
 }
 
 TEST_F(PlacementCoreTest, ListsEveryAlgorithm) {
@@ -266,7 +372,7 @@ TEST_F(PlacementCoreTest, ASharedRequestIsRebuiltIntoTheSameJobAnotherReplicaWou
   absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = core_.Prepare(request);
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   absl::StatusOr<shared_ops::RebuiltJob> rebuilt =
-      core_.RebuildSharedJob(request.SerializeAsString(), "team-a");
+      core_.RebuildSharedJob(request.SerializeAsString(), "team-a", absl::ZeroDuration());
   ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
   EXPECT_EQ(rebuilt->request_digest, (*prepared)->request_digest);
   // The job key covers the time limit, as the local single-flight key does.
@@ -281,12 +387,35 @@ TEST_F(PlacementCoreTest, ASharedRequestIsRebuiltIntoTheSameJobAnotherReplicaWou
   EXPECT_EQ((*result.placement)->provenance().request_digest(), (*prepared)->request_digest);
   jobs_.Release(admitted->job);
 
-  EXPECT_EQ(core_.RebuildSharedJob("\xff\xff not a request", "").status().code(),
+  EXPECT_EQ(core_.RebuildSharedJob("\xff\xff not a request", "", absl::ZeroDuration())
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);
   v1::PlaceRequest invalid = request;
   invalid.mutable_options()->set_algorithm("no_such_algorithm");
-  EXPECT_EQ(core_.RebuildSharedJob(invalid.SerializeAsString(), "").status().code(),
+  EXPECT_EQ(core_.RebuildSharedJob(invalid.SerializeAsString(), "", absl::ZeroDuration())
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(PlacementCoreTest, ASharedJobKeepsTheTimeLimitItWasSubmittedWith) {
+  // Submitted to a replica whose default time limit was 3 s; this one's default differs.
+  v1::PlaceRequest request = Request(12, 5, "m_topo");
+  request.mutable_options()->clear_time_limit();
+  absl::StatusOr<std::shared_ptr<const PreparedRequest>> prepared = core_.Prepare(request);
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  ASSERT_NE((*prepared)->time_limit, absl::Seconds(3));
+  absl::StatusOr<shared_ops::RebuiltJob> rebuilt =
+      core_.RebuildSharedJob(request.SerializeAsString(), "team-a", absl::Seconds(3));
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
+  EXPECT_EQ(rebuilt->spec.request_digest, absl::StrCat((*prepared)->request_digest, "@3000000000"));
+  EXPECT_EQ(rebuilt->spec.time_limit, absl::Seconds(3));
+  // Above this replica's --max_time_limit: refused, with the reason.
+  absl::StatusOr<shared_ops::RebuiltJob> too_long = core_.RebuildSharedJob(
+      request.SerializeAsString(), "team-a", core_.options().max_time_limit + absl::Seconds(1));
+  EXPECT_EQ(too_long.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(too_long.status().message()), HasSubstr("--max_time_limit"));
 }
 
 }  // namespace

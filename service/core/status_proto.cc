@@ -3,8 +3,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 
 namespace placement::core {
 
@@ -17,27 +16,13 @@ v1::Status StatusToProto(const absl::Status& status) {
   v1::Status proto;
   proto.set_code(static_cast<int32_t>(status.code()));
   proto.set_message(TruncatedMessage(status.message()));
-  if (auto retry = common::RetryInfoOf(status)) {
+  if (auto retry = status_payloads::RetryInfoOf(status)) {
     proto.add_details()->PackFrom(*retry);
   }
-  if (auto bad_request = common::BadRequestOf(status)) {
+  if (auto bad_request = status_payloads::BadRequestOf(status)) {
     proto.add_details()->PackFrom(*bad_request);
   }
   return proto;
-}
-
-std::vector<std::pair<std::string, std::string>> ViolationsFromMessage(absl::string_view message) {
-  std::vector<std::pair<std::string, std::string>> violations;
-  for (absl::string_view line : absl::StrSplit(message, '\n', absl::SkipEmpty())) {
-    const size_t colon = line.find(": ");
-    if (colon == absl::string_view::npos) {
-      violations.emplace_back("", std::string(line));
-    } else {
-      violations.emplace_back(std::string(line.substr(0, colon)),
-                              std::string(line.substr(colon + 2)));
-    }
-  }
-  return violations;
 }
 
 }  // namespace placement::core

@@ -1,7 +1,7 @@
 // status_proto.h — absl::Status ↔ placement.v1.Status (the google.rpc.Status-shaped message).
 //
 // Used for the `error` of a finished Operation and, by status_mapping.h, for the
-// grpc-status-details-bin trailer. Known payloads (service/common/status_payloads.h: RetryInfo,
+// grpc-status-details-bin trailer. Known payloads (service/status_payloads/status_payloads.h: RetryInfo,
 // BadRequest) become `google.protobuf.Any` details; messages are truncated to kMaxStatusMessageBytes.
 //
 // Example:
@@ -10,8 +10,6 @@
 #define PLACEMENT_SERVICE_CORE_STATUS_PROTO_H_
 
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -26,10 +24,6 @@ std::string TruncatedMessage(absl::string_view message);
 
 // Code, (truncated) message and details from the known payloads.
 v1::Status StatusToProto(const absl::Status& status);
-
-// Splits an engine validation message ("path: reason" per line, see engine::FormatViolations) into
-// (field, description) pairs; lines without ": " get an empty field.
-std::vector<std::pair<std::string, std::string>> ViolationsFromMessage(absl::string_view message);
 
 }  // namespace placement::core
 

@@ -1,6 +1,7 @@
 #include "service/jobs/job.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace placement::jobs {
 
@@ -37,33 +38,17 @@ JobProgress Job::progress() const {
 uint64_t Job::AddListener(Listener listener) {
   absl::MutexLock lock(&mu_);
   if (state_ == JobState::kDone) return 0;
-  const uint64_t id = next_listener_id_++;
-  listeners_.emplace_back(id, std::make_shared<Listener>(std::move(listener)));
-  return id;
+  return listeners_.Add(std::move(listener));
 }
 
 void Job::RemoveListener(uint64_t id) {
-  if (id == 0) return;
   absl::MutexLock lock(&mu_);
-  listeners_.erase(std::remove_if(listeners_.begin(), listeners_.end(),
-                                  [id](const auto& entry) { return entry.first == id; }),
-                   listeners_.end());
-}
-
-std::vector<std::shared_ptr<Job::Listener>> Job::ListenersLocked() const {
-  std::vector<std::shared_ptr<Listener>> copy;
-  copy.reserve(listeners_.size());
-  for (const auto& entry : listeners_) copy.push_back(entry.second);
-  return copy;
-}
-
-void Job::Notify(const std::vector<std::shared_ptr<Listener>>& listeners) const {
-  for (const std::shared_ptr<Listener>& listener : listeners) (*listener)(*this);
+  listeners_.Remove(id);
 }
 
 void Job::UpdateProgress(absl::string_view stage, double fraction, int64_t best_makespan_ns,
                          bool force) {
-  std::vector<std::shared_ptr<Listener>> to_notify;
+  SubscriberList<const Job&>::Taken to_notify;
   {
     absl::MutexLock lock(&mu_);
     if (state_ == JobState::kDone) return;
@@ -74,9 +59,9 @@ void Job::UpdateProgress(absl::string_view stage, double fraction, int64_t best_
     const absl::Time now = clock_->Now();
     if (!force && !stage_changed && now - last_notified_ < progress_interval_) return;
     last_notified_ = now;
-    to_notify = ListenersLocked();
+    to_notify = listeners_.Take(/*clear=*/false);
   }
-  Notify(to_notify);
+  SubscriberList<const Job&>::Call(to_notify, *this);
 }
 
 void Job::MarkRunning() {
@@ -88,7 +73,7 @@ void Job::MarkRunning() {
 }
 
 void Job::Complete(JobResult result) {
-  std::vector<std::shared_ptr<Listener>> to_notify;
+  SubscriberList<const Job&>::Taken to_notify;
   {
     absl::MutexLock lock(&mu_);
     if (state_ == JobState::kDone) return;
@@ -96,10 +81,9 @@ void Job::Complete(JobResult result) {
     progress_.stage = "done";
     if (result_.placement.ok()) progress_.fraction = 1.0;
     state_ = JobState::kDone;
-    to_notify = ListenersLocked();
-    listeners_.clear();
+    to_notify = listeners_.Take(/*clear=*/true);
   }
-  Notify(to_notify);
+  SubscriberList<const Job&>::Call(to_notify, *this);
 }
 
 }  // namespace placement::jobs

@@ -33,7 +33,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "placement/v1/placement.pb.h"
-#include "service/jobs/clock.h"
+#include "service/clock/clock.h"
+#include "service/subscribers/subscriber_list.h"
 
 namespace placement::jobs {
 
@@ -123,8 +124,6 @@ class Job {
                       bool force) ABSL_LOCKS_EXCLUDED(mu_);
   void MarkRunning() ABSL_LOCKS_EXCLUDED(mu_);
   void Complete(JobResult result) ABSL_LOCKS_EXCLUDED(mu_);
-  std::vector<std::shared_ptr<Listener>> ListenersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Notify(const std::vector<std::shared_ptr<Listener>>& listeners) const;
 
   const uint64_t id_;
   const std::string request_digest_;
@@ -148,8 +147,7 @@ class Job {
   JobState state_ ABSL_GUARDED_BY(mu_) = JobState::kQueued;
   JobProgress progress_ ABSL_GUARDED_BY(mu_);
   absl::Time last_notified_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  uint64_t next_listener_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::vector<std::pair<uint64_t, std::shared_ptr<Listener>>> listeners_ ABSL_GUARDED_BY(mu_);
+  SubscriberList<const Job&> listeners_ ABSL_GUARDED_BY(mu_);
   // Written once under mu_ just before state_ becomes kDone.
   JobResult result_;
 };

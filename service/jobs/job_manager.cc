@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 #include "service/jobs/worker_count.h"
 
 namespace placement::jobs {
@@ -31,7 +31,7 @@ absl::Status JobManager::Reject(absl::Status status, absl::string_view reason) c
   if (options_.observer != nullptr) options_.observer->OnAdmissionRejected(reason);
   if (status.code() == absl::StatusCode::kUnavailable ||
       status.code() == absl::StatusCode::kResourceExhausted) {
-    return common::WithRetryDelay(std::move(status), options_.retry_delay);
+    return status_payloads::WithRetryDelay(std::move(status), options_.retry_delay);
   }
   return status;
 }
@@ -100,6 +100,11 @@ absl::StatusOr<Admission> JobManager::Acquire(JobSpec spec) {
     if (options_.observer != nullptr) options_.observer->OnTenantRejected(limited_tenant, "queued");
   }
   return Reject(std::move(rejection), reason);
+}
+
+void JobManager::Join(const std::shared_ptr<Job>& job) {
+  absl::MutexLock lock(&mu_);
+  ++job->waiters_;
 }
 
 void JobManager::Release(const std::shared_ptr<Job>& job) {

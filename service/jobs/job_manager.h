@@ -12,7 +12,7 @@
 // releases it, the job is cancelled: removed from the queue, or told to stop through its cancellation
 // flag if it is running — so a caller going away frees its worker, but only when nobody else waits.
 //
-// Per tenant (tenant_limits.h): at most max_queued jobs waiting (one more → RESOURCE_EXHAUSTED with
+// Per tenant (TenantJobLimits): at most max_queued jobs waiting (one more → RESOURCE_EXHAUSTED with
 // RetryInfo) and at most max_running on workers (its further jobs wait even when a worker is free, so
 // other tenants' jobs go first). Joining an in-flight job is never limited: it adds no work.
 //
@@ -43,10 +43,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "service/jobs/clock.h"
+#include "service/clock/clock.h"
 #include "service/jobs/fair_queue.h"
 #include "service/jobs/job.h"
-#include "service/jobs/tenant_limits.h"
 
 namespace placement::jobs {
 
@@ -56,12 +55,26 @@ class JobObserver {
   virtual ~JobObserver() = default;
   // reason: "queue_full", "memory", "draining", "deadline" or "tenant_queued".
   virtual void OnAdmissionRejected(absl::string_view reason) {}
-  // A tenant was refused for its own limit (TenantLimits); reason: "queued".
+  // A tenant was refused for its own limit (TenantJobLimits); reason: "queued".
   virtual void OnTenantRejected(absl::string_view tenant, absl::string_view reason) {}
   virtual void OnJobStarted(const Job& job) {}
   // Every job ends here exactly once, whether it ran or not (result.ran), before anyone waiting
   // on the job is woken.
   virtual void OnJobFinished(const Job& job, const JobResult& result) {}
+};
+
+// What one tenant may hold of the queue and the workers (0 = unlimited). The server sets them per
+// tenant (flags, tokens file: service/server/tenant_limits.h).
+struct TenantJobLimits {
+  // Jobs on workers at once: further jobs wait in the queue even when a worker is free, so one
+  // tenant cannot take every worker with long jobs.
+  int max_running = 0;
+  // Jobs waiting for a worker; one more → RESOURCE_EXHAUSTED.
+  int max_queued = 0;
+
+  bool operator==(const TenantJobLimits& other) const {
+    return max_running == other.max_running && max_queued == other.max_queued;
+  }
 };
 
 struct JobManagerOptions {
@@ -90,9 +103,9 @@ struct JobSpec {
   std::string request_digest;
   // Fair-queueing key: the authenticated tenant ("" without authentication).
   std::string tenant;
-  // The tenant's limits (max_running, max_queued; the rate is enforced before admission). The latest
-  // admitted spec's limits hold for the tenant's queued and running jobs.
-  TenantLimits tenant_limits;
+  // The tenant's limits (the rate is enforced before admission, by the server). The latest admitted
+  // spec's limits hold for the tenant's queued and running jobs.
+  TenantJobLimits tenant_limits;
   // For metrics and logs.
   std::string algorithm;
   // How long the work may run once a worker starts it.
@@ -132,6 +145,11 @@ class JobManager {
   // waiting; DEADLINE_EXCEEDED when spec.deadline leaves less than min_time_budget.
   absl::StatusOr<Admission> Acquire(JobSpec spec) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Counts one more waiter of `job` (which an Acquire returned and that still has a waiter), balanced
+  // by one Release like an Acquire. Unlike Acquire with the same spec, it never admits a second job
+  // when `job` has just finished: a job that fast is simply held done.
+  void Join(const std::shared_ptr<Job>& job) ABSL_LOCKS_EXCLUDED(mu_);
+
   // One waiter of `job` stopped waiting. Cancels the job when it was the last and the job is not done.
   void Release(const std::shared_ptr<Job>& job) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -158,7 +176,7 @@ class JobManager {
   // shutdown): its answer is its cancel_status_, its time so far was all queue time.
   void CompleteDequeued(const std::shared_ptr<Job>& job) ABSL_LOCKS_EXCLUDED(mu_);
   struct TenantState {
-    TenantLimits limits;
+    TenantJobLimits limits;
     int running = 0;
   };
   // Whether a tenant may start one more job (it is below its max_running). Called with mu_ held.

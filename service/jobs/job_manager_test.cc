@@ -11,7 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 #include "service/jobs/job_test_util.h"
 
 namespace placement::jobs {
@@ -156,7 +156,7 @@ TEST(JobManagerTest, FullQueueIsUnavailableWithARetryDelay) {
   ASSERT_FALSE(rejected.ok());
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(rejected.status().message()), HasSubstr("queue is full"));
-  EXPECT_EQ(common::RetryDelayOf(rejected.status()), absl::Seconds(2));
+  EXPECT_EQ(status_payloads::RetryDelayOf(rejected.status()), absl::Seconds(2));
   EXPECT_EQ(observer.rejections(), std::vector<std::string>{"queue_full"});
 
   // Joining an in-flight job needs no queue slot.
@@ -265,6 +265,31 @@ TEST(JobManagerTest, DeadlinePassingWhileQueuedEndsTheJobWithoutRunningIt) {
   jobs.Release(queued->job);
 }
 
+TEST(JobManagerTest, JoinHoldsTheVeryJobEvenOnceItFinished) {
+  JobManager jobs({.workers = 1});
+  // A job that finished already: Join holds it done; an Acquire with the same digest would have
+  // admitted (and run) it once more.
+  absl::StatusOr<Admission> fast = jobs.Acquire(Spec("fast", Immediate(1)));
+  ASSERT_TRUE(fast.ok());
+  AwaitJobDone(fast->job);
+  jobs.Join(fast->job);
+  EXPECT_EQ(jobs.Stats().in_flight, 0);
+  jobs.Release(fast->job);
+  jobs.Release(fast->job);
+  // A running job: the joined waiter keeps it running after the first one leaves.
+  Gate gate;
+  absl::StatusOr<Admission> running = AcquireRunning(jobs, gate, "slow");
+  ASSERT_TRUE(running.ok());
+  jobs.Join(running->job);
+  jobs.Release(running->job);
+  EXPECT_FALSE(running->job->cancelled());
+  gate.release.Notify();
+  const JobResult& result = AwaitJobDone(running->job);
+  EXPECT_TRUE(result.placement.ok()) << result.placement.status();
+  jobs.Release(running->job);
+  EXPECT_EQ(gate.runs.load(), 1);
+}
+
 TEST(JobManagerTest, ReleasingTheLastWaiterOfAQueuedJobDropsIt) {
   JobManager jobs({.workers = 1});
   Gate gate;
@@ -367,7 +392,7 @@ TEST(JobManagerTest, TenantQueueLimitIsResourceExhaustedForThatTenantOnly) {
   ASSERT_TRUE(blocker.ok());
   gate.started.WaitForNotification();
 
-  const TenantLimits limits{.max_queued = 1};
+  const TenantJobLimits limits{.max_queued = 1};
   JobSpec first = Spec("a1", Immediate(1), "a");
   first.tenant_limits = limits;
   absl::StatusOr<Admission> queued = jobs.Acquire(std::move(first));
@@ -379,7 +404,7 @@ TEST(JobManagerTest, TenantQueueLimitIsResourceExhaustedForThatTenantOnly) {
   ASSERT_FALSE(rejected.ok());
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(rejected.status().message()), HasSubstr("tenant \"a\""));
-  EXPECT_EQ(common::RetryDelayOf(rejected.status()), absl::Seconds(3));
+  EXPECT_EQ(status_payloads::RetryDelayOf(rejected.status()), absl::Seconds(3));
   EXPECT_EQ(observer.rejections(), std::vector<std::string>{"tenant_queued"});
   EXPECT_EQ(observer.tenant_rejections(), std::vector<std::string>{"a/queued"});
 
@@ -405,7 +430,7 @@ TEST(JobManagerTest, TenantQueueLimitIsResourceExhaustedForThatTenantOnly) {
 
 TEST(JobManagerTest, TenantAtItsRunningLimitWaitsWhileOthersUseTheFreeWorkers) {
   JobManager jobs({.workers = 2});
-  const TenantLimits limits{.max_running = 1};
+  const TenantJobLimits limits{.max_running = 1};
   Gate gate_a;
   JobSpec a1 = Spec("a1", gate_a.Work(), "a");
   a1.tenant_limits = limits;
@@ -490,7 +515,7 @@ TEST(JobManagerTest, StopAdmittingAnswersUnavailable) {
   absl::StatusOr<Admission> rejected = jobs.Acquire(Spec("a", Immediate(1)));
   ASSERT_FALSE(rejected.ok());
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_TRUE(common::RetryDelayOf(rejected.status()).has_value());
+  EXPECT_TRUE(status_payloads::RetryDelayOf(rejected.status()).has_value());
 }
 
 TEST(JobManagerTest, ShutdownEndsQueuedAndRunningJobs) {

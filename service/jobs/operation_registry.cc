@@ -8,7 +8,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 
 namespace placement::jobs {
 namespace {
@@ -63,29 +63,16 @@ bool Operation::done() const {
 uint64_t Operation::AddListener(Listener listener) {
   absl::MutexLock lock(&mu_);
   if (state_.done) return 0;
-  const uint64_t id = next_listener_id_++;
-  listeners_.emplace_back(id, std::make_shared<Listener>(std::move(listener)));
-  return id;
+  return listeners_.Add(std::move(listener));
 }
 
 void Operation::RemoveListener(uint64_t id) {
-  if (id == 0) return;
   absl::MutexLock lock(&mu_);
-  listeners_.erase(std::remove_if(listeners_.begin(), listeners_.end(),
-                                  [id](const auto& entry) { return entry.first == id; }),
-                   listeners_.end());
+  listeners_.Remove(id);
 }
 
-std::vector<std::shared_ptr<Operation::Listener>> Operation::TakeListenersLocked(bool clear) {
-  std::vector<std::shared_ptr<Listener>> copy;
-  copy.reserve(listeners_.size());
-  for (const auto& entry : listeners_) copy.push_back(entry.second);
-  if (clear) listeners_.clear();
-  return copy;
-}
-
-void Operation::Notify(const std::vector<std::shared_ptr<Listener>>& listeners) const {
-  for (const std::shared_ptr<Listener>& listener : listeners) (*listener)(*this);
+void Operation::Notify(const SubscriberList<const Operation&>::Taken& listeners) const {
+  SubscriberList<const Operation&>::Call(listeners, *this);
 }
 
 void Operation::NoteDone() const {
@@ -134,7 +121,7 @@ void Operation::Attach(std::shared_ptr<Job> job, bool coalesced) {
 }
 
 void Operation::OnJobChanged(const Job& job) {
-  std::vector<std::shared_ptr<Listener>> to_notify;
+  SubscriberList<const Operation&>::Taken to_notify;
   std::shared_ptr<Job> finished;
   {
     absl::MutexLock lock(&mu_);
@@ -154,7 +141,7 @@ void Operation::OnJobChanged(const Job& job) {
       job_ = nullptr;
       job_listener_ = 0;
     }
-    to_notify = TakeListenersLocked(/*clear=*/finished != nullptr);
+    to_notify = listeners_.Take(/*clear=*/finished != nullptr);
   }
   if (finished != nullptr) {
     jobs_->Release(finished);
@@ -173,7 +160,7 @@ void Operation::InitDone(PlacementPtr placement, v1::CacheResult cache) {
 }
 
 bool Operation::Cancel(absl::Status error) {
-  std::vector<std::shared_ptr<Listener>> to_notify;
+  SubscriberList<const Operation&>::Taken to_notify;
   std::shared_ptr<Job> job;
   uint64_t job_listener = 0;
   {
@@ -186,7 +173,7 @@ bool Operation::Cancel(absl::Status error) {
     job_ = nullptr;
     job_listener = job_listener_;
     job_listener_ = 0;
-    to_notify = TakeListenersLocked(/*clear=*/true);
+    to_notify = listeners_.Take(/*clear=*/true);
   }
   if (job != nullptr) {
     job->RemoveListener(job_listener);
@@ -199,7 +186,7 @@ bool Operation::Cancel(absl::Status error) {
 
 void Operation::UpdateProgress(const JobProgress& progress) {
   if (!mirror_) return;
-  std::vector<std::shared_ptr<Listener>> to_notify;
+  SubscriberList<const Operation&>::Taken to_notify;
   {
     absl::MutexLock lock(&mu_);
     if (state_.done) return;
@@ -209,7 +196,7 @@ void Operation::UpdateProgress(const JobProgress& progress) {
       return;
     }
     state_.progress = progress;
-    to_notify = TakeListenersLocked(/*clear=*/false);
+    to_notify = listeners_.Take(/*clear=*/false);
   }
   Notify(to_notify);
 }
@@ -217,7 +204,7 @@ void Operation::UpdateProgress(const JobProgress& progress) {
 bool Operation::Finish(absl::StatusOr<PlacementPtr> placement, absl::Duration queue_time,
                        absl::Duration solve_time) {
   if (!mirror_) return false;
-  std::vector<std::shared_ptr<Listener>> to_notify;
+  SubscriberList<const Operation&>::Taken to_notify;
   {
     absl::MutexLock lock(&mu_);
     if (state_.done) return false;
@@ -232,7 +219,7 @@ bool Operation::Finish(absl::StatusOr<PlacementPtr> placement, absl::Duration qu
       state_.error = placement.ok() ? absl::InternalError("finished without a result")
                                     : placement.status();
     }
-    to_notify = TakeListenersLocked(/*clear=*/true);
+    to_notify = listeners_.Take(/*clear=*/true);
   }
   NoteDone();
   Notify(to_notify);
@@ -312,7 +299,7 @@ absl::StatusOr<std::shared_ptr<Operation>> OperationRegistry::Insert(std::shared
     ++evicted_early_;
   }
   if (index_->by_name.size() >= options_.max_operations) {
-    return common::WithRetryDelay(
+    return status_payloads::WithRetryDelay(
         absl::UnavailableError(absl::StrCat(
             "too many operations are running (", index_->by_name.size(),
             ", the limit of --max_operations); retry once one has finished")),

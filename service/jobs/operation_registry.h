@@ -42,9 +42,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "placement/v1/placement.pb.h"
-#include "service/jobs/clock.h"
+#include "service/clock/clock.h"
 #include "service/jobs/job.h"
 #include "service/jobs/job_manager.h"
+#include "service/subscribers/subscriber_list.h"
 
 namespace placement::jobs {
 
@@ -120,9 +121,8 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // Ends the operation with `error` unless it is done; true when it did.
   bool Cancel(absl::Status error) ABSL_LOCKS_EXCLUDED(mu_);
   void OnJobChanged(const Job& job) ABSL_LOCKS_EXCLUDED(mu_);
-  std::vector<std::shared_ptr<Listener>> TakeListenersLocked(bool clear)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Notify(const std::vector<std::shared_ptr<Listener>>& listeners) const;
+  // Calls the listeners taken under the lock, outside it.
+  void Notify(const SubscriberList<const Operation&>::Taken& listeners) const;
   void NoteDone() const;
 
   const std::string name_;
@@ -137,8 +137,7 @@ class Operation : public std::enable_shared_from_this<Operation> {
   Snapshot state_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Job> job_ ABSL_GUARDED_BY(mu_);  // while pending
   uint64_t job_listener_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t next_listener_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::vector<std::pair<uint64_t, std::shared_ptr<Listener>>> listeners_ ABSL_GUARDED_BY(mu_);
+  SubscriberList<const Operation&> listeners_ ABSL_GUARDED_BY(mu_);
 };
 
 struct OperationRegistryOptions {

@@ -9,7 +9,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 #include "service/jobs/job_test_util.h"
 
 namespace placement::jobs {
@@ -248,7 +248,7 @@ TEST_F(OperationRegistryTest, AFullTableOfRunningOperationsIsUnavailableUntilOne
       registry_.AddDone(OpSpec("d"), MakePlacement(1), v1::HIT);
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(rejected.status().message()), HasSubstr("retry once one has finished"));
-  EXPECT_TRUE(common::RetryDelayOf(rejected.status()).has_value());
+  EXPECT_TRUE(status_payloads::RetryDelayOf(rejected.status()).has_value());
   release.Notify();
   AwaitDone(pending[0]);
   EXPECT_TRUE(registry_.AddDone(OpSpec("d"), MakePlacement(1), v1::HIT).ok());

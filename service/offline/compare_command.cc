@@ -17,18 +17,25 @@
 #include "service/engine/sim/simulator.h"
 #include "service/engine/solve/algorithm_registry.h"
 #include "service/engine/solve/solve.h"
-#include "service/offline/compare_table.h"
+#include "service/report/compare_table.h"
 #include "service/offline/offline_commands.h"
 
 namespace placement::offline {
 namespace {
+
+using report::CompareFormat;
+using report::CompareReport;
+using report::CompareRowFromError;
+using report::CompareRowFromPlacement;
+using report::FormatCompareReport;
+using report::ParseCompareFormat;
 
 // The algorithms named by --algorithms (validated), or the default list.
 absl::StatusOr<std::vector<std::string>> AlgorithmsToRun() {
   const std::string flag = absl::GetFlag(FLAGS_algorithms);
   if (flag.empty()) {
     std::vector<std::string> names;
-    for (const engine::Partitioner* algorithm : engine::AllAlgorithms()) {
+    for (const engine::Partitioner* algorithm : engine::AlgorithmRegistry::Default().All()) {
       if (algorithm->name() != "auto") names.emplace_back(algorithm->name());
     }
     return names;

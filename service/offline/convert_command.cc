@@ -12,9 +12,9 @@
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
-#include "service/engine/importers/chakra_importer.h"
-#include "service/engine/importers/import_options.h"
-#include "service/engine/importers/importers.h"
+#include "service/importers/chakra_importer.h"
+#include "service/importers/import_options.h"
+#include "service/importers/importers.h"
 #include "service/engine/io/message_io.h"
 #include "service/engine/model/model_builder.h"
 #include "service/offline/offline_commands.h"
@@ -46,14 +46,14 @@ namespace {
 int Usage(const std::string& message) {
   std::fprintf(stderr, "convert: %s\nusage: placement_offline convert --from=%s --in=PATH "
                        "[--cluster=FILE] --out=FILE\n",
-               message.c_str(), absl::StrJoin(engine::importers::ImportFormats(), "|").c_str());
+               message.c_str(), absl::StrJoin(importers::ImportFormats(), "|").c_str());
   return 2;
 }
 
 }  // namespace
 
 int RunConvert(const std::vector<std::string>& args) {
-  namespace imp = engine::importers;
+  namespace imp = importers;
   if (!args.empty()) return Usage("unexpected argument '" + args[0] + "'");
   const std::string from = absl::GetFlag(FLAGS_from);
   const std::string in = absl::GetFlag(FLAGS_in);

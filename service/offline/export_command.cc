@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
 #include "placement/v1/placement_service.pb.h"
-#include "service/engine/importers/exporters.h"
+#include "service/importers/exporters.h"
 #include "service/engine/io/message_io.h"
 #include "service/engine/io/placement_file.h"
 #include "service/offline/offline_commands.h"
@@ -32,19 +32,19 @@ int Usage(const std::string& message) {
                "export: %s\nusage: placement_offline export --request=FILE --placement=FILE "
                "--to=%s [--out=FILE]\n       placement_offline export --request=FILE --to=pardnn "
                "--out=DIR   (the graph as ParDNN's input folder)\n",
-               message.c_str(), absl::StrJoin(engine::importers::ExportFormats(), "|").c_str());
+               message.c_str(), absl::StrJoin(importers::ExportFormats(), "|").c_str());
   return 2;
 }
 
 // Writes the reference's input files for the request's graph into `dir`.
 int ExportParDnnFolder(const v1::PlaceRequest& request, const std::string& dir) {
-  absl::StatusOr<std::vector<engine::importers::ExportedFile>> files =
-      engine::importers::ExportParDnnInputs(request);
+  absl::StatusOr<std::vector<importers::ExportedFile>> files =
+      importers::ExportParDnnInputs(request);
   if (!files.ok()) return Fail(files.status());
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return Fail(absl::UnavailableError(dir + ": " + error.message()));
-  for (const engine::importers::ExportedFile& file : *files) {
+  for (const importers::ExportedFile& file : *files) {
     absl::Status written = engine::WriteFileBytes(dir + "/" + file.name, file.text);
     if (!written.ok()) return Fail(written);
   }
@@ -60,7 +60,7 @@ int RunExport(const std::vector<std::string>& args) {
   const std::string to = absl::GetFlag(FLAGS_to);
   if (request_path.empty()) return Usage("--request is required");
   bool known = false;
-  for (const std::string& format : engine::importers::ExportFormats()) known |= format == to;
+  for (const std::string& format : importers::ExportFormats()) known |= format == to;
   if (!known) return Usage(to.empty() ? "--to is required" : "unknown format '" + to + "'");
   const bool input_folder = to == "pardnn" && placement_path.empty();
   if (input_folder && (absl::GetFlag(FLAGS_out).empty() || absl::GetFlag(FLAGS_out) == "-")) {
@@ -73,7 +73,7 @@ int RunExport(const std::vector<std::string>& args) {
   if (input_folder) return ExportParDnnFolder(*request, absl::GetFlag(FLAGS_out));
   absl::StatusOr<v1::Placement> placement = engine::ReadPlacementFile(placement_path);
   if (!placement.ok()) return Fail(placement.status());
-  absl::StatusOr<std::string> text = engine::importers::ExportPlacement(to, *request, *placement);
+  absl::StatusOr<std::string> text = importers::ExportPlacement(to, *request, *placement);
   if (!text.ok()) return Fail(text.status());
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty() || out == "-") {

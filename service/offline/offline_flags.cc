@@ -20,7 +20,7 @@ ABSL_FLAG(std::string, request, "", "PlaceRequest file (.json, .json.gz or .pb)"
 ABSL_FLAG(std::string, placement, "",
           "Placement file (.json/.pb; a PlaceResponse or EvaluateResponse is accepted too)");
 ABSL_FLAG(std::string, algorithm, "",
-          "Algorithm to run (overrides the request's options.algorithm; default pardnn)");
+          "Algorithm to run (overrides the request's options.algorithm; default: the request's, else auto)");
 ABSL_FLAG(std::string, algorithms, "", "Comma-separated algorithms for compare (default: all)");
 ABSL_FLAG(std::string, out, "", "Output file (default: standard output)");
 ABSL_FLAG(std::string, format, "",
@@ -84,12 +84,9 @@ absl::StatusOr<std::vector<std::string>> ParseAlgorithmNames(const std::string& 
   std::vector<std::string> names;
   for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
     const std::string name(absl::StripAsciiWhitespace(part));
-    if (engine::FindAlgorithm(name) == nullptr) {
-      std::vector<std::string> known;
-      for (const engine::Partitioner* algorithm : engine::AllAlgorithms()) known.emplace_back(algorithm->name());
-      return absl::InvalidArgumentError(absl::StrCat(flag, ": unknown algorithm \"", name, "\" (known: ",
-                                                     absl::StrJoin(known, ", "), ")"));
-    }
+    absl::StatusOr<const engine::Partitioner*> found =
+        engine::AlgorithmRegistry::Default().Find(name, flag);
+    if (!found.ok()) return found.status();
     names.push_back(name);
   }
   return names;

@@ -15,14 +15,15 @@
 #include "service/engine/model/replica_group.h"
 #include "service/engine/plans/plan_model.h"
 #include "service/engine/solve/score_assignment.h"
-#include "service/offline/compare_table.h"
+#include "service/report/compare_table.h"
+#include "service/report/human_units.h"
 
 namespace placement::report {
 namespace {
 
 using engine::DeviceId;
-using offline::FormatBytes;
-using offline::FormatDurationNs;
+
+
 using engine::Model;
 using engine::OpId;
 using engine::SimResult;
@@ -511,16 +512,16 @@ std::string SummaryHtml(const Model& model, const v1::Placement& scored) {
   return html;
 }
 
-std::string CompareHtml(const std::vector<offline::CompareRow>& rows) {
-  offline::CompareReport report;
+std::string CompareHtml(const std::vector<CompareRow>& rows) {
+  CompareReport report;
   report.rows = rows;
-  const int32_t best = offline::BestCompareRow(report);
+  const int32_t best = BestCompareRow(report);
   std::string html =
       "<h2>Comparison</h2>\n<table class=\"compare\">\n<tr><th class=\"name\">algorithm</th>"
       "<th class=\"name\">feasible</th><th>makespan</th><th>makespan / lower bound</th>"
       "<th>highest peak / capacity</th><th>transfer bytes</th><th>solve time</th></tr>\n";
   for (size_t i = 0; i < rows.size(); ++i) {
-    const offline::CompareRow& row = rows[i];
+    const CompareRow& row = rows[i];
     std::string name = EscapeHtml(row.algorithm);
     if (!row.winner.empty()) absl::StrAppend(&name, " → ", EscapeHtml(row.winner));
     if (static_cast<int32_t>(i) == best) absl::StrAppend(&name, " (best)");
@@ -651,11 +652,11 @@ absl::StatusOr<std::string> RenderHtmlReport(const Model& model, const std::vect
   sim_options.record_memory_intervals = true;
   sim_options.record_transfers = true;
 
-  std::vector<offline::CompareRow> rows;
+  std::vector<CompareRow> rows;
   std::string sections;
   for (const ReportRun& run : runs) {
     if (!run.error.empty()) {
-      rows.push_back(offline::CompareRowFromError(run.label, run.error));
+      rows.push_back(CompareRowFromError(run.label, run.error));
       continue;
     }
     // The plan the placement ran with (api.md §2.1): replica group 0's devices and its window.
@@ -668,7 +669,7 @@ absl::StatusOr<std::string> RenderHtmlReport(const Model& model, const std::vect
     }
     v1::Placement scored = engine::ScoreAssignment(run_model, *assignment, nullptr, window);
     *scored.mutable_provenance() = run.placement.provenance();
-    rows.push_back(offline::CompareRowFromPlacement(run.label, scored));
+    rows.push_back(CompareRowFromPlacement(run.label, scored));
 
     engine::Simulator simulator(run_model);
     sim_options.max_in_flight = window;

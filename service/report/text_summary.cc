@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "service/report/human_units.h"
 
 namespace placement::report {
 namespace {
@@ -297,27 +298,6 @@ std::optional<int64_t> SingleDeviceMakespanNs(const v1::Graph& graph, const v1::
              (op.once_per_step() ? 1 : std::max(1, microbatches));
   }
   return total;
-}
-
-std::string FormatDurationNs(int64_t ns) {
-  const double value = static_cast<double>(ns);
-  const double magnitude = std::fabs(value);
-  if (magnitude < 1e3) return absl::StrCat(ns, " ns");
-  if (magnitude < 1e6) return absl::StrFormat("%.1f us", value / 1e3);
-  if (magnitude < 1e9) return absl::StrFormat("%.3f ms", value / 1e6);
-  return absl::StrFormat("%.3f s", value / 1e9);
-}
-
-std::string FormatBytes(int64_t bytes) {
-  const double value = static_cast<double>(bytes);
-  const double magnitude = std::fabs(value);
-  if (magnitude < 1024.0) return absl::StrCat(bytes, " B");
-  if (magnitude < 1024.0 * 1024) return absl::StrFormat("%.1f KiB", value / 1024);
-  if (magnitude < 1024.0 * 1024 * 1024) return absl::StrFormat("%.1f MiB", value / (1024.0 * 1024));
-  if (magnitude < 1024.0 * 1024 * 1024 * 1024) {
-    return absl::StrFormat("%.2f GiB", value / (1024.0 * 1024 * 1024));
-  }
-  return absl::StrFormat("%.2f TiB", value / (1024.0 * 1024 * 1024 * 1024));
 }
 
 std::string FormatSummary(const v1::Placement& placement, const SummaryContext& context) {

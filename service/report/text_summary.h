@@ -61,10 +61,6 @@ struct SummaryContext {
 // The summary, lines ended by '\n', none wider than kSummaryWidth.
 std::string FormatSummary(const v1::Placement& placement, const SummaryContext& context);
 
-// Human units: "812 ns", "41.7 us", "7.062 ms", "1.234 s"; "1.50 GiB", "12.0 MiB", "640 B".
-std::string FormatDurationNs(int64_t ns);
-std::string FormatBytes(int64_t bytes);
-
 }  // namespace placement::report
 
 #endif  // PLACEMENT_SERVICE_REPORT_TEXT_SUMMARY_H_

@@ -187,15 +187,5 @@ TEST(FormatSummaryTest, EvaluateListsSomeViolations) {
   EXPECT_THAT(summary, HasSubstr("... and 2 more"));
 }
 
-TEST(FormatUnitsTest, PicksAReadableUnit) {
-  EXPECT_EQ(FormatDurationNs(812), "812 ns");
-  EXPECT_EQ(FormatDurationNs(41'700), "41.7 us");
-  EXPECT_EQ(FormatDurationNs(7'062'000), "7.062 ms");
-  EXPECT_EQ(FormatDurationNs(1'234'000'000), "1.234 s");
-  EXPECT_EQ(FormatBytes(640), "640 B");
-  EXPECT_EQ(FormatBytes(12 << 20), "12.0 MiB");
-  EXPECT_EQ(FormatBytes(int64_t{3} << 29), "1.50 GiB");
-}
-
 }  // namespace
 }  // namespace placement::report

@@ -4,8 +4,8 @@
 
 namespace placement::server {
 
-AccessControl::AccessControl(TokenAuthenticator* authenticator, jobs::TenantLimits default_limits,
-                             const jobs::Clock* clock, ServiceMetrics* metrics)
+AccessControl::AccessControl(TokenAuthenticator* authenticator, TenantLimits default_limits,
+                             const Clock* clock, ServiceMetrics* metrics)
     : authenticator_(authenticator),
       default_limits_(default_limits),
       metrics_(metrics),
@@ -30,7 +30,7 @@ absl::StatusOr<std::string> AccessControl::Admit(absl::string_view authorization
   return tenant;
 }
 
-jobs::TenantLimits AccessControl::LimitsFor(const std::string& tenant) const {
+TenantLimits AccessControl::LimitsFor(const std::string& tenant) const {
   if (authenticator_ == nullptr) return default_limits_;
   return authenticator_->LimitsFor(tenant, default_limits_);
 }

@@ -10,7 +10,7 @@
 // layer, which enforces max_running and max_queued.
 //
 // Example:
-//   AccessControl access(authenticator.get(), {.max_queued = 8, .rate_qps = 5}, nullptr, &metrics);
+//   AccessControl access(authenticator.get(), {.jobs = {.max_queued = 8}, .rate_qps = 5}, nullptr, &metrics);
 //   absl::StatusOr<std::string> tenant = access.Admit(authorization_metadata);
 //   if (!tenant.ok()) return tenant.status();  // UNAUTHENTICATED or RESOURCE_EXHAUSTED
 #ifndef PLACEMENT_SERVICE_SERVER_ACCESS_CONTROL_H_
@@ -20,9 +20,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "service/jobs/clock.h"
-#include "service/jobs/tenant_limits.h"
-#include "service/jobs/token_bucket.h"
+#include "service/clock/clock.h"
+#include "service/server/tenant_limits.h"
+#include "service/server/token_bucket.h"
 #include "service/server/auth_tokens.h"
 #include "service/server/service_metrics.h"
 
@@ -32,22 +32,22 @@ class AccessControl {
  public:
   // `authenticator` (null = no authentication), `clock` (null = real) and `metrics` (may be null) must
   // outlive this.
-  AccessControl(TokenAuthenticator* authenticator, jobs::TenantLimits default_limits,
-                const jobs::Clock* clock, ServiceMetrics* metrics);
+  AccessControl(TokenAuthenticator* authenticator, TenantLimits default_limits,
+                const Clock* clock, ServiceMetrics* metrics);
 
   // The caller's tenant, after authentication and the rate limit.
   absl::StatusOr<std::string> Admit(absl::string_view authorization);
 
-  jobs::TenantLimits LimitsFor(const std::string& tenant) const;
+  TenantLimits LimitsFor(const std::string& tenant) const;
 
   bool authenticating() const { return authenticator_ != nullptr; }
   TokenAuthenticator* authenticator() const { return authenticator_; }
 
  private:
   TokenAuthenticator* const authenticator_;
-  const jobs::TenantLimits default_limits_;
+  const TenantLimits default_limits_;
   ServiceMetrics* const metrics_;
-  jobs::TenantRateLimiter rate_limiter_;
+  TenantRateLimiter rate_limiter_;
 };
 
 }  // namespace placement::server

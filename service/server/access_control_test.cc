@@ -9,8 +9,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "service/common/status_payloads.h"
-#include "service/jobs/clock.h"
+#include "service/status_payloads/status_payloads.h"
+#include "service/clock/clock.h"
 #include "service/server/service_metrics.h"
 
 namespace placement::server {
@@ -36,7 +36,7 @@ class AccessControlTest : public ::testing::Test {
   }
   void TearDown() override { unlink(path_.c_str()); }
 
-  jobs::FakeClock clock_;
+  FakeClock clock_;
   std::string path_;
   std::unique_ptr<TokenAuthenticator> auth_;
   ServiceMetrics metrics_;
@@ -70,7 +70,7 @@ TEST_F(AccessControlTest, RateLimitIsPerTenantWithTheFileOverridingTheDefault) {
   absl::StatusOr<std::string> refused = access.Admit(a);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(common::RetryDelayOf(refused.status()), absl::Seconds(1));
+  EXPECT_EQ(status_payloads::RetryDelayOf(refused.status()), absl::Seconds(1));
   // team-b's line says rate_qps=0: unlimited.
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(access.Admit(b).ok());
   EXPECT_THAT(metrics_.Serialize(),

@@ -62,9 +62,9 @@ absl::Status ParseOverride(int line, absl::string_view field, TenantOverrides* o
 
 }  // namespace
 
-jobs::TenantLimits TenantOverrides::ApplyTo(jobs::TenantLimits defaults) const {
-  if (max_running.has_value()) defaults.max_running = *max_running;
-  if (max_queued.has_value()) defaults.max_queued = *max_queued;
+TenantLimits TenantOverrides::ApplyTo(TenantLimits defaults) const {
+  if (max_running.has_value()) defaults.jobs.max_running = *max_running;
+  if (max_queued.has_value()) defaults.jobs.max_queued = *max_queued;
   if (rate_qps.has_value()) defaults.rate_qps = *rate_qps;
   if (burst.has_value()) defaults.burst = *burst;
   return defaults;
@@ -149,7 +149,7 @@ absl::StatusOr<absl::string_view> BearerToken(absl::string_view authorization) {
 
 TokenAuthenticator::TokenAuthenticator(Options options)
     : options_(std::move(options)),
-      clock_(options_.clock != nullptr ? options_.clock : jobs::Clock::Real()) {}
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()) {}
 
 absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::Create(Options options) {
   std::unique_ptr<TokenAuthenticator> auth(new TokenAuthenticator(std::move(options)));
@@ -192,15 +192,16 @@ absl::Status TokenAuthenticator::LoadLocked(bool force) {
   // Remembered even when parsing fails, so a broken file is reported once, not on every poll.
   loaded_identity_ = identity;
   absl::StatusOr<TokenTable> table = ParseTokenFile(text);
-  if (table.ok() && loaded_once_) {
-    // A reload that would lock everyone out, or a file caught while it is being written (its last
-    // line may be cut: "TOKEN te" would load the tenant "te"), is not applied; once the writer is
-    // done the file changes again and is reloaded.
-    if (table->tenant_by_token_sha256.empty()) {
-      table = absl::InvalidArgumentError(
-          "the file holds no tokens (emptied, or being written?); an empty file would refuse every "
-          "caller");
-    } else if (!text.empty() && text.back() != '\n') {
+  if (table.ok() && table->tenant_by_token_sha256.empty()) {
+    // At start-up as on a reload: a file without tokens would refuse every caller (a reload keeps
+    // the previous tokens, a start fails).
+    table = absl::InvalidArgumentError(
+        "the file holds no tokens (emptied, or being written?); an empty file would refuse every "
+        "caller");
+  } else if (table.ok() && loaded_once_) {
+    // A file caught while it is being written (its last line may be cut: "TOKEN te" would load the
+    // tenant "te") is not applied; once the writer is done the file changes again and is reloaded.
+    if (!text.empty() && text.back() != '\n') {
       table = absl::InvalidArgumentError(
           "the file does not end with a newline: it is probably being written (write it to a "
           "temporary file and rename it into place)");
@@ -252,8 +253,8 @@ absl::StatusOr<std::string> TokenAuthenticator::Authenticate(absl::string_view a
   return it->second;
 }
 
-jobs::TenantLimits TokenAuthenticator::LimitsFor(const std::string& tenant,
-                                                 const jobs::TenantLimits& defaults) const {
+TenantLimits TokenAuthenticator::LimitsFor(const std::string& tenant,
+                                                 const TenantLimits& defaults) const {
   absl::MutexLock lock(&mu_);
   auto it = table_->overrides.find(tenant);
   return it == table_->overrides.end() ? defaults : it->second.ApplyTo(defaults);

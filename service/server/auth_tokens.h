@@ -37,8 +37,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "service/jobs/clock.h"
-#include "service/jobs/tenant_limits.h"
+#include "service/clock/clock.h"
+#include "service/server/tenant_limits.h"
 
 namespace placement::server {
 
@@ -49,7 +49,7 @@ struct TenantOverrides {
   std::optional<double> rate_qps;
   std::optional<double> burst;
 
-  jobs::TenantLimits ApplyTo(jobs::TenantLimits defaults) const;
+  TenantLimits ApplyTo(TenantLimits defaults) const;
 };
 
 struct TokenTable {
@@ -77,7 +77,7 @@ class TokenAuthenticator {
     // The file's mtime/size/inode are checked at most this often (0 = on every call).
     absl::Duration poll_interval = absl::Seconds(1);
     // Null = Clock::Real().
-    const jobs::Clock* clock = nullptr;
+    const Clock* clock = nullptr;
   };
 
   // Loads the file: INVALID_ARGUMENT (bad contents) or NOT_FOUND / PERMISSION_DENIED (unreadable).
@@ -92,7 +92,7 @@ class TokenAuthenticator {
   absl::Status Reload() ABSL_LOCKS_EXCLUDED(mu_, reload_mu_);
 
   // The tenant's limits: `defaults` with the file's overrides for it applied.
-  jobs::TenantLimits LimitsFor(const std::string& tenant, const jobs::TenantLimits& defaults) const
+  TenantLimits LimitsFor(const std::string& tenant, const TenantLimits& defaults) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t token_count() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -115,7 +115,7 @@ class TokenAuthenticator {
   void MaybeReload() ABSL_LOCKS_EXCLUDED(reload_mu_);
 
   const Options options_;
-  const jobs::Clock* const clock_;
+  const Clock* const clock_;
 
   // Serialises reloads; taken before mu_.
   absl::Mutex reload_mu_;

@@ -9,7 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "service/jobs/clock.h"
+#include "service/clock/clock.h"
 
 namespace placement::server {
 namespace {
@@ -35,10 +35,10 @@ TEST(ParseTokenFileTest, ReadsTokensTenantsCommentsAndOverrides) {
   EXPECT_EQ(table->tenant_by_token_sha256.at(TokenSha256(kTokenB)), "team-b");
   ASSERT_TRUE(table->overrides.contains("team-b"));
   EXPECT_FALSE(table->overrides.contains("team-a"));
-  const jobs::TenantLimits limits =
-      table->overrides.at("team-b").ApplyTo({.max_running = 1, .max_queued = 1, .rate_qps = 1});
-  EXPECT_EQ(limits.max_running, 2);
-  EXPECT_EQ(limits.max_queued, 8);
+  const TenantLimits limits =
+      table->overrides.at("team-b").ApplyTo({.jobs = {.max_running = 1, .max_queued = 1}, .rate_qps = 1});
+  EXPECT_EQ(limits.jobs.max_running, 2);
+  EXPECT_EQ(limits.jobs.max_queued, 8);
   EXPECT_DOUBLE_EQ(limits.rate_qps, 5.5);
   EXPECT_DOUBLE_EQ(limits.burst, 20);
 }
@@ -149,10 +149,18 @@ TEST(TokenAuthenticatorTest, MissingOrInvalidFileFailsCreate) {
   file.Write("short tenant\n");
   EXPECT_EQ(TokenAuthenticator::Create({.path = file.path()}).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // A file without tokens is refused at start as on a reload (it would refuse every caller).
+  for (const char* empty : {"", "# only a comment\n", "\n\n"}) {
+    file.Write(empty);
+    absl::StatusOr<std::unique_ptr<TokenAuthenticator>> none =
+        TokenAuthenticator::Create({.path = file.path()});
+    EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument) << empty;
+    EXPECT_THAT(std::string(none.status().message()), HasSubstr("no tokens"));
+  }
 }
 
 TEST(TokenAuthenticatorTest, ReloadsAChangedFileOncePerPollInterval) {
-  jobs::FakeClock clock;
+  FakeClock clock;
   TokensFile file;
   file.Write(std::string(kTokenA) + " team-a\n");
   absl::StatusOr<std::unique_ptr<TokenAuthenticator>> auth = TokenAuthenticator::Create(
@@ -172,7 +180,7 @@ TEST(TokenAuthenticatorTest, ReloadsAChangedFileOncePerPollInterval) {
 }
 
 TEST(TokenAuthenticatorTest, ABrokenFileKeepsThePreviousTokens) {
-  jobs::FakeClock clock;
+  FakeClock clock;
   TokensFile file;
   file.Write(std::string(kTokenA) + " team-a\n");
   absl::StatusOr<std::unique_ptr<TokenAuthenticator>> auth = TokenAuthenticator::Create(
@@ -185,7 +193,7 @@ TEST(TokenAuthenticatorTest, ABrokenFileKeepsThePreviousTokens) {
 }
 
 TEST(TokenAuthenticatorTest, ReloadReadsTheFileAtOnce) {
-  jobs::FakeClock clock;
+  FakeClock clock;
   TokensFile file;
   file.Write(std::string(kTokenA) + " team-a\n");
   absl::StatusOr<std::unique_ptr<TokenAuthenticator>> auth = TokenAuthenticator::Create(

@@ -10,8 +10,8 @@
 //
 // Example:
 //   FirstWins first_wins;
-//   job->AddListener([first_wins, this](const jobs::Job& job) mutable {
-//     if (job.done() && first_wins.Claim()) OnJobDone(job);
+//   pending->OnDone([first_wins, this]() mutable {
+//     if (first_wins.Claim()) OnAnswerReady();
 //   });
 //   void OnCancel() override { if (first_wins_.Claim()) Finish(cancelled); }
 #ifndef PLACEMENT_SERVICE_SERVER_FIRST_WINS_H_

@@ -11,7 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 #include "service/server/first_wins.h"
 #include "service/server/raw_call.h"
 #include "service/server/status_mapping.h"
@@ -40,20 +40,20 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
     if (request_->has_timeout()) {
       const google::protobuf::Duration& timeout = request_->timeout();
       if (timeout.seconds() < 0 || timeout.nanos() < 0 || timeout.nanos() > 999'999'999) {
-        FinishEarly(common::WithFieldViolations(
+        FinishEarly(status_payloads::WithFieldViolations(
             absl::InvalidArgumentError(
                 "timeout: must be a non-negative duration (seconds ≥ 0, nanos in [0, 999999999])"),
             {{"timeout", "must be a non-negative duration (seconds ≥ 0, nanos in [0, 999999999])"}}));
         return;
       }
     }
-    absl::StatusOr<std::shared_ptr<jobs::Operation>> op =
+    absl::StatusOr<core::OperationHandle> op =
         service_->core().FindOperation(request_->name(), record_.entry().tenant);
     if (!op.ok()) {
       if (Claim()) Complete(op.status());
       return;
     }
-    operation_ = *std::move(op);
+    operation_.emplace(*std::move(op));
     record_.entry().digest = operation_->request_digest();
 
     const absl::Time now = absl::Now();
@@ -68,9 +68,9 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
     }
 
     // Whichever of {operation done, drain, timeout, caller cancelled} comes first replies.
-    operation_listener_ = operation_->AddListener(
-        [first_wins = first_wins_, reactor = this](const jobs::Operation& changed) mutable {
-          if (changed.done() && first_wins.Claim()) reactor->Reply();
+    operation_listener_ =
+        operation_->Subscribe([first_wins = first_wins_, reactor = this](bool done) mutable {
+          if (done && first_wins.Claim()) reactor->Reply();
         });
     if (operation_listener_ == 0) {  // done already
       if (Claim()) Reply();
@@ -99,7 +99,7 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
   }
 
   void OnDone() override {
-    if (operation_ != nullptr) operation_->RemoveListener(operation_listener_);
+    if (operation_.has_value()) operation_->Unsubscribe(operation_listener_);
     service_->drain().Unsubscribe(drain_subscription_);
     delete this;
   }
@@ -107,7 +107,7 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
  private:
   bool Claim() { return first_wins_.Claim(); }
   void Reply() {
-    service_->core().FillOperation(*operation_, response_->mutable_operation());
+    operation_->Fill(response_->mutable_operation());
     Complete(absl::OkStatus());
   }
   void Complete(const absl::Status& status) { Finish(ToGrpcStatus(record_.Done(status))); }
@@ -118,7 +118,7 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
   v1::WaitOperationResponse* response_ = nullptr;
   CallRecord record_;
   FirstWins first_wins_;
-  std::shared_ptr<jobs::Operation> operation_;
+  std::optional<core::OperationHandle> operation_;
   uint64_t operation_listener_ = 0;
   uint64_t drain_subscription_ = 0;
   grpc::Alarm alarm_;
@@ -144,7 +144,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     request_ = request;
     const std::string tenant = shared_->record->entry().tenant;
     shared_->record->entry().operation = request_->name();
-    absl::StatusOr<std::shared_ptr<jobs::Operation>> op =
+    absl::StatusOr<core::OperationHandle> op =
         service_->core().FindOperation(request_->name(), tenant);
     if (!op.ok()) {
       EndWith(op.status());
@@ -153,12 +153,11 @@ class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     {
       absl::MutexLock lock(&shared_->mu);
       shared_->operation = *op;
-      shared_->record->entry().digest = (*op)->request_digest();
+      shared_->record->entry().digest = op->request_digest();
     }
     std::shared_ptr<Shared> shared = shared_;
-    operation_ = *std::move(op);
-    operation_listener_ =
-        operation_->AddListener([shared](const jobs::Operation&) { Step(shared); });
+    operation_.emplace(*std::move(op));
+    operation_listener_ = operation_->Subscribe([shared](bool) { Step(shared); });
     const absl::Duration retry_delay = service_->options().retry_delay;
     drain_subscription_ = service_->drain().Subscribe([shared, retry_delay] {
       EndWith(shared, WatchShutdownStatus(retry_delay));
@@ -184,7 +183,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   void OnCancel() override { EndWith(absl::CancelledError("the caller cancelled the call")); }
 
   void OnDone() override {
-    if (operation_ != nullptr) operation_->RemoveListener(operation_listener_);
+    if (operation_.has_value()) operation_->Unsubscribe(operation_listener_);
     service_->drain().Unsubscribe(drain_subscription_);
     delete this;
   }
@@ -194,7 +193,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     absl::Mutex mu;
     WatchReactor* reactor = nullptr;
     std::optional<CallRecord> record;
-    std::shared_ptr<jobs::Operation> operation ABSL_GUARDED_BY(mu);
+    std::optional<core::OperationHandle> operation ABSL_GUARDED_BY(mu);
     bool writing ABSL_GUARDED_BY(mu) = false;
     bool finished ABSL_GUARDED_BY(mu) = false;
     std::optional<absl::Status> end_status ABSL_GUARDED_BY(mu);
@@ -206,7 +205,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   // Operations live in this process only: they end with it, and no other replica knows them.
   static absl::Status WatchShutdownStatus(absl::Duration retry_delay) {
-    return common::WithRetryDelay(
+    return status_payloads::WithRetryDelay(
         absl::UnavailableError(
             "the server is shutting down; its operations end with it: submit the request again "
             "(the same request_id) once a server is back"),
@@ -237,10 +236,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         shared->finished = true;
         status = *shared->end_status;
         action = Action::kFinish;
-      } else if (shared->operation != nullptr) {
+      } else if (shared->operation.has_value()) {
         v1::Operation* message = shared->out.mutable_operation();
         message->Clear();
-        reactor->service_->core().FillOperation(*shared->operation, message);
+        shared->operation->Fill(message);
         if (message->done()) {
           shared->finished = true;
           shared->writing = true;
@@ -284,7 +283,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   grpc::CallbackServerContext* context_;
   const v1::WatchOperationRequest* request_ = nullptr;
   std::shared_ptr<Shared> shared_;
-  std::shared_ptr<jobs::Operation> operation_;
+  std::optional<core::OperationHandle> operation_;
   uint64_t operation_listener_ = 0;
   uint64_t drain_subscription_ = 0;
 };

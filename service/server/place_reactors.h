@@ -1,6 +1,6 @@
 // place_reactors.h — Place and Evaluate: unary calls that wait for a job on the workers.
 //
-// The reactor validates and admits the request (on gRPC's thread, or on the service's offload pool
+// The reactor asks the core once (on gRPC's thread, or on the service's offload pool
 // when a shared cache tier is configured), then waits for the job without blocking any thread.
 // Whichever comes first finishes the call, exactly once (first_wins.h): the job done, the caller
 // cancelled (or its deadline passed), or the end of the shutdown grace (UNAVAILABLE); a caller that

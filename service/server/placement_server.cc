@@ -1,5 +1,9 @@
 #include "service/server/placement_server.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <exception>
 #include <thread>
@@ -26,18 +30,37 @@ constexpr char kServiceName[] = "placement.v1.PlacementService";
 // After the shutdown grace, the time the service's own UNAVAILABLE answers get to reach their callers
 // before gRPC cancels whatever is left.
 constexpr absl::Duration kAbortMargin = absl::Milliseconds(500);
+// How long the start-up check of --redis waits for an answer (at least; --redis_timeout if longer).
+constexpr absl::Duration kRedisCheckTimeout = absl::Seconds(1);
 
 std::string HostPort(const std::string& host, int port) {
   if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
   return absl::StrCat(host, ":", port);
 }
 
+// Opens and closes a connection to `host`:`port` without waiting for anything.
+void TouchPort(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), absl::StrCat(port).c_str(), &hints, &found) != 0) return;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    (void)connect(fd, a->ai_addr, a->ai_addrlen);
+    close(fd);
+    break;
+  }
+  freeaddrinfo(found);
+}
+
 }  // namespace
 
 PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std::move(options)) {
   metrics_ = std::make_unique<ServiceMetrics>();
-  catalog_ = std::make_unique<core::AlgorithmCatalog>(
-      core::AlgorithmCatalogOptions{.include_testing_algorithms = options_.testing_algorithms});
+  algorithms_ = std::make_unique<engine::AlgorithmRegistry>(engine::AlgorithmRegistryOptions{
+      .include_testing_algorithms = options_.testing_algorithms});
   cache_ = std::make_unique<cache::LruResultCache>(
       cache::LruCacheOptions{.max_bytes = options_.cache_bytes});
   cache::ResultCache* results = cache_.get();
@@ -81,9 +104,9 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
                                             /*clock=*/nullptr, metrics_.get());
   core::PlacementCoreOptions core_options = options_.core;
   core_options.tenant_limits = [access = access_.get()](const std::string& tenant) {
-    return access->LimitsFor(tenant);
+    return access->LimitsFor(tenant).jobs;
   };
-  core_ = std::make_unique<core::PlacementCore>(std::move(core_options), catalog_.get(), results,
+  core_ = std::make_unique<core::PlacementCore>(std::move(core_options), algorithms_.get(), results,
                                           jobs_.get(), operations_.get(), metrics_.get());
   if (redis_ != nullptr) {
     absl::StatusOr<std::pair<std::string, int>> redis =
@@ -94,12 +117,18 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
         .timeout = std::min(options_.redis.timeout, options_.min_time_budget / 2),
         .connections = options_.redis.connections});
     // The coordinator's own thread writes whole results and is waited for by nobody: it gets its own
-    // two connections and at least a second per round trip.
+    // two connections and at least a second per round trip. Its backoff stays well below the lease:
+    // once Redis answers again, this replica must adopt the jobs a stalled Redis created for it late
+    // (publishing its local operations) before their leases run out and another replica takes them.
+    const absl::Duration background_backoff =
+        std::min(absl::Seconds(2), options_.shared_operations.lease / 4);
     background_redis_ = std::make_unique<shared_ops::RedisClient>(shared_ops::RedisClientOptions{
         .host = redis->first,
         .port = redis->second,
         .timeout = std::max(options_.redis.timeout, absl::Seconds(1)),
-        .connections = 2});
+        .connections = 2,
+        .initial_backoff = std::min(absl::Milliseconds(100), background_backoff),
+        .max_backoff = background_backoff});
     replica_id_ = shared_ops::NewReplicaId();
     const shared_ops::OperationStoreOptions store_options{.key_prefix = options_.redis.key_prefix,
                                                           .consumer = replica_id_};
@@ -112,10 +141,12 @@ PlacementServer::PlacementServer(PlacementServerOptions options) : options_(std:
     shared.result_key_prefix = options_.redis.key_prefix;
     shared.result_ttl = options_.redis.ttl;
     shared.retry_delay = options_.retry_delay;
+    shared.log = [](absl::string_view line) { LogLine(line); };
     coordinator_ = std::make_unique<shared_ops::OperationCoordinator>(
         std::move(shared), shared_redis_.get(), shared_store_.get(), jobs_.get(), operations_.get(),
-        [core = core_.get()](const std::string& request, const std::string& tenant) {
-          return core->RebuildSharedJob(request, tenant);
+        [core = core_.get()](const std::string& request, const std::string& tenant,
+                             absl::Duration time_limit) {
+          return core->RebuildSharedJob(request, tenant, time_limit);
         },
         background_redis_.get(), background_store_.get());
     core_->ShareOperations(coordinator_.get());
@@ -151,10 +182,24 @@ absl::Status PlacementServer::Start() {
   absl::MutexLock lock(&shutdown_mu_);
   if (started_) return absl::FailedPreconditionError("already started");
   if (!options_.redis_address.empty()) {
-    if (absl::Status redis = cache::ParseRedisAddress(options_.redis_address).status();
-        !redis.ok()) {
+    absl::StatusOr<std::pair<std::string, int>> redis =
+        cache::ParseRedisAddress(options_.redis_address);
+    if (!redis.ok()) {
       jobs_->Shutdown();
-      return redis;
+      return redis.status();
+    }
+    // Not Redis at all, or a Redis this server cannot use (a password, too old): a failed start, as
+    // no retry will ever change it. A Redis that does not answer yet is only logged: the shared
+    // tier is best effort, and it may be up in a moment.
+    absl::Status usable = cache::CheckRedisServer(
+        redis->first, redis->second, std::max(options_.redis.timeout, kRedisCheckTimeout));
+    if (absl::IsUnavailable(usable)) {
+      LogLine(absl::StrCat("--redis=", options_.redis_address, ": ", usable.message(),
+                           "; serving from this process's cache and operations until it answers"));
+    } else if (!usable.ok()) {
+      jobs_->Shutdown();
+      return absl::Status(usable.code(),
+                          absl::StrCat("--redis=", options_.redis_address, ": ", usable.message()));
     }
   }
   started_ = true;
@@ -268,11 +313,16 @@ void PlacementServer::Shutdown() {
   if (options_.shutdown_drain_delay > absl::ZeroDuration()) {
     absl::SleepFor(options_.shutdown_drain_delay);
   }
+  // Everything from here on fits in the grace (plus the margin below and a moment to clean up),
+  // whatever Redis does: a container runtime kills the process soon after it.
+  const absl::Time grace_end = absl::Now() + options_.shutdown_grace;
   jobs_->StopAdmitting();
+  std::thread hand_back;
   if (coordinator_ != nullptr) {
     // The jobs this replica runs for the cluster: another replica takes them over within about half
-    // a second, so that a rolling restart loses nothing.
-    coordinator_->HandBack();
+    // a second, so that a rolling restart loses nothing. On its own thread: a Redis that does not
+    // answer must not delay the drain of the calls.
+    hand_back = std::thread([this] { coordinator_->HandBack(); });
   }
   service_->Drain();
   LogLine(absl::StrCat("shutting down: waiting up to ",
@@ -281,22 +331,46 @@ void PlacementServer::Shutdown() {
   // down", RetryInfo) by the service itself; gRPC's own cancellation, a moment later, would only
   // tell them CANCELLED.
   absl::Notification calls_done;
-  std::thread aborter([this, &calls_done] {
-    if (!calls_done.WaitForNotificationWithTimeout(options_.shutdown_grace)) {
-      LogLine("shutting down: the grace period is over; answering the calls still waiting "
-              "UNAVAILABLE");
-      service_->AbortWaits();
+  std::thread aborter([this, &calls_done, grace_end] {
+    if (calls_done.WaitForNotificationWithDeadline(grace_end)) return;
+    if (const size_t answered = service_->AbortWaits(); answered > 0) {
+      LogLine(absl::StrCat("shutting down: the grace period is over; answered the ", answered,
+                           " calls still waiting UNAVAILABLE"));
     }
   });
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace + kAbortMargin));
+  server_->Shutdown(absl::ToChronoTime(grace_end + kAbortMargin));
   calls_done.Notify();
   aborter.join();
+  // No call is left that needs Redis: round trips still waiting for a Redis that does not answer
+  // end now instead of at their timeouts.
+  if (coordinator_ != nullptr) coordinator_->Stop();
+  if (shared_redis_ != nullptr) shared_redis_->Close();
+  if (background_redis_ != nullptr) background_redis_->Close();
+  if (hand_back.joinable()) hand_back.join();
   jobs_->Shutdown();
+  StopMetricsEndpoint();
   LogLine(absl::StrCat("shut down in ", absl::FormatDuration(absl::Now() - begin)));
   shutdown_done_.Notify();
 }
 
 void PlacementServer::Wait() { shutdown_done_.WaitForNotification(); }
+
+void PlacementServer::StopMetricsEndpoint() {
+  if (exposer_ == nullptr) return;
+  // civetweb's listening thread looks at its stop flag only between polls of up to 2 s, so stopping
+  // it took up to 2 s of a shutdown's time; a connection to the port ends the poll at once.
+  absl::Notification stopped;
+  std::thread stopper([this, &stopped] {
+    exposer_.reset();
+    stopped.Notify();
+  });
+  const bool wildcard = options_.host.empty() || options_.host == "0.0.0.0" || options_.host == "::";
+  const std::string host = wildcard ? "127.0.0.1" : options_.host;
+  while (!stopped.WaitForNotificationWithTimeout(absl::Milliseconds(20))) {
+    TouchPort(host, metrics_port_);
+  }
+  stopper.join();
+}
 
 absl::Status PlacementServer::ReloadAuthTokens() {
   if (authenticator_ == nullptr) {

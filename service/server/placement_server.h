@@ -8,12 +8,16 @@
 //   2. keep serving for `shutdown_drain_delay` (load balancers move away);
 //   3. stop admitting jobs (UNAVAILABLE) and end long waits (WaitOperation returns, WatchOperation
 //      streams end with UNAVAILABLE); with a shared operations store (--redis), hand the jobs this
-//      replica runs for the cluster back at once, so another replica takes them over (same operation
-//      names) instead of waiting for their leases to expire;
-//   4. grpc::Server::Shutdown(now + shutdown_grace): in-flight calls finish; at the end of the grace
-//      the calls still waiting are answered UNAVAILABLE ("the server is shutting down ...; retry",
-//      RetryInfo) and their jobs released; gRPC cancels what is left shortly after;
-//   5. cancel the remaining jobs and join the workers; Wait() returns.
+//      replica runs for the cluster back at once (on a thread of its own, so that a Redis that does
+//      not answer delays nothing), so another replica takes them over (same operation names) instead
+//      of waiting for their leases to expire;
+//   4. grpc::Server::Shutdown(grace end): in-flight calls finish; at the end of the grace the calls
+//      still waiting are answered UNAVAILABLE ("the server is shutting down ...; retry", RetryInfo)
+//      and their jobs released (logged only when there were some); gRPC cancels what is left shortly
+//      after;
+//   5. close the Redis connections (round trips still waiting end now), cancel the remaining jobs,
+//      join the workers, stop the metrics endpoint; Wait() returns. All of it within
+//      shutdown_drain_delay + shutdown_grace + about half a second, whatever Redis does.
 // main() blocks SIGTERM/SIGINT before any thread starts and receives them on a sigwait thread:
 // calling grpc::Server::Shutdown from a signal handler can deadlock.
 //
@@ -33,13 +37,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "service/jobs/tenant_limits.h"
+#include "service/server/tenant_limits.h"
 #include "service/server/access_control.h"
 #include "service/server/auth_tokens.h"
 #include "service/cache/redis_client.h"
 #include "service/cache/redis_result_cache.h"
 #include "service/core/placement_core.h"
 #include "service/server/placement_service.h"
+#include "service/server/transport_security.h"
 #include "service/shared_ops/operation_coordinator.h"
 #include "service/shared_ops/operation_store.h"
 
@@ -56,18 +61,6 @@ class TieredResultCache;
 }  // namespace placement::cache
 
 namespace placement::server {
-
-// Transport security of the gRPC port. Plaintext only when `insecure` is set explicitly.
-struct TransportSecurityOptions {
-  // PEM files of the server's certificate chain and private key: TLS.
-  std::string cert_file;
-  std::string key_file;
-  // PEM file of the CA(s) that sign client certificates: mutual TLS (a client without a certificate
-  // this CA verifies cannot connect). Needs cert_file and key_file.
-  std::string client_ca_file;
-  // Plaintext (local use and tests). Exclusive with the files above.
-  bool insecure = false;
-};
 
 struct PlacementServerOptions {
   // Address both ports bind to.
@@ -116,7 +109,7 @@ struct PlacementServerOptions {
   // How often the tokens file is checked for changes (on calls; 0 = every call).
   absl::Duration auth_tokens_poll = absl::Seconds(1);
   // Every tenant's limits unless the tokens file overrides them (tenant_limits.h; 0 = unlimited).
-  jobs::TenantLimits tenant_limits;
+  TenantLimits tenant_limits;
   // Shared cache tier behind the in-process cache: Redis at "HOST:PORT"; empty = none. `redis` holds
   // the rest of its options (its host and port are taken from redis_address). Its timeout is capped
   // at half of min_time_budget, so a slow Redis cannot eat the deadline of a call that was admitted.
@@ -143,8 +136,9 @@ class PlacementServer {
   // Binds and starts serving. UNAVAILABLE when a port cannot be bound; INVALID_ARGUMENT for a
   // contradictory security configuration (or none: neither TLS files nor `insecure`); NOT_FOUND /
   // INVALID_ARGUMENT for unreadable or invalid certificate, key or tokens files.
-  // INVALID_ARGUMENT for a malformed redis_address (an unreachable Redis is not an error: the shared
-  // tier is best effort).
+  // INVALID_ARGUMENT for a malformed redis_address or one where something other than Redis (7.0 or
+  // newer) answers, FAILED_PRECONDITION for a Redis that wants a password (an unreachable Redis is
+  // not an error, only logged: the shared tier is best effort).
   absl::Status Start();
   // Re-reads the tokens file now (SIGHUP). FAILED_PRECONDITION without one; on a bad file the
   // previous tokens stay in force and the error is returned.
@@ -161,9 +155,12 @@ class PlacementServer {
   ServiceMetrics& metrics() { return *metrics_; }
 
  private:
+  // Stops the Prometheus endpoint (at the end of a shutdown) in milliseconds.
+  void StopMetricsEndpoint();
+
   const PlacementServerOptions options_;
   std::unique_ptr<ServiceMetrics> metrics_;
-  std::unique_ptr<core::AlgorithmCatalog> catalog_;
+  std::unique_ptr<engine::AlgorithmRegistry> algorithms_;
   std::unique_ptr<cache::LruResultCache> cache_;
   // With a redis_address: the shared tier and the tiering wrapper the core uses (declared before
   // jobs_ so that they outlive the workers that write to them).

@@ -11,14 +11,20 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include <grpc/support/log.h>
+
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
@@ -131,6 +137,14 @@ ABSL_FLAG(absl::Duration, operation_lease, absl::Seconds(5),
 ABSL_FLAG(absl::Duration, operation_poll_interval, absl::Milliseconds(100),
           "With --redis: how often a replica reads the state of operations another replica runs "
           "(for Wait and Watch through it). 10ms..10s.");
+ABSL_FLAG(int64_t, operation_max_request_bytes, int64_t{8} << 20,
+          "With --redis: requests larger than this (serialized) are not stored in Redis. Their "
+          "operations are shared all the same, but no other replica can take their job over if "
+          "this one dies (the operations then end ABORTED). 0 = store none.");
+ABSL_FLAG(int64_t, operation_tenant_request_bytes, int64_t{64} << 20,
+          "With --redis: bytes of requests one tenant may have stored in Redis at once (pending "
+          "jobs, for takeovers); beyond it the tenant's requests are not stored, as above, so one "
+          "tenant cannot crowd the others' records out of Redis (0 = unlimited).");
 ABSL_FLAG(bool, testing_algorithms, false,
           "Offer the `testing_wait` algorithm, which holds a worker until cancelled or out of "
           "time, `testing_throw` (throws from the worker) and `testing_overrun` (ignores its time "
@@ -144,39 +158,54 @@ constexpr char kUsage[] =
     "Logs `listening on HOST:PORT` when ready; SIGTERM/SIGINT shut it down gracefully (exit\n"
     "status 0); SIGHUP reloads the --auth_tokens file. Flags may come from --flagfile=FILE.\n";
 
-// Every flag's range, checked before anything starts: a value outside it is a failed start naming
-// the flag (INVALID_ARGUMENT, exit status 1), never a server that fails every call or silently
-// listens somewhere else (a port of 70000 would wrap around to 4464).
-class FlagChecker {
+// Reads each flag into its option and checks its range before anything starts, each flag in one
+// line: a value outside its range is a failed start naming the flag (INVALID_ARGUMENT, exit status 1),
+// never a server that fails every call or silently listens somewhere else (a port of 70000 would
+// wrap around to 4464).
+class FlagReader {
  public:
-  void IntIn(absl::string_view name, int64_t value, int64_t lo, int64_t hi,
-             absl::string_view meaning = "") {
-    if (value >= lo && value <= hi) return;
-    Fail(name, absl::StrCat(value), absl::StrCat("must be in [", lo, ", ", hi, "]", meaning));
+  // Flags without a range (strings, switches).
+  template <typename T, typename Out>
+  void Copy(const absl::Flag<T>& flag, Out* out) {
+    *out = absl::GetFlag(flag);
   }
-  void DoubleIn(absl::string_view name, double value, double lo, double hi) {
-    if (value >= lo && value <= hi) return;  // also false for NaN
-    Fail(name, absl::StrCat(value), absl::StrCat("must be in [", lo, ", ", hi, "]"));
+  // An integer in [lo, hi]; `meaning` explains the special values.
+  template <typename T, typename Out>
+  void Int(const absl::Flag<T>& flag, int64_t lo, int64_t hi, Out* out,
+           absl::string_view meaning = "") {
+    const T value = absl::GetFlag(flag);
+    *out = static_cast<Out>(value);
+    if (value >= lo && value <= hi) return;
+    Fail(flag, absl::StrCat(value), absl::StrCat("must be in [", lo, ", ", hi, "]", meaning));
+  }
+  void Double(const absl::Flag<double>& flag, double lo, double hi, double* out) {
+    *out = absl::GetFlag(flag);
+    if (*out >= lo && *out <= hi) return;  // also false for NaN
+    Fail(flag, absl::StrCat(*out), absl::StrCat("must be in [", lo, ", ", hi, "]"));
   }
   // A finite duration of at least `lo` (`allow_infinite`: +inf too).
-  void DurationAtLeast(absl::string_view name, absl::Duration value, absl::Duration lo,
-                       bool allow_infinite = false) {
-    if (value == absl::InfiniteDuration() && allow_infinite) return;
-    if (value >= lo && value != absl::InfiniteDuration()) return;
-    Fail(name, absl::FormatDuration(value),
+  void DurationAtLeast(const absl::Flag<absl::Duration>& flag, absl::Duration lo,
+                       absl::Duration* out, bool allow_infinite = false) {
+    *out = absl::GetFlag(flag);
+    if (*out == absl::InfiniteDuration() && allow_infinite) return;
+    if (*out >= lo && *out != absl::InfiniteDuration()) return;
+    Fail(flag, absl::FormatDuration(*out),
          absl::StrCat("must be a finite duration of at least ", absl::FormatDuration(lo)));
   }
-  void DurationIn(absl::string_view name, absl::Duration value, absl::Duration lo,
-                  absl::Duration hi) {
-    if (value >= lo && value <= hi) return;
-    Fail(name, absl::FormatDuration(value),
+  void DurationIn(const absl::Flag<absl::Duration>& flag, absl::Duration lo, absl::Duration hi,
+                  absl::Duration* out) {
+    *out = absl::GetFlag(flag);
+    if (*out >= lo && *out <= hi) return;
+    Fail(flag, absl::FormatDuration(*out),
          absl::StrCat("must be in [", absl::FormatDuration(lo), ", ", absl::FormatDuration(hi), "]"));
   }
   const std::vector<std::string>& errors() const { return errors_; }
 
  private:
-  void Fail(absl::string_view name, absl::string_view value, absl::string_view why) {
-    errors_.push_back(absl::StrCat("--", name, "=", value, ": ", why));
+  template <typename T>
+  void Fail(const absl::Flag<T>& flag, absl::string_view value, absl::string_view why) {
+    errors_.push_back(
+        absl::StrCat("--", absl::GetFlagReflectionHandle(flag).Name(), "=", value, ": ", why));
   }
   std::vector<std::string> errors_;
 };
@@ -184,73 +213,94 @@ class FlagChecker {
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
-absl::Status CheckFlags() {
-  FlagChecker check;
-  check.IntIn("port", absl::GetFlag(FLAGS_port), 0, 65535, " (0 = any free port)");
-  check.IntIn("metrics_port", absl::GetFlag(FLAGS_metrics_port), -1, 65535,
-              " (0 = any free port, -1 = none)");
-  check.IntIn("workers", absl::GetFlag(FLAGS_workers), 0, 4096, " (0 = the CPU quota)");
-  check.IntIn("cache_bytes", absl::GetFlag(FLAGS_cache_bytes), 0, kInt64Max, " (0 = no cache)");
-  check.IntIn("max_queued_jobs", absl::GetFlag(FLAGS_max_queued_jobs), 1, kInt32Max);
-  check.IntIn("job_memory_budget_bytes", absl::GetFlag(FLAGS_job_memory_budget_bytes), 1,
-              kInt64Max);
-  check.DurationAtLeast("default_time_limit", absl::GetFlag(FLAGS_default_time_limit),
-                        absl::Milliseconds(1));
-  check.DurationAtLeast("max_time_limit", absl::GetFlag(FLAGS_max_time_limit),
-                        absl::Milliseconds(1));
-  check.DurationAtLeast("min_time_budget", absl::GetFlag(FLAGS_min_time_budget),
-                        absl::ZeroDuration());
-  check.DurationAtLeast("retry_delay", absl::GetFlag(FLAGS_retry_delay), absl::Milliseconds(1));
-  check.DurationAtLeast("operation_ttl", absl::GetFlag(FLAGS_operation_ttl), absl::Seconds(1));
-  check.IntIn("max_operations", absl::GetFlag(FLAGS_max_operations), 1, kInt32Max);
-  check.DurationAtLeast("max_wait_timeout", absl::GetFlag(FLAGS_max_wait_timeout),
-                        absl::Milliseconds(1));
-  check.IntIn("max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes), 1024, kInt32Max);
-  check.IntIn("max_decoding_bytes", absl::GetFlag(FLAGS_max_decoding_bytes), 0, kInt64Max,
-              " (0 = unbounded)");
-  check.IntIn("grpc_memory_bytes", absl::GetFlag(FLAGS_grpc_memory_bytes), 0, kInt64Max,
-              " (0 = gRPC's default)");
-  check.DurationAtLeast("max_connection_age", absl::GetFlag(FLAGS_max_connection_age),
-                        absl::ZeroDuration());
-  check.DurationAtLeast("shutdown_drain_delay", absl::GetFlag(FLAGS_shutdown_drain_delay),
-                        absl::ZeroDuration());
-  check.DurationAtLeast("shutdown_grace", absl::GetFlag(FLAGS_shutdown_grace),
-                        absl::ZeroDuration());
-  check.IntIn("repeat_index_bytes", absl::GetFlag(FLAGS_repeat_index_bytes), 0, kInt64Max,
-              " (0 = no repeat index)");
-  check.DurationAtLeast("auth_tokens_poll", absl::GetFlag(FLAGS_auth_tokens_poll),
-                        absl::ZeroDuration());
-  check.IntIn("tenant_max_running", absl::GetFlag(FLAGS_tenant_max_running), 0, kInt32Max,
-              " (0 = unlimited)");
-  check.IntIn("tenant_max_queued", absl::GetFlag(FLAGS_tenant_max_queued), 0, kInt32Max,
-              " (0 = unlimited)");
-  check.DoubleIn("tenant_rate_qps", absl::GetFlag(FLAGS_tenant_rate_qps), 0, 1e9);
-  check.DoubleIn("tenant_burst", absl::GetFlag(FLAGS_tenant_burst), 0, 1e9);
-  check.IntIn("max_ops", absl::GetFlag(FLAGS_max_ops), 1, kInt32Max);
-  check.IntIn("max_edges", absl::GetFlag(FLAGS_max_edges), 0, kInt32Max);
-  check.IntIn("max_devices", absl::GetFlag(FLAGS_max_devices), 1, kInt32Max);
-  check.IntIn("max_name_bytes", absl::GetFlag(FLAGS_max_name_bytes), 1, kInt32Max);
-  check.DurationAtLeast("redis_ttl", absl::GetFlag(FLAGS_redis_ttl), absl::ZeroDuration(),
-                        /*allow_infinite=*/true);
-  check.IntIn("redis_max_value_bytes", absl::GetFlag(FLAGS_redis_max_value_bytes), 1, kInt64Max);
-  check.DurationAtLeast("redis_timeout", absl::GetFlag(FLAGS_redis_timeout),
-                        absl::Milliseconds(1));
-  check.IntIn("redis_connections", absl::GetFlag(FLAGS_redis_connections), 1, 1024);
-  check.IntIn("offload_threads", absl::GetFlag(FLAGS_offload_threads), 0, 1024);
-  check.DurationIn("operation_lease", absl::GetFlag(FLAGS_operation_lease), absl::Seconds(1),
-                   absl::Seconds(10));
-  check.DurationIn("operation_poll_interval", absl::GetFlag(FLAGS_operation_poll_interval),
-                   absl::Milliseconds(10), absl::Seconds(10));
-  if (!check.errors().empty()) {
-    return absl::InvalidArgumentError(absl::StrJoin(check.errors(), "; "));
+absl::StatusOr<placement::server::PlacementServerOptions> OptionsFromFlags() {
+  placement::server::PlacementServerOptions o;
+  FlagReader read;
+  read.Copy(FLAGS_host, &o.host);
+  read.Int(FLAGS_port, 0, 65535, &o.port, " (0 = any free port)");
+  read.Int(FLAGS_metrics_port, -1, 65535, &o.metrics_port, " (0 = any free port, -1 = none)");
+  read.Int(FLAGS_workers, 0, 4096, &o.workers, " (0 = the CPU quota)");
+  read.Int(FLAGS_cache_bytes, 0, kInt64Max, &o.cache_bytes, " (0 = no cache)");
+  read.Int(FLAGS_max_queued_jobs, 1, kInt32Max, &o.max_queued_jobs);
+  read.Int(FLAGS_job_memory_budget_bytes, 1, kInt64Max, &o.job_memory_budget_bytes);
+  read.DurationAtLeast(FLAGS_default_time_limit, absl::Milliseconds(1),
+                       &o.core.default_time_limit);
+  read.DurationAtLeast(FLAGS_max_time_limit, absl::Milliseconds(1), &o.core.max_time_limit);
+  read.DurationAtLeast(FLAGS_min_time_budget, absl::ZeroDuration(), &o.min_time_budget);
+  read.DurationAtLeast(FLAGS_retry_delay, absl::Milliseconds(1), &o.retry_delay);
+  read.DurationAtLeast(FLAGS_operation_ttl, absl::Seconds(1), &o.operation_ttl);
+  read.Int(FLAGS_max_operations, 1, kInt32Max, &o.max_operations);
+  read.DurationAtLeast(FLAGS_max_wait_timeout, absl::Milliseconds(1), &o.max_wait_timeout);
+  read.Int(FLAGS_max_message_bytes, 1024, kInt32Max, &o.max_message_bytes);
+  read.Int(FLAGS_max_decoding_bytes, 0, kInt64Max, &o.max_decoding_bytes, " (0 = unbounded)");
+  read.Int(FLAGS_grpc_memory_bytes, 0, kInt64Max, &o.grpc_memory_bytes, " (0 = gRPC's default)");
+  read.DurationAtLeast(FLAGS_max_connection_age, absl::ZeroDuration(), &o.max_connection_age);
+  read.DurationAtLeast(FLAGS_shutdown_drain_delay, absl::ZeroDuration(), &o.shutdown_drain_delay);
+  read.DurationAtLeast(FLAGS_shutdown_grace, absl::ZeroDuration(), &o.shutdown_grace);
+  read.Copy(FLAGS_cache_time_limited, &o.core.cache_time_limited_results);
+  read.Int(FLAGS_repeat_index_bytes, 0, kInt64Max, &o.core.repeat_index_bytes,
+           " (0 = no repeat index)");
+  read.Copy(FLAGS_log_requests, &o.log_requests);
+  read.Copy(FLAGS_insecure, &o.security.insecure);
+  read.Copy(FLAGS_tls_cert, &o.security.cert_file);
+  read.Copy(FLAGS_tls_key, &o.security.key_file);
+  read.Copy(FLAGS_tls_client_ca, &o.security.client_ca_file);
+  read.Copy(FLAGS_auth_tokens, &o.auth_tokens_file);
+  read.DurationAtLeast(FLAGS_auth_tokens_poll, absl::ZeroDuration(), &o.auth_tokens_poll);
+  read.Int(FLAGS_tenant_max_running, 0, kInt32Max, &o.tenant_limits.jobs.max_running,
+           " (0 = unlimited)");
+  read.Int(FLAGS_tenant_max_queued, 0, kInt32Max, &o.tenant_limits.jobs.max_queued,
+           " (0 = unlimited)");
+  read.Double(FLAGS_tenant_rate_qps, 0, 1e9, &o.tenant_limits.rate_qps);
+  read.Double(FLAGS_tenant_burst, 0, 1e9, &o.tenant_limits.burst);
+  read.Int(FLAGS_max_ops, 1, kInt32Max, &o.core.model_limits.max_ops);
+  read.Int(FLAGS_max_edges, 0, kInt32Max, &o.core.model_limits.max_edges);
+  read.Int(FLAGS_max_devices, 1, kInt32Max, &o.core.model_limits.max_devices);
+  read.Int(FLAGS_max_name_bytes, 1, kInt32Max, &o.core.model_limits.max_name_bytes);
+  read.Copy(FLAGS_redis, &o.redis_address);
+  read.DurationAtLeast(FLAGS_redis_ttl, absl::ZeroDuration(), &o.redis.ttl,
+                       /*allow_infinite=*/true);
+  read.Int(FLAGS_redis_max_value_bytes, 1, kInt64Max, &o.redis.max_value_bytes);
+  read.DurationAtLeast(FLAGS_redis_timeout, absl::Milliseconds(1), &o.redis.timeout);
+  read.Int(FLAGS_redis_connections, 1, 1024, &o.redis.connections);
+  read.Int(FLAGS_offload_threads, 0, 1024, &o.offload_threads);
+  read.Copy(FLAGS_redis_key_prefix, &o.redis.key_prefix);
+  read.DurationIn(FLAGS_operation_lease, absl::Seconds(1), absl::Seconds(10),
+                  &o.shared_operations.lease);
+  read.DurationIn(FLAGS_operation_poll_interval, absl::Milliseconds(10), absl::Seconds(10),
+                  &o.shared_operations.poll_interval);
+  read.Int(FLAGS_operation_max_request_bytes, 0, kInt64Max, &o.shared_operations.max_request_bytes,
+           " (0 = store no request)");
+  read.Int(FLAGS_operation_tenant_request_bytes, 0, kInt64Max,
+           &o.shared_operations.tenant_request_bytes, " (0 = unlimited)");
+  read.Copy(FLAGS_testing_algorithms, &o.testing_algorithms);
+  if (!read.errors().empty()) {
+    return absl::InvalidArgumentError(absl::StrJoin(read.errors(), "; "));
   }
-  if (absl::GetFlag(FLAGS_default_time_limit) > absl::GetFlag(FLAGS_max_time_limit)) {
+  if (o.core.default_time_limit > o.core.max_time_limit) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--default_time_limit=", absl::FormatDuration(absl::GetFlag(FLAGS_default_time_limit)),
-        ": must not exceed --max_time_limit=",
-        absl::FormatDuration(absl::GetFlag(FLAGS_max_time_limit))));
+        "--default_time_limit=", absl::FormatDuration(o.core.default_time_limit),
+        ": must not exceed --max_time_limit=", absl::FormatDuration(o.core.max_time_limit)));
   }
-  return absl::OkStatus();
+  return o;
+}
+
+// gRPC's own log lines ("E0101 12:00:00.000 chttp2_server.cc:...] ... Address already in use") during
+// start-up repeat, in a format of their own, what the one line of a failed start says: they are
+// dropped until the server is up, then written through LogLine like every other line. An operator
+// who sets GRPC_VERBOSITY gets gRPC's own logging untouched.
+std::atomic<bool> grpc_log_quiet{true};
+
+void RouteGrpcLog() {
+  if (std::getenv("GRPC_VERBOSITY") != nullptr) return;
+  gpr_set_log_function([](gpr_log_func_args* args) {
+    if (grpc_log_quiet.load(std::memory_order_relaxed)) return;
+    const char* severity = args->severity == GPR_LOG_SEVERITY_ERROR  ? "E"
+                           : args->severity == GPR_LOG_SEVERITY_INFO ? "I"
+                                                                     : "D";
+    placement::server::LogLine(
+        absl::StrCat("grpc ", severity, " ", args->file, ":", args->line, "] ", args->message));
+  });
 }
 
 }  // namespace
@@ -258,9 +308,10 @@ absl::Status CheckFlags() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   absl::ParseCommandLine(argc, argv);
-  if (absl::Status checked = CheckFlags(); !checked.ok()) {
-    std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(checked.code()).c_str(),
-                 std::string(checked.message()).c_str());
+  absl::StatusOr<placement::server::PlacementServerOptions> options = OptionsFromFlags();
+  if (!options.ok()) {
+    std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(options.status().code()).c_str(),
+                 std::string(options.status().message()).c_str());
     return 1;
   }
 
@@ -273,61 +324,14 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  placement::server::PlacementServerOptions options;
-  options.host = absl::GetFlag(FLAGS_host);
-  options.port = absl::GetFlag(FLAGS_port);
-  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  options.workers = absl::GetFlag(FLAGS_workers);
-  options.cache_bytes = absl::GetFlag(FLAGS_cache_bytes);
-  options.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);
-  options.job_memory_budget_bytes = absl::GetFlag(FLAGS_job_memory_budget_bytes);
-  options.min_time_budget = absl::GetFlag(FLAGS_min_time_budget);
-  options.retry_delay = absl::GetFlag(FLAGS_retry_delay);
-  options.operation_ttl = absl::GetFlag(FLAGS_operation_ttl);
-  options.max_operations = static_cast<size_t>(absl::GetFlag(FLAGS_max_operations));
-  options.max_wait_timeout = absl::GetFlag(FLAGS_max_wait_timeout);
-  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  options.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
-  options.shutdown_drain_delay = absl::GetFlag(FLAGS_shutdown_drain_delay);
-  options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
-  options.log_requests = absl::GetFlag(FLAGS_log_requests);
-  options.testing_algorithms = absl::GetFlag(FLAGS_testing_algorithms);
-  options.redis_address = absl::GetFlag(FLAGS_redis);
-  options.redis.ttl = absl::GetFlag(FLAGS_redis_ttl);
-  options.redis.max_value_bytes = absl::GetFlag(FLAGS_redis_max_value_bytes);
-  options.redis.timeout = absl::GetFlag(FLAGS_redis_timeout);
-  options.redis.connections = absl::GetFlag(FLAGS_redis_connections);
-  options.offload_threads = absl::GetFlag(FLAGS_offload_threads);
-  options.max_decoding_bytes = absl::GetFlag(FLAGS_max_decoding_bytes);
-  options.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_bytes);
-  options.redis.key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
-  options.shared_operations.lease = absl::GetFlag(FLAGS_operation_lease);
-  options.shared_operations.poll_interval = absl::GetFlag(FLAGS_operation_poll_interval);
-  options.core.default_time_limit = absl::GetFlag(FLAGS_default_time_limit);
-  options.core.max_time_limit = absl::GetFlag(FLAGS_max_time_limit);
-  options.core.cache_time_limited_results = absl::GetFlag(FLAGS_cache_time_limited);
-  options.core.fingerprint_bytes = absl::GetFlag(FLAGS_repeat_index_bytes);
-  options.core.model_limits.max_ops = absl::GetFlag(FLAGS_max_ops);
-  options.core.model_limits.max_edges = absl::GetFlag(FLAGS_max_edges);
-  options.core.model_limits.max_devices = absl::GetFlag(FLAGS_max_devices);
-  options.core.model_limits.max_name_bytes = absl::GetFlag(FLAGS_max_name_bytes);
-  options.security.insecure = absl::GetFlag(FLAGS_insecure);
-  options.security.cert_file = absl::GetFlag(FLAGS_tls_cert);
-  options.security.key_file = absl::GetFlag(FLAGS_tls_key);
-  options.security.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
-  options.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens);
-  options.auth_tokens_poll = absl::GetFlag(FLAGS_auth_tokens_poll);
-  options.tenant_limits.max_running = absl::GetFlag(FLAGS_tenant_max_running);
-  options.tenant_limits.max_queued = absl::GetFlag(FLAGS_tenant_max_queued);
-  options.tenant_limits.rate_qps = absl::GetFlag(FLAGS_tenant_rate_qps);
-  options.tenant_limits.burst = absl::GetFlag(FLAGS_tenant_burst);
-
-  placement::server::PlacementServer server(options);
+  RouteGrpcLog();
+  placement::server::PlacementServer server(*std::move(options));
   if (absl::Status started = server.Start(); !started.ok()) {
     std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(started.code()).c_str(),
                  std::string(started.message()).c_str());
     return 1;
   }
+  grpc_log_quiet.store(false, std::memory_order_relaxed);
 
   std::thread signal_thread([&server, signals] {
     while (true) {

@@ -7,8 +7,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 #include "service/server/operation_reactors.h"
+#include "service/server/place_call.h"
 #include "service/server/place_reactors.h"
 #include "service/server/raw_call.h"
 #include "service/server/status_mapping.h"
@@ -27,75 +28,55 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, CallRe
   return FinishWith(context->DefaultReactor(), record, status);
 }
 
+// A unary call answered by one core call `answer(exchange, tenant, notes)` in the handler — on an
+// offload thread when there are some (see PlacementServiceOptions::offload_threads).
+template <typename Request, typename Response, typename Answer>
+grpc::ServerUnaryReactor* AnswerInHandler(
+    PlacementServiceImpl* service, grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response, Method method, Decoding decoding, Answer answer) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // Times the wait for an offload thread too; shared with the task that may finish the call.
+  auto record = std::make_shared<CallRecord>(service, method);
+  auto exchange = Open<Request, Response>(service, context, request, response, *record, decoding);
+  if (!exchange.ok()) return FinishWith(reactor, *record, exchange.status());
+  auto run = [reactor, record, exchange = *exchange, answer = std::move(answer)] {
+    core::CallNotes notes;
+    const absl::Status status = answer(*exchange, record->entry().tenant, &notes);
+    RpcLogEntry& entry = record->entry();
+    entry.digest = std::move(notes.request_digest);
+    entry.cache = notes.cache;
+    entry.operation = std::move(notes.operation);  // logged quoted and cut, once authenticated
+    FinishWith(reactor, *record, status);
+  };
+  // With --redis the core may wait for Redis (a shared cache lookup, a name only Redis knows): that
+  // runs on an offload thread, never on gRPC's. The default reactor may be finished from any thread;
+  // gRPC keeps the context until it is.
+  if (service->offload() == nullptr) {
+    run();
+  } else if (!service->offload()->TryPost(std::move(run))) {
+    FinishWith(reactor, *record, service->OffloadQueueFull());
+  }
+  return reactor;
+}
+
+// GetOperation and CancelOperation: `operation_call` (the core's) on the request's operation name.
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* AnswerByName(
+    PlacementServiceImpl* service, grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* request, grpc::ByteBuffer* response, Method method,
+    absl::Status (core::PlacementCore::*operation_call)(const std::string&, const std::string&,
+                                                        v1::Operation*, core::CallNotes*)) {
+  return AnswerInHandler<Request, Response>(
+      service, context, request, response, method, Decoding::kNow,
+      [service, operation_call](auto& exchange, const std::string& tenant,
+                                core::CallNotes* notes) {
+        notes->operation = exchange.request.name();
+        return (service->core().*operation_call)(exchange.request.name(), tenant,
+                                                 exchange.response.mutable_operation(), notes);
+      });
+}
+
 }  // namespace
-
-// ---- DrainSignal ----
-
-uint64_t DrainSignal::Add(bool abort, std::function<void()> callback) {
-  absl::MutexLock lock(&mu_);
-  if (abort ? aborted_ : fired_) return 0;
-  const uint64_t id = next_id_++;
-  (abort ? abort_subscribers_ : subscribers_).emplace_back(id, std::move(callback));
-  return id;
-}
-
-uint64_t DrainSignal::Subscribe(std::function<void()> on_drain) {
-  return Add(/*abort=*/false, std::move(on_drain));
-}
-
-uint64_t DrainSignal::SubscribeAbort(std::function<void()> on_abort) {
-  return Add(/*abort=*/true, std::move(on_abort));
-}
-
-void DrainSignal::Unsubscribe(uint64_t id) {
-  if (id == 0) return;
-  absl::MutexLock lock(&mu_);
-  for (Subscribers* list : {&subscribers_, &abort_subscribers_}) {
-    list->erase(std::remove_if(list->begin(), list->end(),
-                               [id](const auto& entry) { return entry.first == id; }),
-                list->end());
-  }
-}
-
-void DrainSignal::CallOnce(bool* flag, Subscribers* list) {
-  Subscribers to_call;
-  {
-    absl::MutexLock lock(&mu_);
-    if (*flag) return;
-    *flag = true;
-    to_call.swap(*list);
-  }
-  for (auto& [id, callback] : to_call) callback();
-}
-
-void DrainSignal::Fire() { CallOnce(&fired_, &subscribers_); }
-
-void DrainSignal::Abort() { CallOnce(&aborted_, &abort_subscribers_); }
-
-bool DrainSignal::fired() const {
-  absl::MutexLock lock(&mu_);
-  return fired_;
-}
-
-bool DrainSignal::aborted() const {
-  absl::MutexLock lock(&mu_);
-  return aborted_;
-}
-
-// ---- DecodingBudget ----
-
-bool DecodingBudget::TryReserve(int64_t bytes) {
-  int64_t current = in_use_.load();
-  while (true) {
-    // A request alone always fits (else the largest allowed message could never be served).
-    if (max_bytes_ > 0 && current > 0 && current + bytes > max_bytes_) return false;
-    if (in_use_.compare_exchange_weak(current, current + bytes)) return true;
-  }
-}
-
-void DecodingBudget::Release(int64_t bytes) { in_use_.fetch_sub(bytes); }
-
-// ---- PlacementServiceImpl ----
 
 PlacementServiceImpl::PlacementServiceImpl(core::PlacementCore* core, ServiceMetrics* metrics,
                                            const RequestLog* log, PlacementServiceOptions options)
@@ -110,7 +91,7 @@ PlacementServiceImpl::PlacementServiceImpl(core::PlacementCore* core, ServiceMet
 }
 
 absl::Status PlacementServiceImpl::OffloadQueueFull() const {
-  return common::WithRetryDelay(
+  return status_payloads::WithRetryDelay(
       absl::UnavailableError(absl::StrCat("the server is busy (", options_.offload_max_queued,
                                           " calls wait to start); retry later")),
       options_.retry_delay);
@@ -118,7 +99,7 @@ absl::Status PlacementServiceImpl::OffloadQueueFull() const {
 
 void PlacementServiceImpl::Drain() { drain_.Fire(); }
 
-void PlacementServiceImpl::AbortWaits() { drain_.Abort(); }
+size_t PlacementServiceImpl::AbortWaits() { return drain_.Abort(); }
 
 absl::StatusOr<std::string> PlacementServiceImpl::Admit(
     const grpc::CallbackServerContext* context) {
@@ -145,43 +126,22 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::Place(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* PlacementServiceImpl::SubmitPlacement(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  // Times the wait for an offload thread too; shared with the task that may finish the call.
-  auto record = std::make_shared<CallRecord>(this, Method::kSubmitPlacement);
-  auto exchange = Open<v1::SubmitPlacementRequest, v1::SubmitPlacementResponse>(
-      this, context, request, response, *record);
-  if (!exchange.ok()) return FinishWith(reactor, *record, exchange.status());
-  auto submit = [this, reactor, record, exchange = *exchange] {
-    const std::string& tenant = record->entry().tenant;
-    v1::CacheResult cache = v1::CACHE_RESULT_UNSPECIFIED;
-    absl::StatusOr<std::shared_ptr<jobs::Operation>> operation =
-        core_->Submit(exchange->request.request(), tenant, &cache, &record->entry().digest);
-    record->entry().cache = cache;
-    if (!operation.ok()) {
-      FinishWith(reactor, *record, operation.status());
-      return;
-    }
-    record->entry().operation = (*operation)->name();
-    core_->FillOperation(**operation, exchange->response.mutable_operation());
-    FinishWith(reactor, *record, absl::OkStatus());
-  };
-  if (offload_ == nullptr) {
-    submit();
-    return reactor;
-  }
-  // The default reactor may be finished from any thread; gRPC keeps the context until it is.
-  if (!offload_->TryPost(submit)) FinishWith(reactor, *record, OffloadQueueFull());
-  return reactor;
+  return AnswerInHandler<v1::SubmitPlacementRequest, v1::SubmitPlacementResponse>(
+      this, context, request, response, Method::kSubmitPlacement, Decoding::kOnDemand,
+      [this](auto& exchange, const std::string& tenant, core::CallNotes* notes) {
+        // A repeat is answered from its bytes, as for Place (place_call.h).
+        absl::Status submitted = core_->Submit(PlaceCallOf(exchange, tenant),
+                                               exchange.response.mutable_operation(), notes);
+        exchange.DropRequest();
+        return submitted;
+      });
 }
 
 grpc::ServerUnaryReactor* PlacementServiceImpl::GetOperation(grpc::CallbackServerContext* context,
                                                              const grpc::ByteBuffer* request,
                                                              grpc::ByteBuffer* response) {
-  return LookUpOperation<v1::GetOperationRequest, v1::GetOperationResponse>(
-      context, request, response, Method::kGetOperation,
-      [this](const std::string& name, const std::string& tenant) {
-        return core_->FindOperation(name, tenant);
-      });
+  return AnswerByName<v1::GetOperationRequest, v1::GetOperationResponse>(
+      this, context, request, response, Method::kGetOperation, &core::PlacementCore::GetOperation);
 }
 
 grpc::ServerUnaryReactor* PlacementServiceImpl::WaitOperation(grpc::CallbackServerContext* context,
@@ -193,42 +153,9 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::WaitOperation(grpc::CallbackServ
 grpc::ServerUnaryReactor* PlacementServiceImpl::CancelOperation(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return LookUpOperation<v1::CancelOperationRequest, v1::CancelOperationResponse>(
-      context, request, response, Method::kCancelOperation,
-      [this](const std::string& name, const std::string& tenant) {
-        return core_->CancelOperation(name, tenant);
-      });
-}
-
-template <typename Request, typename Response, typename Lookup>
-grpc::ServerUnaryReactor* PlacementServiceImpl::LookUpOperation(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response, Method method, Lookup lookup) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto record = std::make_shared<CallRecord>(this, method);
-  auto exchange = Open<Request, Response>(this, context, request, response, *record);
-  if (!exchange.ok()) return FinishWith(reactor, *record, exchange.status());
-  auto look_up = [this, reactor, record, exchange = *exchange, lookup = std::move(lookup)] {
-    const std::string& name = exchange->request.name();
-    record->entry().operation = name;  // logged quoted and cut, once authenticated
-    absl::StatusOr<std::shared_ptr<jobs::Operation>> operation =
-        lookup(name, record->entry().tenant);
-    if (!operation.ok()) {
-      FinishWith(reactor, *record, operation.status());
-      return;
-    }
-    record->entry().digest = (*operation)->request_digest();
-    core_->FillOperation(**operation, exchange->response.mutable_operation());
-    FinishWith(reactor, *record, absl::OkStatus());
-  };
-  // With --redis a name this replica does not know is looked up in Redis: like Submit, that runs on
-  // an offload thread, never on gRPC's.
-  if (offload_ == nullptr) {
-    look_up();
-    return reactor;
-  }
-  if (!offload_->TryPost(look_up)) FinishWith(reactor, *record, OffloadQueueFull());
-  return reactor;
+  return AnswerByName<v1::CancelOperationRequest, v1::CancelOperationResponse>(
+      this, context, request, response, Method::kCancelOperation,
+      &core::PlacementCore::CancelOperation);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* PlacementServiceImpl::WatchOperation(

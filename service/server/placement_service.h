@@ -36,6 +36,8 @@
 #include "placement/v1/placement_service.grpc.pb.h"
 #include "service/core/placement_core.h"
 #include "service/server/access_control.h"
+#include "service/server/decoding_budget.h"
+#include "service/server/drain_signal.h"
 #include "service/server/offload_pool.h"
 #include "service/server/request_log.h"
 #include "service/server/service_metrics.h"
@@ -59,53 +61,6 @@ struct PlacementServiceOptions {
   // validated at once; a call that would exceed it gets UNAVAILABLE + RetryInfo (a call alone always
   // fits). 0 = unbounded.
   int64_t max_decoding_bytes = 0;
-};
-
-// A decoded request takes roughly this many times its wire size (one protobuf message per op and edge,
-// plus the model built from it).
-inline constexpr int64_t kDecodedBytesPerWireByte = 20;
-
-// Tells long waits (WaitOperation, WatchOperation) that the server is draining, and calls still waiting
-// for a job at the end of the shutdown grace that they are to be answered UNAVAILABLE. Thread-safe.
-class DrainSignal {
- public:
-  // Returns 0 without subscribing when already fired (the caller reacts at once).
-  uint64_t Subscribe(std::function<void()> on_drain) ABSL_LOCKS_EXCLUDED(mu_);
-  uint64_t SubscribeAbort(std::function<void()> on_abort) ABSL_LOCKS_EXCLUDED(mu_);
-  // Either kind of subscription.
-  void Unsubscribe(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
-  void Fire() ABSL_LOCKS_EXCLUDED(mu_);
-  void Abort() ABSL_LOCKS_EXCLUDED(mu_);
-  bool fired() const ABSL_LOCKS_EXCLUDED(mu_);
-  bool aborted() const ABSL_LOCKS_EXCLUDED(mu_);
-
- private:
-  using Subscribers = std::vector<std::pair<uint64_t, std::function<void()>>>;
-  // Sets `*flag` once and calls (outside the lock) the subscribers taken from `*list`.
-  void CallOnce(bool* flag, Subscribers* list) ABSL_LOCKS_EXCLUDED(mu_);
-  uint64_t Add(bool abort, std::function<void()> callback) ABSL_LOCKS_EXCLUDED(mu_);
-
-  mutable absl::Mutex mu_;
-  bool fired_ ABSL_GUARDED_BY(mu_) = false;
-  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  Subscribers subscribers_ ABSL_GUARDED_BY(mu_);
-  Subscribers abort_subscribers_ ABSL_GUARDED_BY(mu_);
-};
-
-// Bounds the memory of requests being decoded and validated at once (see
-// PlacementServiceOptions::max_decoding_bytes). Thread-safe.
-class DecodingBudget {
- public:
-  explicit DecodingBudget(int64_t max_bytes) : max_bytes_(max_bytes) {}
-  // Reserves `bytes`; false when that would exceed the bound (a reservation alone always fits).
-  bool TryReserve(int64_t bytes);
-  void Release(int64_t bytes);
-  int64_t in_use() const { return in_use_.load(); }
-
- private:
-  const int64_t max_bytes_;
-  std::atomic<int64_t> in_use_{0};
 };
 
 // Every method is registered on gRPC's raw (ByteBuffer) callback API: the caller is authenticated from
@@ -132,8 +87,8 @@ class PlacementServiceImpl final : public RawPlacementService {
   // UNAVAILABLE (the server is going away; long waits should not hold up its shutdown).
   void Drain();
   // At the end of the shutdown grace: Place and Evaluate calls still waiting for a job are answered
-  // UNAVAILABLE ("the server is shutting down", RetryInfo) and release their jobs.
-  void AbortWaits();
+  // UNAVAILABLE ("the server is shutting down", RetryInfo) and release their jobs. Returns how many.
+  size_t AbortWaits();
 
   grpc::ServerUnaryReactor* Place(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
@@ -175,14 +130,6 @@ class PlacementServiceImpl final : public RawPlacementService {
   absl::Status OffloadQueueFull() const;
 
  private:
-  // GetOperation and CancelOperation: `lookup` (the core's Find or Cancel) on an offload thread when
-  // there is one (with --redis it may read Redis), then the operation or the error.
-  template <typename Request, typename Response, typename Lookup>
-  grpc::ServerUnaryReactor* LookUpOperation(grpc::CallbackServerContext* context,
-                                            const grpc::ByteBuffer* request,
-                                            grpc::ByteBuffer* response, Method method,
-                                            Lookup lookup);
-
   core::PlacementCore* const core_;
   ServiceMetrics* const metrics_;
   const RequestLog* const log_;

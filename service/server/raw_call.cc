@@ -22,6 +22,16 @@ absl::Status CallRecord::Done(absl::Status status) {
   return status;
 }
 
+absl::Status ReserveDecoding(PlacementServiceImpl* service, int64_t bytes) {
+  if (service->decoding().TryReserve(bytes)) return absl::OkStatus();
+  if (service->metrics() != nullptr) service->metrics()->RecordDecodingRejected();
+  return status_payloads::WithRetryDelay(
+      absl::UnavailableError(absl::StrCat(
+          "the server is decoding other large requests (--max_decoding_bytes=",
+          service->options().max_decoding_bytes, " would be exceeded); retry later")),
+      service->options().retry_delay);
+}
+
 absl::Time DeadlineOf(const grpc::CallbackServerContext* context) {
   const std::chrono::system_clock::time_point deadline = context->deadline();
   if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();

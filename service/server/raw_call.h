@@ -3,8 +3,9 @@
 //
 // Every method is registered on gRPC's raw (ByteBuffer) API. Open() authenticates the caller from its
 // metadata (and charges its rate), reserves the decoded size in the DecodingBudget, then decodes the
-// body; the CallRecord it is given owns the decoded request and response, encodes the response when
-// the call finishes, and reports the call (metrics + one log line).
+// body — Place and SubmitPlacement only when the core asks for it (a byte-identical repeat is answered
+// from the bytes); the CallRecord it is given owns the request and response, encodes the response
+// when the call finishes, and reports the call (metrics + one log line).
 //
 // Example:
 //   CallRecord record(service, Method::kGetOperation);
@@ -19,8 +20,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/byte_buffer.h>
@@ -28,8 +31,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 #include "service/server/placement_service.h"
 #include "service/server/request_log.h"
 #include "service/server/service_metrics.h"
@@ -59,22 +63,9 @@ class CallRecord {
 // The caller's deadline (InfiniteFuture when it set none).
 absl::Time DeadlineOf(const grpc::CallbackServerContext* context);
 
-// A decoded request and its response, owned by the call (through its CallRecord).
-template <typename Request, typename Response>
-struct Exchange {
-  Request request;
-  Response response;
-  DecodingBudget* budget = nullptr;
-  int64_t reserved = 0;
-  ~Exchange() { DropRequest(); }
-  // Frees the decoded request (and its share of the decoding budget) once the call no longer needs it,
-  // e.g. while it waits for its job: the job holds the model, not the message.
-  void DropRequest() {
-    Request().Swap(&request);
-    if (budget != nullptr) budget->Release(reserved);
-    budget = nullptr;
-  }
-};
+// Reserves a request's decoded size in the service's DecodingBudget: UNAVAILABLE + RetryInfo (and
+// counted) when the calls being decoded already hold it.
+absl::Status ReserveDecoding(PlacementServiceImpl* service, int64_t bytes);
 
 template <typename Message>
 absl::Status Decode(const grpc::ByteBuffer& in, Message* out) {
@@ -87,6 +78,62 @@ absl::Status Decode(const grpc::ByteBuffer& in, Message* out) {
   return absl::OkStatus();
 }
 
+// A call's request (its body as received, decoded when needed) and its response, owned by the call
+// (through its CallRecord).
+template <typename Request, typename Response>
+struct Exchange {
+  Request request;
+  Response response;
+
+  Exchange(PlacementServiceImpl* service, const grpc::ByteBuffer* body)
+      : service(service), body(body) {}
+  ~Exchange() { DropRequest(); }
+
+  // The body's bytes in pieces, as gRPC received them (not copied; valid while the call lasts).
+  std::vector<absl::string_view> Wire() {
+    std::vector<absl::string_view> pieces;
+    if (body == nullptr || !body->Dump(&slices).ok()) return pieces;
+    pieces.reserve(slices.size());
+    for (const grpc::Slice& slice : slices) {
+      pieces.emplace_back(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    return pieces;
+  }
+
+  // Reserves the decoded size in the decoding budget, then decodes the body into `request`; later
+  // calls return the first one's outcome.
+  absl::Status Decode() {
+    if (!decoded.has_value()) decoded = ReserveAndDecode();
+    return *decoded;
+  }
+
+  // Frees the decoded request (and its share of the decoding budget) once the call no longer needs it,
+  // e.g. while it waits for its job: the job holds the model, not the message.
+  void DropRequest() {
+    Request().Swap(&request);
+    slices.clear();
+    if (budget != nullptr) budget->Release(reserved);
+    budget = nullptr;
+  }
+
+  absl::Status ReserveAndDecode() {
+    const int64_t estimate = static_cast<int64_t>(body->Length()) * kDecodedBytesPerWireByte;
+    if (absl::Status reserved_now = ReserveDecoding(service, estimate); !reserved_now.ok()) {
+      return reserved_now;
+    }
+    budget = &service->decoding();
+    reserved = estimate;
+    return server::Decode(*body, &request);
+  }
+
+  PlacementServiceImpl* const service;
+  const grpc::ByteBuffer* const body;
+  std::vector<grpc::Slice> slices;  // Wire()'s pieces
+  std::optional<absl::Status> decoded;  // Decode()'s outcome, once it ran
+  DecodingBudget* budget = nullptr;
+  int64_t reserved = 0;
+};
+
 template <typename Message>
 absl::Status Encode(const Message& message, grpc::ByteBuffer* out) {
   bool own_buffer = false;
@@ -97,6 +144,10 @@ absl::Status Encode(const Message& message, grpc::ByteBuffer* out) {
   return absl::OkStatus();
 }
 
+// When Open decodes the body: at once (most calls), or only when the core asks for it (Place and
+// SubmitPlacement, whose byte-identical repeats are answered from the bytes).
+enum class Decoding { kNow, kOnDemand };
+
 // What every raw handler does first: the caller is authenticated (and its rate charged) from its
 // metadata alone; only then is the body decoded, within the decoding budget. On success the exchange
 // is owned by `record`, which encodes the response into `out` when the call finishes; on failure the
@@ -104,23 +155,14 @@ absl::Status Encode(const Message& message, grpc::ByteBuffer* out) {
 template <typename Request, typename Response>
 absl::StatusOr<std::shared_ptr<Exchange<Request, Response>>> Open(
     PlacementServiceImpl* service, grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-    grpc::ByteBuffer* out, CallRecord& record) {
+    grpc::ByteBuffer* out, CallRecord& record, Decoding decoding = Decoding::kNow) {
   absl::StatusOr<std::string> tenant = service->Admit(context);
   if (!tenant.ok()) return tenant.status();
   record.entry().tenant = *tenant;
-  auto exchange = std::make_shared<Exchange<Request, Response>>();
-  const int64_t estimate = static_cast<int64_t>(in->Length()) * kDecodedBytesPerWireByte;
-  if (!service->decoding().TryReserve(estimate)) {
-    if (service->metrics() != nullptr) service->metrics()->RecordDecodingRejected();
-    return common::WithRetryDelay(
-        absl::UnavailableError(absl::StrCat(
-            "the server is decoding other large requests (--max_decoding_bytes=",
-            service->options().max_decoding_bytes, " would be exceeded); retry later")),
-        service->options().retry_delay);
+  auto exchange = std::make_shared<Exchange<Request, Response>>(service, in);
+  if (decoding == Decoding::kNow) {
+    if (absl::Status decoded = exchange->Decode(); !decoded.ok()) return decoded;
   }
-  exchange->budget = &service->decoding();
-  exchange->reserved = estimate;
-  if (absl::Status decoded = Decode(*in, &exchange->request); !decoded.ok()) return decoded;
   if (out != nullptr) {
     record.set_before_finish([exchange, out](const absl::Status& status) -> absl::Status {
       if (!status.ok()) return status;

@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <initializer_list>
+#include <map>
 #include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -255,20 +258,49 @@ class ServiceMetrics::GaugeCollector : public prometheus::Collectable {
                                  "Jobs another replica took over from this one (its lease ran out "
                                  "while it was alive).",
                                  d(shared.leases_lost)));
-      std::vector<std::pair<std::vector<ClientMetric::Label>, double>> fallbacks;
-      for (const char* reason : {"submit", "record"}) {
-        auto it = shared.fallbacks.find(reason);
-        fallbacks.push_back({{{"reason", reason}}, it == shared.fallbacks.end() ? 0 : d(it->second)});
-      }
+      // One series per value, zero for those that never happened (a stable set of series).
+      auto by_label = [&](const char* label, std::initializer_list<const char*> values,
+                          const std::map<std::string, int64_t>& counts) {
+        std::vector<std::pair<std::vector<ClientMetric::Label>, double>> series;
+        for (const char* value : values) {
+          auto it = counts.find(value);
+          series.push_back({{{label, value}}, it == counts.end() ? 0 : d(it->second)});
+        }
+        return series;
+      };
       families.push_back(LabeledCounters(
           "placement_shared_operations_fallback_total",
-          "Operations that stayed local to this replica because Redis failed: submit (a new "
-          "operation), record (a cache hit not recorded for the other replicas).",
-          std::move(fallbacks)));
+          "Operations that stayed local to this replica because Redis failed (published once it "
+          "answers): submit (a new operation), record (a cache hit not recorded for the other "
+          "replicas).",
+          by_label("reason", {"submit", "record"}, shared.fallbacks)));
       families.push_back(Counter("placement_shared_operations_redis_round_trips_total",
                                  "Round trips to Redis for shared operations (tried, successful "
                                  "or not).",
                                  d(shared.round_trips)));
+      families.push_back(LabeledCounters(
+          "placement_shared_operations_redis_errors_total",
+          "Failed round trips of shared operations by kind: connection (Redis did not answer), oom "
+          "(out of memory: maxmemory with noeviction refuses writes), reply (another error reply).",
+          by_label("kind", {"connection", "oom", "reply"}, shared.redis_errors)));
+      families.push_back(LabeledCounters(
+          "placement_shared_requests_not_stored_total",
+          "Shared operations whose request was not stored in Redis (no takeover possible): size "
+          "(over --operation_max_request_bytes), tenant_budget (the tenant's "
+          "--operation_tenant_request_bytes in use).",
+          by_label("reason", {"size", "tenant_budget"}, shared.requests_not_stored)));
+      families.push_back(Counter("placement_shared_operations_published_total",
+                                 "Operations made while Redis did not answer, published to it "
+                                 "once it did.",
+                                 d(shared.published)));
+      families.push_back(Gauge("placement_shared_operations_unpublished",
+                               "Operations made while Redis did not answer that wait to be "
+                               "published.",
+                               d(shared.unpublished)));
+      families.push_back(Counter("placement_shared_operations_dead_entries_dropped_total",
+                                 "Stream entries of ended, cancelled or unknown jobs dropped by "
+                                 "this replica's claims.",
+                                 d(shared.dead_entries_dropped)));
     }
     if (sources.repeat_index_bytes) {
       families.push_back(Gauge("placement_repeat_index_bytes",

@@ -33,6 +33,16 @@
 //   placement_redis_writes_total{result}            counter   stored | too_large | dropped
 //   placement_redis_connections, placement_redis_pending_writes                    gauge
 //   placement_operations                            gauge     operations kept (pending + finished)
+//   with --redis (shared operations):
+//   placement_operations_taken_over_total, placement_operation_remote_cancels_total,
+//   placement_operation_lease_renewals_failed_total, placement_operation_leases_lost_total  counters
+//   placement_shared_operations_fallback_total{reason}  counter  submit | record (stayed local)
+//   placement_shared_operations_published_total      counter  of those, published once Redis answered
+//   placement_shared_operations_unpublished          gauge    of those, waiting to be published
+//   placement_shared_operations_redis_errors_total{kind} counter connection | oom | reply
+//   placement_shared_requests_not_stored_total{reason} counter size | tenant_budget
+//   placement_shared_operations_dead_entries_dropped_total  counter  entries of ended jobs dropped
+//   placement_shared_operations_redis_round_trips_total      counter
 //   placement_repeat_index_bytes                    gauge     index of byte-identical repeats
 //   placement_build_info{version}                   gauge     always 1
 //   process_resident_memory_bytes, process_cpu_seconds_total, process_open_fds

@@ -31,7 +31,7 @@ TEST(ServiceMetricsTest, CountsCacheLookupsAndOnlySolvesThatRan) {
   metrics.RecordCacheLookup(v1::HIT);
   metrics.RecordCacheLookup(v1::HIT);
   metrics.RecordCacheLookup(v1::COALESCED);
-  jobs::FakeClock clock;
+  FakeClock clock;
   jobs::Job job(1, "d", "", "pardnn", 0, clock.Now(), nullptr, &clock, absl::Milliseconds(100));
   jobs::JobResult ran;
   ran.ran = true;

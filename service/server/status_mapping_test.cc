@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "placement/v1/operation.pb.h"
-#include "service/common/status_payloads.h"
+#include "service/status_payloads/status_payloads.h"
 #include "service/core/status_proto.h"
 
 namespace placement::server {
@@ -32,7 +32,7 @@ TEST(StatusMappingTest, CodesAndMessagesCarryOver) {
 }
 
 TEST(StatusMappingTest, FieldViolationsBecomeABadRequestDetail) {
-  absl::Status status = common::WithFieldViolations(
+  absl::Status status = status_payloads::WithFieldViolations(
       absl::InvalidArgumentError("graph.edges[17].dst: index 912 out of range"),
       {{"graph.edges[17].dst", "index 912 out of range"}, {"options.algorithm", "unknown"}});
   grpc::Status mapped = ToGrpcStatus(status);
@@ -50,7 +50,7 @@ TEST(StatusMappingTest, FieldViolationsBecomeABadRequestDetail) {
 
 TEST(StatusMappingTest, RetryDelayBecomesARetryInfoDetail) {
   grpc::Status mapped = ToGrpcStatus(
-      common::WithRetryDelay(absl::UnavailableError("queue full"), absl::Milliseconds(1500)));
+      status_payloads::WithRetryDelay(absl::UnavailableError("queue full"), absl::Milliseconds(1500)));
   EXPECT_EQ(mapped.error_code(), grpc::StatusCode::UNAVAILABLE);
   v1::Status details = DetailsOf(mapped);
   ASSERT_EQ(details.details_size(), 1);
@@ -65,17 +65,6 @@ TEST(StatusMappingTest, LongMessagesAreTruncated) {
   grpc::Status mapped = ToGrpcStatus(absl::InvalidArgumentError(huge));
   EXPECT_LT(mapped.error_message().size(), core::kMaxStatusMessageBytes + 100);
   EXPECT_NE(mapped.error_message().find("(truncated)"), std::string::npos);
-}
-
-TEST(StatusProtoTest, ViolationsFromAnEngineMessage) {
-  auto violations = core::ViolationsFromMessage(
-      "graph.ops[7].name: duplicate of graph.ops[3].name \"conv1\"\ncluster.devices: none\nplain");
-  ASSERT_EQ(violations.size(), 3u);
-  EXPECT_EQ(violations[0].first, "graph.ops[7].name");
-  EXPECT_EQ(violations[0].second, "duplicate of graph.ops[3].name \"conv1\"");
-  EXPECT_EQ(violations[1].first, "cluster.devices");
-  EXPECT_EQ(violations[2].first, "");
-  EXPECT_EQ(violations[2].second, "plain");
 }
 
 }  // namespace

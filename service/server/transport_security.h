@@ -19,9 +19,20 @@
 #include <grpcpp/security/server_credentials.h>
 
 #include "absl/status/statusor.h"
-#include "service/server/placement_server.h"
 
 namespace placement::server {
+
+// Transport security of the gRPC port. Plaintext only when `insecure` is set explicitly.
+struct TransportSecurityOptions {
+  // PEM files of the server's certificate chain and private key: TLS.
+  std::string cert_file;
+  std::string key_file;
+  // PEM file of the CA(s) that sign client certificates: mutual TLS (a client without a certificate
+  // this CA verifies cannot connect). Needs cert_file and key_file.
+  std::string client_ca_file;
+  // Plaintext (local use and tests). Exclusive with the files above.
+  bool insecure = false;
+};
 
 // INVALID_ARGUMENT for a contradictory or missing choice, or for files that are not a matching PEM
 // certificate chain / private key / CA bundle; NOT_FOUND for unreadable files.

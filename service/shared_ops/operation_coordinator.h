@@ -17,14 +17,21 @@
 //  - Find/Cancel of a name this replica does not know: one script reads the operation, its job and its
 //    result; another tenant's or an unknown name is NOT_FOUND as before. A result read from Redis is
 //    checked (format, digest, op count, device range) before it can answer anyone.
-//  - Redis trouble: Submit falls back to a local-only operation (counted per reason); a Find or Cancel
-//    that needs Redis answers UNAVAILABLE with RetryInfo (retryable, never NOT_FOUND); a failed lease
-//    renewal is counted and the job goes on; a completion that cannot be written is retried while the
-//    job's records live (local waiters have their answer at once either way).
+//  - Redis trouble: Submit falls back to a local operation under the same name (counted per reason,
+//    logged), published to Redis as soon as Redis answers again — if the submit script ran after all
+//    (a Redis that stalled runs what was queued), the job it created is adopted, never solved twice.
+//    A Find or Cancel that needs Redis answers UNAVAILABLE with RetryInfo when Redis does not answer
+//    (or is out of memory, loading, busy), INTERNAL for another error reply (WRONGTYPE: no retry
+//    helps), DATA_LOSS for a corrupt record; an unknown name is UNAVAILABLE, not NOT_FOUND, while
+//    Redis restarted less than publish_window ago. A failed lease renewal is counted and the job goes
+//    on; a completion that cannot be written is retried while Redis does not answer, and when Redis
+//    refuses it for lack of memory the job is recorded failed (ABORTED) so that its followers end.
 //  - Drain: HandBack() makes this replica's unfinished jobs claimable at once by the others.
+//  - Time comes from `clock`; Redis errors, fallbacks, takeovers and refused requests are logged
+//    through `log`, each kind at most once per log_interval (rate_limited_log.h).
 //
 // Example:
-//   OperationCoordinator coordinator(options, &store, &jobs, &registry, rebuild);
+//   OperationCoordinator coordinator(options, &redis, &store, &jobs, &registry, rebuild);
 //   coordinator.Start();
 //   absl::StatusOr<std::shared_ptr<jobs::Operation>> op = coordinator.Submit(std::move(submit), &cache);
 //   ... coordinator.Find(name, tenant) on any replica ...
@@ -45,11 +52,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "placement/v1/placement.pb.h"
 #include "service/jobs/job_manager.h"
 #include "service/jobs/operation_registry.h"
 #include "service/shared_ops/operation_store.h"
+#include "service/shared_ops/rate_limited_log.h"
 
 namespace placement::shared_ops {
 
@@ -70,6 +79,20 @@ struct CoordinatorOptions {
   absl::Duration result_ttl = absl::Hours(24);
   // Suggested wait sent with UNAVAILABLE.
   absl::Duration retry_delay = absl::Seconds(1);
+  // Requests larger than this (serialized) are not stored in Redis (--operation_max_request_bytes):
+  // their operations are shared all the same, but no other replica can take their job over.
+  int64_t max_request_bytes = int64_t{8} << 20;
+  // Bytes of requests one tenant may have stored in Redis at once (--operation_tenant_request_bytes;
+  // 0 = unlimited): a tenant's pending requests never crowd out the other tenants' records.
+  int64_t tenant_request_bytes = int64_t{64} << 20;
+  // After a Redis restart younger than this, an operation name nobody knows is UNAVAILABLE ("retry"),
+  // not NOT_FOUND: the replica that made it while Redis was away may not have published it yet.
+  absl::Duration publish_window = absl::Seconds(10);
+  // Null = Clock::Real().
+  const Clock* clock = nullptr;
+  // Where log lines go (null = nowhere); each kind of event at most once per log_interval.
+  std::function<void(absl::string_view)> log = nullptr;
+  absl::Duration log_interval = absl::Minutes(1);
 };
 
 // What the core knows about a submitted request.
@@ -84,13 +107,14 @@ struct SharedSubmit {
 };
 
 // Rebuilds the job of a request another replica submitted (takeover): the JobSpec (whose
-// request_digest must be the job key) and the request_digest of the request.
+// request_digest must be the job key) and the request_digest of the request. `time_limit` is the one
+// the job was submitted with (zero when its record does not say: use this replica's own).
 struct RebuiltJob {
   jobs::JobSpec spec;
   std::string request_digest;
 };
 using JobRebuilder = std::function<absl::StatusOr<RebuiltJob>(
-    const std::string& serialized_request, const std::string& tenant)>;
+    const std::string& serialized_request, const std::string& tenant, absl::Duration time_limit)>;
 
 struct CoordinatorStats {
   int64_t taken_over = 0;              // jobs this replica took over from a replica that went away
@@ -99,6 +123,16 @@ struct CoordinatorStats {
   int64_t leases_lost = 0;             // jobs another replica took over from this one
   // Work that stayed local-only because Redis failed, by reason ("submit", "record").
   std::map<std::string, int64_t> fallbacks;
+  // Of those, published to Redis once it answered again, and still waiting to be.
+  int64_t published = 0;
+  int64_t unpublished = 0;
+  // Shared operations whose request was not stored in Redis, by reason ("size", "tenant_budget").
+  std::map<std::string, int64_t> requests_not_stored;
+  // Failed round trips by kind: "connection" (no answer), "oom" (out of memory), "reply" (another
+  // error reply).
+  std::map<std::string, int64_t> redis_errors;
+  // Stream entries of ended, cancelled or unknown jobs dropped by this replica's claims.
+  int64_t dead_entries_dropped = 0;
   int64_t round_trips = 0;
   int64_t owned_jobs = 0;
   int64_t followed_operations = 0;
@@ -121,6 +155,10 @@ class OperationCoordinator {
   OperationCoordinator& operator=(const OperationCoordinator&) = delete;
 
   void Start();
+  // Asks the background thread to stop: it ends after its current round trip (the destructor waits
+  // for it). Redis errors from then on are neither counted nor logged: at shutdown the server closes
+  // its Redis connections on purpose.
+  void Stop();
 
   // A pending operation: a local one whose job this replica runs for the cluster, a mirror of the job
   // another replica runs (*cache = COALESCED), or, when Redis fails, a local-only one. Admission errors
@@ -152,12 +190,37 @@ class OperationCoordinator {
     bool handed_back = false;
     bool lease_lost = false;
     bool progress_dirty = false;
+    int refused_completions = 0;  // error replies to its completion that no retry changes
   };
   struct Inbox;  // job keys whose local job changed (shared with the jobs' listeners)
+  // An operation made while Redis did not answer, to publish once it does.
+  struct Unpublished {
+    std::weak_ptr<jobs::Operation> operation = {};
+    std::shared_ptr<jobs::Job> hold = {};  // the cluster's hold on its job (null: done from the start)
+    OperationRecord record = {};
+    NewJob job = {};
+    absl::Duration value_ttl = {};  // done from the start: of its value
+    std::string value = {};         // done from the start: its value (RedisResultCache::EncodeValue)
+  };
 
   absl::StatusOr<std::shared_ptr<jobs::Operation>> SubmitLocally(SharedSubmit submit,
+                                                                 OperationRecord record,
+                                                                 NewJob job,
                                                                  v1::CacheResult* cache,
-                                                                 absl::string_view reason);
+                                                                 const absl::Status& cause);
+  // The completion of `job_key` from a finished local job's result.
+  Completion CompletionOf(const std::string& job_key, const std::string& entry_id,
+                          const std::string& request_digest,
+                          const absl::StatusOr<jobs::PlacementPtr>& placement,
+                          absl::Duration queue_time, absl::Duration solve_time) const;
+  // Counts (and logs, rate-limited) a request a new job's record was made without.
+  void NoteStorage(const OperationRecord& record, RequestStorage storage) ABSL_LOCKS_EXCLUDED(mu_);
+  // Counts (and logs, rate-limited) a failed round trip of `what`.
+  void NoteRedisError(absl::string_view what, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // What a caller gets when a round trip its call needs failed.
+  absl::Status StoreError(const absl::Status& cause) const;
+  // NOT_FOUND, or UNAVAILABLE while a Redis restart is younger than publish_window.
+  absl::Status NotFound(const std::string& name, absl::Status not_found);
   // Starts owning `job_key` with `hold` (one waiter of its local job).
   void Own(const std::string& job_key, const std::string& entry_id,
            const std::string& request_digest, std::shared_ptr<jobs::Job> hold)
@@ -177,8 +240,9 @@ class OperationCoordinator {
   void PollCancelFlags();
   void RenewLeases();
   void TakeOverExpired();
-  // Releases the hold of `job_key` (if held).
-  void ReleaseHold(const std::string& job_key) ABSL_LOCKS_EXCLUDED(mu_);
+  void PublishUnpublished();
+  // Stops owning `job_key`: releases its hold (if held); returns its entry ("" if not owned).
+  std::string ReleaseHold(const std::string& job_key) ABSL_LOCKS_EXCLUDED(mu_);
 
   const CoordinatorOptions options_;
   RedisClient* const redis_;
@@ -188,12 +252,16 @@ class OperationCoordinator {
   jobs::JobManager* const jobs_;
   jobs::OperationRegistry* const operations_;
   const JobRebuilder rebuild_;
+  const Clock* const clock_;
+  RateLimitedLog log_;
   const std::shared_ptr<Inbox> inbox_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, OwnedJob> owned_ ABSL_GUARDED_BY(mu_);
   // Mirrors and this replica's own shared operations, by name, while pending.
   absl::flat_hash_map<std::string, std::weak_ptr<jobs::Operation>> followed_ ABSL_GUARDED_BY(mu_);
+  // By operation name.
+  absl::flat_hash_map<std::string, Unpublished> unpublished_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   CoordinatorStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;

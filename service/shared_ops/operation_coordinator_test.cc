@@ -5,11 +5,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "service/cache/redis_result_cache.h"
+#include "service/status_payloads/status_payloads.h"
 #include "tests/testutil/redis_server.h"
 #include "tests/testutil/start_redis_or_skip.h"
 
@@ -56,10 +59,26 @@ struct Solver {
   static std::string JobKeyOf(const std::string& digest) { return digest + "@30s"; }
 };
 
+// The log lines of a replica, for tests that check what it says.
+struct LogLines {
+  absl::Mutex mu;
+  std::vector<std::string> lines ABSL_GUARDED_BY(mu);
+
+  bool Contains(absl::string_view text) {
+    absl::MutexLock lock(&mu);
+    for (const std::string& line : lines) {
+      if (absl::StrContains(line, text)) return true;
+    }
+    return false;
+  }
+};
+
 // One replica in this process: its own jobs, registry, Redis connections and coordinator.
 class Replica {
  public:
-  Replica(int port, std::string name, Solver* solver)
+  // `publish_window`: zero here, so that an unknown name is NOT_FOUND although Redis is young.
+  Replica(int port, std::string name, Solver* solver, const Clock* clock = nullptr,
+          absl::Duration publish_window = absl::ZeroDuration())
       : solver_(solver),
         jobs_({.workers = 1}),
         registry_({.ttl_after_done = absl::Minutes(1)}, &jobs_),
@@ -73,11 +92,19 @@ class Replica {
                            .takeover_interval = absl::Milliseconds(100),
                            .progress_interval = absl::Milliseconds(10),
                            .ttl_after_done = absl::Minutes(1),
-                           .result_key_prefix = "t:"},
+                           .result_key_prefix = "t:",
+                           .publish_window = publish_window,
+                           .clock = clock,
+                           .log =
+                               [log = log_](absl::string_view line) {
+                                 absl::MutexLock lock(&log->mu);
+                                 log->lines.emplace_back(line);
+                               }},
         &redis_, &store_, &jobs_, &registry_,
-        [solver](const std::string& request, const std::string& tenant)
-            -> absl::StatusOr<RebuiltJob> {
+        [solver](const std::string& request, const std::string& tenant,
+                 absl::Duration time_limit) -> absl::StatusOr<RebuiltJob> {
           if (tenant != "team-a") return absl::InvalidArgumentError("unexpected tenant");
+          if (time_limit != absl::Seconds(30)) return absl::InvalidArgumentError("time limit");
           return RebuiltJob{solver->Spec(request), request};
         });
     coordinator_->Start();
@@ -111,8 +138,11 @@ class Replica {
   OperationCoordinator& coordinator() { return *coordinator_; }
   jobs::OperationRegistry& registry() { return registry_; }
   RedisClient& redis() { return redis_; }
+  OperationStore& store() { return store_; }
+  LogLines& log() { return *log_; }
 
  private:
+  std::shared_ptr<LogLines> log_ = std::make_shared<LogLines>();
   Solver* solver_;
   jobs::JobManager jobs_;
   jobs::OperationRegistry registry_;
@@ -280,6 +310,144 @@ TEST(OperationCoordinatorTest, TamperedResultIsNeverAnAnswer) {
   ASSERT_TRUE((*remote)->done());
   EXPECT_EQ((*remote)->snapshot().placement, nullptr);
   EXPECT_EQ((*remote)->snapshot().error.code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(OperationCoordinatorTest, FastJobsAreSolvedOncePerSubmit) {
+  START_REDIS_OR_SKIP(redis);
+  Solver solver;
+  solver.release.Notify();  // every job finishes at once
+  Replica a(redis.port(), "a", &solver);
+  std::vector<std::shared_ptr<jobs::Operation>> ops;
+  for (int i = 0; i < 100; ++i) {
+    v1::CacheResult cache;
+    absl::StatusOr<std::shared_ptr<jobs::Operation>> op = a.Submit(absl::StrCat("fast", i), &cache);
+    ASSERT_TRUE(op.ok()) << op.status();
+    ops.push_back(*op);
+  }
+  for (const auto& op : ops) ASSERT_TRUE(AwaitDone(op, absl::Seconds(10)));
+  // The cluster's hold joins the job just admitted; it never admits a finished one again.
+  EXPECT_EQ(solver.runs.load(), 100);
+}
+
+TEST(OperationCoordinatorTest, AnOperationMadeWhileRedisWasAwayIsPublishedOnceItIsBack) {
+  START_REDIS_OR_SKIP(redis);
+  Solver solver;
+  Replica a(redis.port(), "a", &solver), b(redis.port(), "b", &solver);
+  redis.Kill();
+  v1::CacheResult cache;
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> op = a.Submit("d8", &cache);
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_TRUE(a.log().Contains("published to Redis once it answers"));
+  EXPECT_EQ(a.coordinator().Stats().unpublished, 1);
+  ASSERT_TRUE(redis.Restart().ok());
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (a.coordinator().Stats().published == 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(10));  // the background thread publishes on its own
+  }
+  EXPECT_EQ(a.coordinator().Stats().published, 1);
+  // Another replica knows it now, and follows it to its end.
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> remote =
+      b.coordinator().Find((*op)->name(), "team-a");
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  solver.release.Notify();
+  ASSERT_TRUE(AwaitDone(*remote, absl::Seconds(10)));
+  ASSERT_NE((*remote)->snapshot().placement, nullptr) << (*remote)->snapshot().error;
+  EXPECT_EQ(solver.runs.load(), 1);
+}
+
+TEST(OperationCoordinatorTest, ALocalOperationCancelledWhileRedisIsAwayStopsItsJob) {
+  START_REDIS_OR_SKIP(redis);
+  Solver solver;  // never released: only a cancel ends the job
+  Replica a(redis.port(), "a", &solver);
+  redis.Kill();
+  v1::CacheResult cache;
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> op = a.Submit("d12", &cache);
+  ASSERT_TRUE(op.ok()) << op.status();
+  solver.started.WaitForNotification();
+  ASSERT_TRUE(a.coordinator().Cancel((*op)->name(), "team-a").ok());
+  // The hold kept for publishing does not keep the job running for nobody.
+  EXPECT_TRUE(solver.stopped.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_EQ((*op)->snapshot().error.code(), absl::StatusCode::kCancelled);
+}
+
+TEST(OperationCoordinatorTest, ASubmitThatTimedOutInAStalledRedisIsAdoptedNotSolvedTwice) {
+  START_REDIS_OR_SKIP(redis);
+  Solver solver;
+  Replica a(redis.port(), "a", &solver), b(redis.port(), "b", &solver);
+  v1::CacheResult cache;
+  ASSERT_TRUE(a.Submit("warm", &cache).ok());  // scripts loaded, stream made
+  solver.release.Notify();
+  redis.Pause();
+  // The submit script reaches Redis, which runs it only when it resumes, after the caller gave up.
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> op = a.Submit("d9", &cache);
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_EQ(a.coordinator().Stats().fallbacks["submit"], 1);
+  redis.Resume();
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (a.coordinator().Stats().published == 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(a.coordinator().Stats().published, 1);
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> remote =
+      b.coordinator().Find((*op)->name(), "team-a");
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  ASSERT_TRUE(AwaitDone(*remote, absl::Seconds(10)));
+  ASSERT_NE((*remote)->snapshot().placement, nullptr) << (*remote)->snapshot().error;
+  // Three leases later nobody took an orphan over: one run for "warm", one for "d9".
+  absl::SleepFor(absl::Seconds(3));
+  EXPECT_EQ(b.coordinator().Stats().taken_over, 0);
+  EXPECT_EQ(solver.runs.load(), 2);
+}
+
+TEST(OperationCoordinatorTest, TimeComesFromTheInjectedClock) {
+  START_REDIS_OR_SKIP(redis);
+  FakeClock clock(absl::FromUnixSeconds(1'234'567));
+  Solver solver;
+  solver.release.Notify();
+  Replica a(redis.port(), "a", &solver, &clock);
+  v1::CacheResult cache;
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> op = a.Submit("d10", &cache);
+  ASSERT_TRUE(op.ok()) << op.status();
+  ViewOrGone view = a.store().Lookup((*op)->name());
+  ASSERT_TRUE(view.ok() && view->has_value()) << view.status();
+  EXPECT_EQ((*view)->operation.created_at_ns, absl::ToUnixNanos(absl::FromUnixSeconds(1'234'567)));
+}
+
+TEST(OperationCoordinatorTest, AnEvictedResultIsAbortedAndAWrongTypeIsInternal) {
+  START_REDIS_OR_SKIP(redis);
+  Solver solver;
+  solver.release.Notify();
+  Replica a(redis.port(), "a", &solver), b(redis.port(), "b", &solver);
+  v1::CacheResult cache;
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> op = a.Submit("d11", &cache);
+  ASSERT_TRUE(op.ok());
+  ASSERT_TRUE(AwaitDone(*op, absl::Seconds(10)));
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (a.coordinator().Stats().owned_jobs > 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(10));  // the completion is written by the background thread
+  }
+  ASSERT_TRUE(redis.Command({"DEL", "t:r1:d11"}).ok());
+  absl::StatusOr<std::shared_ptr<jobs::Operation>> remote =
+      b.coordinator().Find((*op)->name(), "team-a");
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  ASSERT_TRUE((*remote)->done());
+  EXPECT_EQ((*remote)->snapshot().error.code(), absl::StatusCode::kAborted);
+  // A record of the wrong type: INTERNAL naming the reply, no retry hint.
+  const std::string name = "operations/0123456789abcdef0123456789abcdef";
+  ASSERT_TRUE(redis.Command({"SET", a.store().OperationKey(name), "not a hash"}).ok());
+  absl::Status wrong = b.coordinator().Find(name, "team-a").status();
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInternal) << wrong;
+  EXPECT_TRUE(absl::StrContains(wrong.message(), "WRONGTYPE")) << wrong;
+  EXPECT_FALSE(status_payloads::RetryDelayOf(wrong).has_value());
+  // Unknown while Redis is young (it just started): retry, not NOT_FOUND, until the replicas have had
+  // time to publish what they made while it was away.
+  Replica c(redis.port(), "c", &solver, nullptr, absl::Seconds(30));
+  absl::Status young =
+      c.coordinator().Find("operations/fedcba9876543210fedcba9876543210", "team-a").status();
+  EXPECT_EQ(young.code(), absl::StatusCode::kUnavailable) << young;
+  EXPECT_TRUE(status_payloads::RetryDelayOf(young).has_value());
+  EXPECT_TRUE(absl::IsNotFound(
+      b.coordinator().Find("operations/fedcba9876543210fedcba9876543210", "team-a").status()));
 }
 
 }  // namespace

@@ -47,6 +47,7 @@ REQUIRED_ALERTS = {
     "PlacementOperationLeaseRenewalsFailing": "placement_operation_lease_renewals_failed_total",
     "PlacementOperationsTakenOver": "placement_operations_taken_over_total",
     "PlacementSharedOperationsFallback": "placement_shared_operations_fallback_total",
+    "PlacementRedisOutOfMemory": "placement_shared_operations_redis_errors_total",
 }
 
 

@@ -82,6 +82,8 @@ SHARED_OPERATION_METRICS = frozenset({
     "placement_operation_leases_lost_total",
     "placement_shared_operations_fallback_total",
     "placement_shared_operations_redis_round_trips_total",
+    "placement_shared_operations_redis_errors_total",
+    "placement_shared_requests_not_stored_total",
 })
 
 

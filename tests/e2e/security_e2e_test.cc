@@ -229,6 +229,9 @@ TEST_F(TlsE2ETest, PlacementctlNamesATlsProblem) {
                                        "--connect_timeout=1s", "health"});
   EXPECT_EQ(wrong_ca.exit_status, 2);
   EXPECT_THAT(wrong_ca.err, HasSubstr("certificate"));
+  // Issue 21: placementctl's own line only, not gRPC's raw log beside it.
+  EXPECT_FALSE(HasGrpcLogLine(plaintext.err)) << plaintext.err;
+  EXPECT_FALSE(HasGrpcLogLine(wrong_ca.err)) << wrong_ca.err;
   StopServer(**server);
 }
 

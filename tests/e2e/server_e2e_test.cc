@@ -147,6 +147,45 @@ TEST_F(ServerE2ETest, TheSameGraphInAnotherOpOrderIsAHitWithItsOwnOrder) {
   EXPECT_EQ(DevicesByName(shuffled, again->placement()), DevicesByName(first, miss->placement()));
 }
 
+// A byte-identical repeat is answered from its bytes (the repeat index); Place and SubmitPlacement
+// share the index, so each is a hit after the other, with the same answer in the same op order.
+TEST_F(ServerE2ETest, ByteIdenticalRepeatsAreHitsForPlaceAndSubmitAlike) {
+  const v1::PlaceRequest request = RandomRequest(300, FreshSeed(), "round_robin");
+  absl::StatusOr<v1::Operation> first = client_->Submit(request);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<v1::Operation> solved =
+      client_->WaitUntilDone(first->name(), absl::Now() + absl::Seconds(60));
+  ASSERT_TRUE(solved.ok()) << solved.status();
+  ASSERT_TRUE(solved->has_response()) << solved->error().message();
+  const v1::Placement& computed = solved->response().placement();
+  EXPECT_NE(computed.provenance().cache(), v1::HIT);
+
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    absl::StatusOr<v1::PlaceResponse> placed = client_->Place(request);
+    ASSERT_TRUE(placed.ok()) << placed.status();
+    EXPECT_EQ(placed->placement().provenance().cache(), v1::HIT);
+    EXPECT_EQ(DevicesByName(request, placed->placement()), DevicesByName(request, computed));
+
+    absl::StatusOr<v1::Operation> submitted = client_->Submit(request);
+    ASSERT_TRUE(submitted.ok()) << submitted.status();
+    ASSERT_TRUE(submitted->done());  // a hit is done at once
+    EXPECT_NE(submitted->name(), first->name());  // no request_id: a new operation each time
+    EXPECT_EQ(submitted->response().placement().provenance().cache(), v1::HIT);
+    EXPECT_EQ(DevicesByName(request, submitted->response().placement()),
+              DevicesByName(request, computed));
+  }
+
+  // With a request_id the bytes differ (a first sighting), then repeat: the same operation.
+  v1::PlaceRequest keyed = request;
+  keyed.set_request_id(absl::StrCat("repeat-", FreshSeed()));
+  absl::StatusOr<v1::Operation> keyed_first = client_->Submit(keyed);
+  ASSERT_TRUE(keyed_first.ok()) << keyed_first.status();
+  absl::StatusOr<v1::Operation> keyed_again = client_->Submit(keyed);
+  ASSERT_TRUE(keyed_again.ok()) << keyed_again.status();
+  EXPECT_EQ(keyed_again->name(), keyed_first->name());
+  EXPECT_EQ(keyed_again->response().placement().provenance().cache(), v1::HIT);
+}
+
 TEST_F(ServerE2ETest, SixteenIdenticalConcurrentRequestsShareOneSolve) {
   const std::string solves = "placement_solves_total{algorithm=\"testing_wait\"}";
   const double solves_before =
@@ -163,11 +202,17 @@ TEST_F(ServerE2ETest, SixteenIdenticalConcurrentRequestsShareOneSolve) {
   }
   for (std::thread& caller : callers) caller.join();
 
+  // The same answer for everyone, but for what each caller's own wait adds (a caller that came after
+  // the job ended is a HIT with no queue time).
+  const auto shared_part = [](v1::Placement placement) {
+    placement.mutable_provenance()->clear_cache();
+    placement.mutable_provenance()->clear_queue_ns();
+    return placement.SerializeAsString();
+  };
   int misses = 0, coalesced = 0, hits = 0;
   for (const auto& result : results) {
     ASSERT_TRUE(result.ok()) << result.status();
-    EXPECT_EQ(result->placement().SerializeAsString().size(),
-              results[0]->placement().SerializeAsString().size());
+    EXPECT_EQ(shared_part(result->placement()), shared_part(results[0]->placement()));
     EXPECT_EQ(std::vector<int32_t>(result->placement().device().begin(),
                                    result->placement().device().end()),
               std::vector<int32_t>(results[0]->placement().device().begin(),

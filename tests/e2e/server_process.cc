@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -284,6 +285,11 @@ double MetricValue(absl::string_view scrape, absl::string_view series) {
 
 bool HasMetricFamily(absl::string_view scrape, absl::string_view name) {
   return scrape.find(absl::StrCat("# TYPE ", name, " ")) != absl::string_view::npos;
+}
+
+bool HasGrpcLogLine(absl::string_view text) {
+  static const std::regex kGrpcLine(R"((^|\n)[EWID]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^ ]+:\d+\])");
+  return std::regex_search(text.begin(), text.end(), kGrpcLine);
 }
 
 }  // namespace placement::e2e

@@ -107,6 +107,10 @@ absl::StatusOr<std::string> ScrapeMetrics(int port);
 // The value of the sample `series` (e.g. `placement_solves_total{algorithm="pardnn"}`) in a scrape;
 // 0 when absent.
 double MetricValue(absl::string_view scrape, absl::string_view series);
+// True when `text` holds a line in gRPC's own log format ("E1203 08:09:31.948123456  1234
+// file.cc:56] ..."), which the binaries keep out of their output.
+bool HasGrpcLogLine(absl::string_view text);
+
 // True when the scrape has a `# TYPE name ...` line.
 bool HasMetricFamily(absl::string_view scrape, absl::string_view name);
 

@@ -23,85 +23,19 @@
 #include "absl/time/clock.h"
 #include "client/placement_client.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/redis_replicas.h"
 #include "tests/e2e/server_process.h"
-#include "tests/e2e/temp_dir.h"
 #include "tests/e2e/test_requests.h"
-#include "tests/testutil/redis_server.h"
 
 namespace placement::e2e {
 namespace {
 
-using client::ClientOptions;
 using client::PlacementClient;
-using testutil::RedisServer;
 
-constexpr char kTokens[] =
-    "team-a-token-0123456789abcdef team-a\n"
-    "team-b-token-fedcba9876543210 team-b\n";
-constexpr char kTeamA[] = "team-a-token-0123456789abcdef";
-constexpr char kTeamB[] = "team-b-token-fedcba9876543210";
 constexpr char kSlowSolves[] = "placement_solves_total{algorithm=\"testing_wait\"}";
 constexpr char kTakenOver[] = "placement_operations_taken_over_total";
 
-class SharedOperationsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
-    if (absl::IsNotFound(redis.status())) GTEST_SKIP() << redis.status();
-    ASSERT_TRUE(redis.ok()) << redis.status();
-    redis_ = *std::move(redis);
-    tokens_ = dir_.Write("tokens", kTokens);
-    prefix_ = absl::StrCat("--redis_key_prefix=ops", FreshSeed(), ":");
-  }
-
-  std::unique_ptr<ServerProcess> StartReplica(std::vector<std::string> extra = {}) {
-    std::vector<std::string> flags = {absl::StrCat("--redis=", redis_->address()),
-                                      prefix_,
-                                      "--redis_timeout=100ms",
-                                      "--operation_lease=1s",
-                                      "--workers=1",
-                                      "--testing_algorithms",
-                                      "--log_requests=false",
-                                      "--shutdown_grace=1s",
-                                      "--auth_tokens=" + tokens_};
-    flags.insert(flags.end(), extra.begin(), extra.end());
-    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(flags);
-    EXPECT_TRUE(server.ok()) << server.status();
-    return server.ok() ? *std::move(server) : nullptr;
-  }
-
-  static std::unique_ptr<PlacementClient> Client(const ServerProcess& server,
-                                                 const std::string& token = kTeamA) {
-    ClientOptions options;
-    options.target = server.address();
-    options.default_timeout = absl::Seconds(30);
-    options.retry.max_attempts = 1;
-    options.token = token;
-    return std::make_unique<PlacementClient>(options);
-  }
-
-  static double Metric(const ServerProcess& server, absl::string_view series) {
-    absl::StatusOr<std::string> scrape = ScrapeMetrics(server.metrics_port());
-    EXPECT_TRUE(scrape.ok()) << scrape.status();
-    return scrape.ok() ? MetricValue(*scrape, series) : -1;
-  }
-
-  TempDir dir_{"shared_operations_e2e"};
-  std::unique_ptr<RedisServer> redis_;
-  std::string tokens_;
-  std::string prefix_;
-};
-
-// Until `op` (on `client`) reports a stage other than "queued", or 10 s.
-bool AwaitRunning(PlacementClient& client, const std::string& name) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < give_up) {
-    absl::StatusOr<v1::Operation> got = client.GetOperation(name);
-    if (got.ok() && got->metadata().stage() != "queued") return true;
-    absl::SleepFor(absl::Milliseconds(20));  // another process's progress: nothing to await here
-  }
-  return false;
-}
+class SharedOperationsTest : public RedisReplicasTest {};
 
 TEST_F(SharedOperationsTest, GetWaitWatchAndCancelOnAnotherReplicaAnswerAsTheFirst) {
   std::unique_ptr<ServerProcess> a = StartReplica();
@@ -424,8 +358,8 @@ TEST_F(SharedOperationsTest, TamperedRecordsInRedisAreNeverAnswersAndNeverCrashA
   absl::StatusOr<v1::Operation> done =
       on_a->WaitUntilDone(submitted->name(), absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(done.ok() && done->has_response()) << done.status();
-  const std::string key_prefix = prefix_.substr(prefix_.find('=') + 1) + "o1:";
-  const std::string op_key = key_prefix + "op:" + submitted->name();
+  const std::string key_prefix = Key("");
+  const std::string op_key = Key("op:" + submitted->name());
 
   // The caller's op order rewritten so that mapping the result back would write far out of bounds
   // (40 entries of 0x7fffffff): B, which knows the operation only from Redis, must refuse it.

@@ -436,6 +436,17 @@ TEST(TokensReloadTest, AnEmptiedOrHalfWrittenFileKeepsThePreviousTokens) {
   StopServer(**server);
 }
 
+TEST(TokensReloadTest, AFileWithoutTokensIsAFailedStartAsItIsARefusedReload) {
+  TempDir dir("trust_e2e");
+  for (const char* empty : {"", "# tokens come later\n"}) {
+    const std::string tokens = dir.Write("tokens", empty);
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server =
+        ServerProcess::Start({"--auth_tokens=" + tokens}, absl::Seconds(20));
+    ASSERT_FALSE(server.ok()) << "started with a tokens file that holds no tokens: " << empty;
+    EXPECT_THAT(std::string(server.status().message()), HasSubstr("holds no tokens"));
+  }
+}
+
 TEST(RoughEdgesTest, WaitOperationRejectsANegativeTimeout) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start({});
   ASSERT_TRUE(server.ok()) << server.status();
@@ -539,6 +550,30 @@ TEST(ShutdownTest, PlacementctlWaitSaysTheServerIsShuttingDown) {
   EXPECT_THAT(waited.err, Not(HasSubstr("CANCELLED: CANCELLED")));
   EXPECT_THAT(waited.err, Not(HasSubstr("elsewhere")));
   EXPECT_EQ((*server)->WaitForExit(absl::Seconds(30)).value_or(-1), 0);
+}
+
+TEST(PlacementctlTest, ATimeoutThatCannotWorkIsAUsageError) {
+  for (const char* flag : {"--timeout=0s", "--timeout=-1s", "--connect_timeout=0s", "--retries=-1"}) {
+    // Nothing needs to listen: the flags are refused before anything is sent.
+    CommandResult result = RunCommand({PlacementctlBinary(), "--server=127.0.0.1:1", flag,
+                                       "get", "operations/0123456789abcdef0123456789abcdef"});
+    EXPECT_EQ(result.exit_status, 64) << flag << ": " << result.err;
+    EXPECT_THAT(result.err, HasSubstr(std::string(flag).substr(0, std::string(flag).find('='))))
+        << flag;
+    EXPECT_THAT(result.err, Not(HasSubstr("DEADLINE_EXCEEDED"))) << flag;
+  }
+}
+
+TEST(PortTest, ATakenPortIsOneReadableLineWithoutGrpcsOwnLog) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> first = ServerProcess::Start({});
+  ASSERT_TRUE(first.ok()) << first.status();
+  CommandResult second = RunCommand({ServerBinary(), "--insecure", "--host=127.0.0.1",
+                                     absl::StrCat("--port=", (*first)->port()),
+                                     "--metrics_port=0"});
+  EXPECT_EQ(second.exit_status, 1);
+  EXPECT_THAT(second.err, HasSubstr("the port is taken"));
+  EXPECT_FALSE(HasGrpcLogLine(second.err)) << second.err;
+  StopServer(**first);
 }
 
 TEST(PlacementctlTest, NothingListeningIsSaidSo) {

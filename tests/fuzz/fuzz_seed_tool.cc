@@ -7,6 +7,7 @@
 //   fuzz_seed_tool OUT_DIR [REQUEST_FILE...]
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "placement/v1/placement.pb.h"
@@ -46,7 +47,23 @@ int main(int argc, char** argv) {
       options.device_kinds = {"gpu", "cpu"};
       options.kind_restricted_fraction = 0.2;
     }
-    write(placement::testutil::RandomLayeredRequest(options), absl::StrCat("random", seed));
+    placement::v1::PlaceRequest request = placement::testutil::RandomLayeredRequest(options);
+    write(request, absl::StrCat("random", seed));
+    // The same graph as a training plan (api.md §2.1): microbatches, a window, replicas, and the sinks
+    // once per step (an update closes the step, so the request stays valid).
+    placement::v1::PlacementOptions* plan = request.mutable_options();
+    plan->set_microbatches(2 + seed % 5);
+    plan->set_max_in_flight(seed % 3);
+    if (seed % 4 == 2 && options.num_devices % 2 == 0 && options.pinned_fraction == 0.0 &&
+        options.kind_restricted_fraction == 0.0) {
+      plan->set_data_parallel(2);
+    }
+    std::vector<bool> has_consumer(request.graph().ops_size(), false);
+    for (const placement::v1::Edge& edge : request.graph().edges()) has_consumer[edge.src()] = true;
+    for (int op = 0; op < request.graph().ops_size(); ++op) {
+      if (!has_consumer[op] && op % 2 == 0) request.mutable_graph()->mutable_ops(op)->set_once_per_step(true);
+    }
+    write(request, absl::StrCat("plan", seed));
   }
   std::printf("%d seeds in %s\n", written, out.c_str());
   return written > 0 ? 0 : 1;

@@ -16,13 +16,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "service/engine/importers/chakra_importer.h"
-#include "service/engine/importers/import_options.h"
-#include "service/engine/importers/msr_importer.h"
-#include "service/engine/importers/onnx_importer.h"
-#include "service/engine/importers/pardnn_importer.h"
-#include "service/engine/importers/pipedream_importer.h"
-#include "service/engine/importers/wfcommons_importer.h"
+#include "service/importers/chakra_importer.h"
+#include "service/importers/import_options.h"
+#include "service/importers/msr_importer.h"
+#include "service/importers/onnx_importer.h"
+#include "service/importers/pardnn_importer.h"
+#include "service/importers/pipedream_importer.h"
+#include "service/importers/wfcommons_importer.h"
 #include "service/engine/io/message_io.h"
 
 #ifndef PLACEMENT_FUZZ_FORMAT
@@ -32,7 +32,7 @@
 namespace {
 
 using namespace placement::engine;
-using namespace placement::engine::importers;
+using namespace placement::importers;
 
 void CheckError(const absl::Status& status) {
   if (status.ok() || status.code() == absl::StatusCode::kInvalidArgument ||

@@ -4,6 +4,7 @@
 // What must hold for any input: no crash, no sanitizer report; BuildModel either fails with
 // INVALID_ARGUMENT listing at least one violation, or yields a model whose digests are stable (computed
 // twice, equal) and whose simulated makespan is non-negative and at least the lower bound.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "placement/v1/placement_service.pb.h"
 #include "service/engine/model/digest.h"
 #include "service/engine/model/model_builder.h"
+#include "service/engine/plans/plan_model.h"
 #include "service/engine/solve/solve.h"
 
 namespace {
@@ -38,9 +40,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   engine::ModelLimits limits;
   limits.max_ops = 20'000;
   limits.max_edges = 80'000;
+  limits.max_unrolled_ops = 200'000;
   std::vector<engine::FieldViolation> violations;
-  absl::StatusOr<engine::Model> model = engine::BuildModel(
-      request.graph(), request.cluster(), request.options().memory_headroom(), &violations, limits);
+  absl::StatusOr<engine::Model> model = engine::BuildModel(request.graph(), request.cluster(),
+                                                           request.options(), &violations, limits);
   if (!model.ok()) {
     Check(model.status().code() == absl::StatusCode::kInvalidArgument, "BuildModel: not INVALID_ARGUMENT");
     Check(!violations.empty(), "BuildModel failed without a violation");
@@ -56,10 +59,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             engine::RequestDigestHex(*model, graph_digest, digest_options),
         "request digest differs with a reused graph digest");
 
-  // Simulate op v on device v mod D (constraints may make it INFEASIBLE; that is data, not an error).
-  engine::Assignment assignment(model->num_ops());
-  for (engine::OpId v = 0; v < model->num_ops(); ++v) assignment[v] = v % model->num_devices();
-  const v1::Placement placement = engine::ScoreAssignment(*model, assignment);
+  // Simulate op v on device v mod N of replica group 0 (constraints may make it INFEASIBLE; that is
+  // data, not an error), with the request's training plan (an open D as 1).
+  const int32_t replicas = std::max(1, model->plan.data_parallel);
+  const engine::PlanModel plan_model(*model, replicas);
+  const engine::Model& group = plan_model.model();
+  engine::Assignment assignment(group.num_ops());
+  for (engine::OpId v = 0; v < group.num_ops(); ++v) assignment[v] = v % group.num_devices();
+  const v1::Placement placement = engine::ScoreAssignment(group, assignment);
   Check(placement.device_size() == model->num_ops(), "placement has the wrong number of ops");
   Check(placement.metrics().makespan_ns() >= 0, "negative makespan");
   Check(placement.metrics().makespan_ns() >= placement.metrics().lower_bound_ns(),
@@ -71,7 +78,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   *evaluate.mutable_cluster() = request.cluster();
   *evaluate.mutable_options() = request.options();
   *evaluate.mutable_device() = placement.device();
-  absl::StatusOr<v1::EvaluateResponse> scored = engine::Evaluate(evaluate);
+  // Evaluate chooses an open W or D for the assignment: compare only what was fixed.
+  if (model->plan.data_parallel == 0) evaluate.mutable_options()->set_data_parallel(replicas);
+  evaluate.mutable_options()->set_max_in_flight(placement.plan().max_in_flight());
+  absl::StatusOr<v1::EvaluateResponse> scored = engine::Evaluate(evaluate, limits);
   if (scored.ok()) {
     Check(scored->placement().metrics().makespan_ns() == placement.metrics().makespan_ns(),
           "Evaluate disagrees with ScoreAssignment");

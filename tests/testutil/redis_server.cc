@@ -60,8 +60,10 @@ int PickFreePort() {
   return port;
 }
 
-absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(absl::Duration timeout) {
+absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptions options) {
   std::unique_ptr<RedisServer> server(new RedisServer());
+  server->options_ = std::move(options);
+  const absl::Duration timeout = server->options_.timeout;
   server->binary_ = FindRedisServerBinary();
   if (server->binary_.empty()) {
     return absl::NotFoundError("redis-server not found (install the Debian package redis-server)");
@@ -97,6 +99,11 @@ absl::Status RedisServer::Launch(absl::Duration timeout) {
                                    "--dir",        dir_,           "--daemonize",
                                    "no",           "--logfile",    absl::StrCat(dir_, "/redis.log"),
                                    "--protected-mode", "no"};
+  if (!options_.password.empty()) {
+    args.push_back("--requirepass");
+    args.push_back(options_.password);
+  }
+  args.insert(args.end(), options_.args.begin(), options_.args.end());
   absl::StatusOr<pid_t> pid = SpawnChild(std::move(args), "/dev/null");
   if (!pid.ok()) return pid.status();
   pid_ = *pid;
@@ -113,6 +120,14 @@ absl::Status RedisServer::Launch(absl::Duration timeout) {
   }
   Kill();
   return absl::UnavailableError(absl::StrCat("redis-server on port ", port_, " did not answer"));
+}
+
+void RedisServer::Pause() {
+  if (pid_ > 0) kill(pid_, SIGSTOP);
+}
+
+void RedisServer::Resume() {
+  if (pid_ > 0) kill(pid_, SIGCONT);
 }
 
 void RedisServer::Kill() {
@@ -134,6 +149,11 @@ absl::StatusOr<std::string> RedisServer::Command(const std::vector<std::string>&
     if (context != nullptr) redisFree(context);
     return absl::InternalError("cannot connect to redis-server");
   }
+  if (!options_.password.empty()) {
+    auto* auth = static_cast<redisReply*>(
+        redisCommand(context, "AUTH %b", options_.password.data(), options_.password.size()));
+    if (auth != nullptr) freeReplyObject(auth);
+  }
   std::vector<const char*> argv;
   std::vector<size_t> lengths;
   for (const std::string& arg : args) {
@@ -149,6 +169,7 @@ absl::StatusOr<std::string> RedisServer::Command(const std::vector<std::string>&
       case REDIS_REPLY_STATUS: result = std::string(reply->str, reply->len); break;
       case REDIS_REPLY_INTEGER: result = absl::StrCat(reply->integer); break;
       case REDIS_REPLY_NIL: result = std::string("(nil)"); break;
+      case REDIS_REPLY_ARRAY: result = absl::StrCat("(array of ", reply->elements, ")"); break;
       case REDIS_REPLY_ERROR:
         result = absl::InternalError(std::string(reply->str, reply->len));
         break;

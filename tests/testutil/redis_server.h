@@ -11,6 +11,8 @@
 //   RedisCacheOptions options{.host = "127.0.0.1", .port = (*redis)->port()};
 //   (*redis)->Kill();                           // SIGKILL: what a crashed Redis looks like
 //   ASSERT_TRUE((*redis)->Restart().ok());      // same port, empty data set
+//   (*redis)->Pause(); ... (*redis)->Resume();  // SIGSTOP / SIGCONT: a Redis that stalls
+//   RedisServer::Start({.args = {"--maxmemory", "32mb", "--maxmemory-policy", "noeviction"}});
 #ifndef PLACEMENT_TESTS_TESTUTIL_REDIS_SERVER_H_
 #define PLACEMENT_TESTS_TESTUTIL_REDIS_SERVER_H_
 
@@ -32,11 +34,19 @@ std::string FindRedisServerBinary();
 // A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close).
 int PickFreePort();
 
+struct RedisServerOptions {
+  // More redis-server arguments (e.g. {"--maxmemory", "32mb"}), kept for Restart().
+  std::vector<std::string> args = {};
+  // `requirepass`: clients must AUTH (Command() does). Empty = none.
+  std::string password = {};
+  // How long Start() waits for it to answer PING.
+  absl::Duration timeout = absl::Seconds(10);
+};
+
 class RedisServer {
  public:
-  // NOT_FOUND without a redis-server binary; UNAVAILABLE when it does not answer PING in `timeout`.
-  static absl::StatusOr<std::unique_ptr<RedisServer>> Start(
-      absl::Duration timeout = absl::Seconds(10));
+  // NOT_FOUND without a redis-server binary; UNAVAILABLE when it does not answer PING in time.
+  static absl::StatusOr<std::unique_ptr<RedisServer>> Start(RedisServerOptions options = {});
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
@@ -47,16 +57,21 @@ class RedisServer {
 
   // SIGKILL and reap.
   void Kill();
+  // SIGSTOP / SIGCONT: Redis stalls with its connections open (queued commands run on Resume).
+  void Pause();
+  void Resume();
   // A fresh redis-server on the same port (after Kill).
   absl::Status Restart(absl::Duration timeout = absl::Seconds(10));
   // Sends a command (e.g. {"SET", key, value}) and returns the reply as text (strings, status,
-  // integers; "(nil)" for nil). INTERNAL on connection errors or error replies.
+  // integers; "(nil)" for nil; "(array of N)" for arrays). INTERNAL on connection errors or error
+  // replies.
   absl::StatusOr<std::string> Command(const std::vector<std::string>& args) const;
 
  private:
   RedisServer() = default;
   absl::Status Launch(absl::Duration timeout);
 
+  RedisServerOptions options_;
   std::string binary_;
   std::string dir_;
   int port_ = 0;

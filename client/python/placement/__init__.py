@@ -23,7 +23,7 @@ except ImportError:  # a source checkout on PYTHONPATH
 
 def __getattr__(name):
     # Lazy, so that `python3 -m placement.torch_export` does not need grpc.
-    if name in ("PlacementClient", "PlacementError", "PlacementResult", "Progress", "Operation"):
+    if name in ("PlacementClient", "PlacementError", "PlacementResult", "TrainingPlan", "Progress", "Operation"):
         from placement import client
 
         return getattr(client, name)

@@ -54,6 +54,16 @@ class DeviceMetrics:
 
 
 @dataclasses.dataclass(frozen=True)
+class TrainingPlan:
+    """How the step runs (api.md section 2.1): M microbatches, at most W in flight, D data-parallel
+    replica groups. A result's plan has the solver's choices filled in."""
+
+    microbatches: int = 1
+    max_in_flight: int = 1
+    data_parallel: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
 class PlacementResult:
     """A Placement with its fields flattened; `proto` keeps the message itself."""
 
@@ -69,6 +79,8 @@ class PlacementResult:
     cache: str  # MISS, HIT, COALESCED or "" (Evaluate)
     request_digest: str
     solve_ns: int
+    plan: TrainingPlan  # what the step was simulated with (the solver's W and D filled in)
+    microbatches_per_second: float  # data_parallel x microbatches / step
     proto: placement_pb2.Placement = dataclasses.field(repr=False, compare=False)
 
     @staticmethod
@@ -86,6 +98,9 @@ class PlacementResult:
             for i, m in enumerate(metrics.devices)
         ]
         provenance = placement.provenance
+        # A plan left unset (an answer of a server without plans) is the plain step: 1, 1, 1.
+        plan = TrainingPlan(max(placement.plan.microbatches, 1), max(placement.plan.max_in_flight, 1),
+                            max(placement.plan.data_parallel, 1))
         return PlacementResult(
             device=list(placement.device),
             feasible=placement.outcome == placement_pb2.FEASIBLE,
@@ -99,6 +114,8 @@ class PlacementResult:
             cache=placement_pb2.CacheResult.Name(provenance.cache) if provenance.cache else "",
             request_digest=provenance.request_digest,
             solve_ns=provenance.solve_ns,
+            plan=plan,
+            microbatches_per_second=metrics.microbatches_per_second,
             proto=placement,
         )
 
@@ -261,16 +278,21 @@ class PlacementClient:
 
     # ---- calls ----
     def place(self, request: RequestLike, algorithm: Optional[str] = None,
-              timeout: Optional[float] = None) -> PlacementResult:
-        """Places the request and waits for the answer (unary Place)."""
-        request = self._request(request, algorithm)
+              timeout: Optional[float] = None, *, microbatches: Optional[int] = None,
+              max_in_flight: Optional[int] = None, data_parallel: Optional[int] = None) -> PlacementResult:
+        """Places the request and waits for the answer (unary Place). `microbatches`, `max_in_flight`
+        and `data_parallel` set the request's training plan (api.md section 2.1; 0 for W or D = the
+        solver chooses); None keeps the request's own."""
+        request = self._request(request, algorithm, microbatches, max_in_flight, data_parallel)
         response = self._call(self._stub.Place, request, timeout)
         return PlacementResult.from_proto(response.placement, _device_names(request))
 
     def submit(self, request: RequestLike, algorithm: Optional[str] = None,
-               timeout: Optional[float] = None) -> Operation:
-        """Starts a long-running placement job; returns its Operation (use .name with wait/watch)."""
-        request = self._request(request, algorithm)
+               timeout: Optional[float] = None, *, microbatches: Optional[int] = None,
+               max_in_flight: Optional[int] = None, data_parallel: Optional[int] = None) -> Operation:
+        """Starts a long-running placement job; returns its Operation (use .name with wait/watch).
+        The plan arguments are place()'s."""
+        request = self._request(request, algorithm, microbatches, max_in_flight, data_parallel)
         submit = placement_service_pb2.SubmitPlacementRequest(request=request)
         response = self._call(self._stub.SubmitPlacement, submit, timeout)
         return Operation.from_proto(response.operation, _device_names(request))
@@ -324,10 +346,13 @@ class PlacementClient:
             stream.cancel()
 
     def evaluate(self, request: RequestLike, device: Sequence[int],
-                 timeout: Optional[float] = None) -> Tuple[PlacementResult, List[Tuple[str, str]]]:
-        """Scores a given placement (device index per op, request order): the result and the
-        constraint violations as [(field, description)]."""
-        request = self._request(request, None)
+                 timeout: Optional[float] = None, *, microbatches: Optional[int] = None,
+                 max_in_flight: Optional[int] = None,
+                 data_parallel: Optional[int] = None) -> Tuple[PlacementResult, List[Tuple[str, str]]]:
+        """Scores a given placement (device index per op, request order; of replica group 0 under a
+        plan with data_parallel > 1): the result and the constraint violations as [(field,
+        description)]. The plan arguments are place()'s."""
+        request = self._request(request, None, microbatches, max_in_flight, data_parallel)
         evaluate = placement_service_pb2.EvaluateRequest(
             graph=request.graph, cluster=request.cluster, options=request.options, device=list(device))
         response = self._call(self._stub.Evaluate, evaluate, timeout)
@@ -358,13 +383,21 @@ class PlacementClient:
         return _HEALTH_STATUS.get(status, "UNKNOWN")
 
     # ---- internals ----
-    def _request(self, request: RequestLike, algorithm: Optional[str]) -> placement_pb2.PlaceRequest:
+    def _request(self, request: RequestLike, algorithm: Optional[str], microbatches: Optional[int] = None,
+                 max_in_flight: Optional[int] = None,
+                 data_parallel: Optional[int] = None) -> placement_pb2.PlaceRequest:
+        """The request to send: read from a file, with the caller's algorithm and plan (on a copy: the
+        caller's message is left as it was)."""
         if isinstance(request, (str, Path)):
             request = load_request(request)
-        if algorithm:
+        changes = {"algorithm": algorithm or None, "microbatches": microbatches, "max_in_flight": max_in_flight,
+                   "data_parallel": data_parallel}
+        if any(value is not None for value in changes.values()):
             copy = placement_pb2.PlaceRequest()
             copy.CopyFrom(request)
-            copy.options.algorithm = algorithm
+            for name, value in changes.items():
+                if value is not None:
+                    setattr(copy.options, name, value)
             request = copy
         return request
 

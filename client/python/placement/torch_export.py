@@ -5,6 +5,8 @@
     python3 -m placement.torch_export --model=transformer --layers=4 --d_model=256 --heads=4 --seq=128 \
         --out=transformer.pb
     python3 -m placement.torch_export --model=mypkg.models:build --out=mine.json   # build() -> (model, inputs)
+    python3 -m placement.torch_export --model=transformer --batch=32 --microbatches=8 --data_parallel=0 \
+        --devices=8 --out=plan.json                                      # a training plan, api.md section 2.1
 
 How (torch 1.13): the whole step is written as one function of (parameters, buffers, optimizer state,
 inputs) — functional_call for the forward, torch.autograd.grad for the backward, the optimizer's update
@@ -31,6 +33,18 @@ builds. The traced graph then becomes the request:
   --bandwidth_gbps) (FLOPs counted for matrix products and convolutions and their backward, one per
   output element otherwise), or with --profile the median measured time of the op on this machine's CPU.
 
+Training plans (api.md section 2.1): with --microbatches=M the request is one microbatch's step, traced
+on batch / M samples (a batch that does not divide by M is refused), with options.microbatches = M and
+--max_in_flight / --data_parallel passed through. The loss is divided by M (a loss averaging over the
+batch; `loss_reduction="sum"` from Python keeps it), so that the sum of the microbatches' gradients,
+which a plan accumulates, is the batch's gradient. Marked `once_per_step`: every op after the last
+backward op (the optimizer update: what computes the new parameters and optimizer state, and whatever
+else the data flows into that neither the loss nor a gradient needs) and the parameter and buffer ops,
+state read before the first microbatch (a parameter sent to a reader's device once a step, and never
+taken for a gradient to all-reduce). Batch-norm statistics are then updated by each microbatch's
+forward, as PyTorch's gradient accumulation does. Without a plan flag the request is byte for byte the
+one of a plain step.
+
 The cluster is --devices identical devices of --device_memory_gib on one node linked by
 --link_bandwidth_gbps / --link_latency_us. Output: protobuf JSON (`.json`, `.json.gz`) or binary
 (`.pb`; needs the generated stubs on PYTHONPATH), read by `placement_offline` and `placementctl`.
@@ -51,7 +65,7 @@ import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.utils import stateless
 
-# Defaults as in the C++ importers' RooflineModel (service/engine/importers/import_options.h): an
+# Defaults as in the C++ importers' RooflineModel (service/importers/import_options.h): an
 # NVIDIA V100-class device.
 DEFAULT_PEAK_TFLOPS = 15.7
 DEFAULT_BANDWIDTH_GBPS = 900.0
@@ -70,7 +84,33 @@ def _loss_mean(output, targets):
     return output.float().mean()
 
 
-def trace_training_step(model, example_inputs, loss_fn=None, optimizer="sgd", targets=(), lr=0.01):
+def split_microbatch(inputs, targets, microbatches):
+    """The first of `microbatches` equal microbatches of a batch: (inputs, targets) cut to batch / M rows
+    along dimension 0, which every tensor must share. ValueError when the batch does not divide by M."""
+    if microbatches < 1:
+        raise ValueError(f"microbatches must be >= 1, got {microbatches}")
+    tensors = [t for t in (*inputs, *targets) if isinstance(t, torch.Tensor)]
+    if not tensors:
+        raise ValueError("microbatches need the batch as tensors")
+    if any(t.dim() == 0 for t in tensors):
+        raise ValueError("microbatches split dimension 0 of the inputs and targets; one is a scalar")
+    batch = tensors[0].shape[0]
+    if any(t.shape[0] != batch for t in tensors):
+        raise ValueError(f"microbatches split dimension 0 of the inputs and targets, which must agree; got "
+                         f"{[t.shape[0] for t in tensors]}")
+    if batch % microbatches:
+        raise ValueError(f"batch {batch} is not divisible by microbatches {microbatches}: each microbatch "
+                         f"must hold the same number of samples")
+    size = batch // microbatches
+
+    def cut(values):
+        return tuple(v[:size] if isinstance(v, torch.Tensor) else v for v in values)
+
+    return cut(inputs), cut(targets)
+
+
+def trace_training_step(model, example_inputs, loss_fn=None, optimizer="sgd", targets=(), lr=0.01,
+                        microbatches=1, loss_reduction="mean"):
     """Traces one training step of `model` on `example_inputs` (a tuple of forward arguments) into an
     fx graph of aten ops.
 
@@ -79,10 +119,22 @@ def trace_training_step(model, example_inputs, loss_fn=None, optimizer="sgd", ta
     describes the traced function's arguments in order: [("param", name, tensor) ..., ("buffer", name,
     tensor) ..., ("state", param name, tensor) ..., ("input", index, tensor) ...] (inputs, then targets),
     flat_args are those tensors, and the graph returns (new params, new states, loss, grads).
+
+    With `microbatches` M > 1 the caller passes one microbatch (split_microbatch cuts it) and, for a
+    loss that averages over the batch (`loss_reduction="mean"`), the loss is divided by M: a step sums
+    its microbatches' gradients (api.md section 2.1), and that sum is then the full batch's gradient, as
+    the sum of the M scaled losses is its loss. A loss that sums over the batch passes "sum".
     """
     if optimizer not in OPTIMIZER_STATE_COPIES:
         raise ValueError(f"optimizer must be one of {sorted(OPTIMIZER_STATE_COPIES)}")
+    if loss_reduction not in ("mean", "sum"):
+        raise ValueError(f"loss_reduction must be mean or sum, got {loss_reduction!r}")
     loss_fn = loss_fn or _loss_mean
+    if microbatches > 1 and loss_reduction == "mean":
+        unscaled = loss_fn
+
+        def loss_fn(output, targets):
+            return unscaled(output, targets) / microbatches
     model.train()
     param_names = [n for n, p in model.named_parameters() if p.requires_grad]
     params = [p.detach().clone().requires_grad_(True) for n, p in model.named_parameters() if p.requires_grad]
@@ -314,8 +366,15 @@ class _Recorder(torch.fx.Interpreter):
 def build_request(graph_module, placeholders, flat_args, *, devices=2, device_memory_gib=16.0,
                   device_kind="gpu", link_bandwidth_gbps=100.0, link_latency_us=2.0, optimizer="sgd",
                   peak_tflops=DEFAULT_PEAK_TFLOPS, bandwidth_gbps=DEFAULT_BANDWIDTH_GBPS,
-                  launch_overhead_ns=DEFAULT_LAUNCH_OVERHEAD_NS, profile_runs=0, algorithm=""):
-    """The PlaceRequest (protobuf JSON mapping, as a dict) of a traced step; see the module docstring."""
+                  launch_overhead_ns=DEFAULT_LAUNCH_OVERHEAD_NS, profile_runs=0, algorithm="",
+                  microbatches=None, max_in_flight=None, data_parallel=None):
+    """The PlaceRequest (protobuf JSON mapping, as a dict) of a traced step; see the module docstring.
+
+    A training plan (api.md section 2.1) is asked for by any of `microbatches` (M, the traced step being
+    one microbatch), `max_in_flight` (W, 0 = the solver chooses) or `data_parallel` (D, 0 = the solver
+    chooses): the options carry them (M defaults to 1) and the ops that run once per step are marked
+    (see once_per_step_ops). With none of them the request is the plain one of api.md section 2.
+    """
     # Values of every node (for shapes) and, with profile_runs, op times: the graph holds the backward
     # ops explicitly, so it runs without autograd.
     recorder = _Recorder(graph_module)
@@ -452,6 +511,24 @@ def build_request(graph_module, placeholders, flat_args, *, devices=2, device_me
 
     for index, group in group_of.items():
         ops[index]["colocation_group"] = group
+    plan = microbatches is not None or max_in_flight is not None or data_parallel is not None
+    if plan:
+        # After the last backward op: what computes the new parameters and optimizer state, and
+        # whatever else the microbatches' data flows into that neither the loss nor a gradient needs.
+        # (Not the ops that need neither and see no data, such as batch-norm's num_batches_tracked
+        # += 1: every microbatch's forward runs them, as PyTorch's gradient accumulation does.)
+        after = ancestors([*new_params, *new_states]) - training
+        from_data = {n.name for n, (kind, _, _) in zip(placeholder_nodes, placeholders) if kind == "input"}
+        for node in nodes:
+            if node.op == "call_function" and any(n.name in from_data for n in _input_nodes(node)):
+                from_data.add(node.name)
+        after |= from_data - training
+        sources = [i for i, op in enumerate(ops) if op["type"] in ("parameter", "buffer")]
+        # (A view left unread, such as a getitem of an unused output, belongs to its op's training.)
+        updates = sorted({producer[name] for name in after
+                          if name in producer and ops[producer[name]]["name"] == name} - set(sources))
+        for index in once_per_step_ops(ops, edges, sources, updates):
+            ops[index]["once_per_step"] = True
     memory = int(device_memory_gib * (1 << 30))
     request = {
         "graph": {
@@ -468,15 +545,60 @@ def build_request(graph_module, placeholders, flat_args, *, devices=2, device_me
     }
     if algorithm:
         request["options"] = {"algorithm": algorithm}
+    if plan:
+        options = request.setdefault("options", {})
+        options["microbatches"] = int(microbatches if microbatches is not None else 1)
+        if max_in_flight is not None:
+            options["max_in_flight"] = int(max_in_flight)
+        if data_parallel is not None:
+            options["data_parallel"] = int(data_parallel)
     return request
 
 
-def export_training_step(model, example_inputs, loss_fn=None, optimizer="sgd", targets=(), **request_options):
+def once_per_step_ops(ops, edges, sources, updates):
+    """The ops of a plan's step that run once, not once per microbatch (api.md section 2.1): the
+    parameters and buffers (`sources`: state read before the first microbatch; as once ops their
+    values travel to a reader's device once a step, and a parameter is never taken for a gradient to
+    all-reduce) and every op after the last backward op (`updates`: ops that neither the loss nor any
+    gradient needs, i.e. the optimizer update). Checks api.md's rule, that a once op with a
+    per-microbatch ancestor has no per-microbatch descendant; ValueError naming the op otherwise.
+
+    `edges` is {(src, dst): bytes}. Returns the sorted op indices."""
+    once = set(sources) | set(updates)
+    successors = defaultdict(list)
+    for src, dst in edges:
+        successors[src].append(dst)
+    # Ops are written in a topological order (edges go from lower to higher indices). A per-microbatch
+    # descendant of a once op that follows a microbatch has a once parent that does: checking the
+    # direct successors finds every violation.
+    follows_microbatch = [False] * len(ops)
+    for i in range(len(ops)):
+        for j in successors[i]:
+            follows_microbatch[j] = follows_microbatch[j] or follows_microbatch[i] or i not in once
+    for i in sorted(once):
+        late = next((j for j in successors[i] if j not in once), None) if follows_microbatch[i] else None
+        if late is not None:
+            raise ValueError(f"{ops[i]['name']} runs once per step after a microbatch, but "
+                             f"{ops[late]['name']} reads it in every microbatch")
+    return sorted(once)
+
+
+def export_training_step(model, example_inputs, loss_fn=None, optimizer="sgd", targets=(), microbatches=None,
+                         loss_reduction="mean", **request_options):
     """Traces `model`'s training step on `example_inputs` (and the loss's `targets`) and returns the
     PlaceRequest as a dict (the protobuf JSON mapping). `request_options` are build_request's keyword
-    arguments (cluster, roofline, profiling)."""
-    graph_module, placeholders, flat = trace_training_step(model, example_inputs, loss_fn, optimizer, targets)
-    return build_request(graph_module, placeholders, flat, optimizer=optimizer, **request_options)
+    arguments (cluster, roofline, profiling, max_in_flight, data_parallel).
+
+    `microbatches` M: the request is one microbatch's step (the first batch / M samples of the inputs
+    and targets; ValueError when the batch does not divide by M) with options.microbatches = M and the
+    once-per-step ops marked (build_request)."""
+    if microbatches is not None:
+        example_inputs, targets = split_microbatch(tuple(example_inputs), tuple(targets), microbatches)
+    graph_module, placeholders, flat = trace_training_step(model, example_inputs, loss_fn, optimizer, targets,
+                                                           microbatches=microbatches or 1,
+                                                           loss_reduction=loss_reduction)
+    return build_request(graph_module, placeholders, flat, optimizer=optimizer, microbatches=microbatches,
+                         **request_options)
 
 
 def write_request(request, path):
@@ -572,20 +694,46 @@ def main(argv=None):
                         help="measure op times on this machine (median of RUNS runs, default 5) "
                              "instead of the roofline")
     parser.add_argument("--algorithm", default="", help="options.algorithm of the request")
+    plan = parser.add_argument_group(
+        "training plan (api.md section 2.1)",
+        "Any of these makes the request a plan: the graph is one microbatch's step, the parameters, "
+        "buffers and optimizer update are marked once_per_step, and the options carry the plan.")
+    plan.add_argument("--microbatches", type=int, default=None, metavar="M",
+                      help="export one microbatch of --batch / M samples (the batch must divide by M); the "
+                           "loss is divided by M so that the summed gradients are the batch's")
+    plan.add_argument("--max_in_flight", type=int, default=None, metavar="W",
+                      help="options.max_in_flight: microbatches in flight at most (0 = the solver chooses)")
+    plan.add_argument("--data_parallel", type=int, default=None, metavar="D",
+                      help="options.data_parallel: replica groups (0 = the solver chooses; D must divide "
+                           "--devices)")
     args = parser.parse_args(argv)
+    if args.microbatches is not None and args.microbatches < 1:
+        parser.error(f"--microbatches must be >= 1, got {args.microbatches}")
+    if args.microbatches is not None and args.batch % args.microbatches:
+        parser.error(f"--batch {args.batch} is not divisible by --microbatches {args.microbatches}: every "
+                     f"microbatch must hold the same number of samples")
 
     model, inputs, loss_fn, targets = builtin_model(args.model, args)
     started = time.monotonic()
+    plan_options = {name: getattr(args, name) for name in ("max_in_flight", "data_parallel")
+                    if getattr(args, name) is not None}
+    microbatches = args.microbatches
+    if microbatches is None and plan_options:
+        microbatches = 1  # a plan without microbatches (replicas, say)
     request = export_training_step(
         model, inputs, loss_fn, args.optimizer, targets, devices=args.devices, device_memory_gib=args.device_memory_gib,
         device_kind=args.device_kind, link_bandwidth_gbps=args.link_bandwidth_gbps,
         link_latency_us=args.link_latency_us, peak_tflops=args.peak_tflops, bandwidth_gbps=args.bandwidth_gbps,
-        launch_overhead_ns=args.launch_overhead_ns, profile_runs=args.profile, algorithm=args.algorithm)
+        launch_overhead_ns=args.launch_overhead_ns, profile_runs=args.profile, algorithm=args.algorithm,
+        microbatches=microbatches, **plan_options)
     write_request(request, args.out)
     graph = request["graph"]
     groups = {op["colocation_group"] for op in graph["ops"] if "colocation_group" in op}
-    print(f"{args.out}: {len(graph['ops'])} ops, {len(graph['edges'])} edges, {len(groups)} colocation groups "
-          f"({time.monotonic() - started:.1f} s)", file=sys.stderr)
+    once = sum(1 for op in graph["ops"] if op.get("once_per_step"))
+    plan_note = (f", microbatches of {args.batch // microbatches} samples x {microbatches}, {once} ops once per "
+                 f"step" if microbatches is not None else "")
+    print(f"{args.out}: {len(graph['ops'])} ops, {len(graph['edges'])} edges, {len(groups)} colocation groups"
+          f"{plan_note} ({time.monotonic() - started:.1f} s)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ grpc = pytest.importorskip("grpc")
 pytest.importorskip("google.protobuf")
 
 from conftest import ServerProcess, binary  # noqa: E402
-from placement.client import PlacementClient, PlacementError, RetryPolicy, load_request  # noqa: E402
+from placement.client import PlacementClient, PlacementError, RetryPolicy, TrainingPlan, load_request  # noqa: E402
 from placement.v1 import placement_pb2  # noqa: E402
 
 
@@ -102,6 +102,48 @@ def test_evaluate(client, three_ops_path):
         client.evaluate(three_ops_path, [0, 0, 5])
     assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert any(field.startswith("device") for field, _ in raised.value.field_violations)
+
+
+def test_training_plan_options_and_result(client, three_ops_path):
+    """Plan options on place, submit and evaluate (api.md section 2.1): the answer says what was used and
+    its throughput; the caller's request is not modified."""
+    request = load_request(three_ops_path)
+    plain = client.place(request, algorithm="m_etf")
+    assert plain.plan == TrainingPlan(1, 1, 1)
+    assert plain.microbatches_per_second == pytest.approx(1e9 / plain.makespan_ns)
+
+    planned = client.place(request, algorithm="m_etf", microbatches=4, max_in_flight=2)
+    assert request.options.microbatches == 0 and request.options.algorithm == ""
+    assert planned.plan == TrainingPlan(4, 2, 1)
+    assert planned.request_digest != plain.request_digest
+    assert planned.makespan_ns > plain.makespan_ns  # four microbatches take longer than one
+    assert planned.microbatches_per_second == pytest.approx(4e9 / planned.makespan_ns)
+
+    # Two replica groups of one device each: every op on group 0's only device.
+    replicated = client.place(request, algorithm="m_etf", microbatches=4, data_parallel=2)
+    assert replicated.plan.data_parallel == 2 and set(replicated.device) == {0}
+    assert len(replicated.devices) == 1  # group 0's devices
+    assert replicated.microbatches_per_second == pytest.approx(8e9 / replicated.makespan_ns)
+    chosen = client.place(request, algorithm="m_etf", microbatches=8, max_in_flight=0, data_parallel=0)
+    assert chosen.plan.microbatches == 8 and chosen.plan.data_parallel in (1, 2)
+    assert 1 <= chosen.plan.max_in_flight <= 8
+
+    operation = client.submit(request, algorithm="m_etf", microbatches=4, max_in_flight=4)
+    submitted = client.wait(operation.name, timeout=30)
+    assert submitted.plan == TrainingPlan(4, 4, 1)
+
+    evaluated, violations = client.evaluate(request, [0, 1, 0], microbatches=4, max_in_flight=1)
+    assert violations == [] and evaluated.plan == TrainingPlan(4, 1, 1)
+    single, _ = client.evaluate(request, [0, 1, 0])
+    assert evaluated.makespan_ns > single.makespan_ns
+
+    with pytest.raises(PlacementError) as raised:
+        client.place(request, microbatches=8, max_in_flight=9)
+    assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert [field for field, _ in raised.value.field_violations] == ["options.max_in_flight"]
+    with pytest.raises(PlacementError) as raised:
+        client.place(request, data_parallel=3)
+    assert [field for field, _ in raised.value.field_violations] == ["options.data_parallel"]
 
 
 def test_list_algorithms_and_health(client):

@@ -1,7 +1,9 @@
 """Tests of placement.torch_export: a torchvision ResNet-18 and a small transformer stack, exported and
 then validated and placed by the real placement_offline."""
+import gzip
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -120,3 +122,188 @@ def write_zeros(tmp_path, request_path):
     path = tmp_path / "zeros.json"
     path.write_text(json.dumps({"device": [0] * len(request["graph"]["ops"])}))
     return path
+
+
+# ---------------------------------------------------------------------------------------------------
+# Training plans (api.md section 2.1): --microbatches, --max_in_flight, --data_parallel
+
+DATA = Path(__file__).resolve().parent / "data"
+
+# The requests these command lines wrote before plans existed (torch 1.13, roofline costs: no
+# measurement in them). Without plan flags the exporter must still write them byte for byte.
+GOLDEN_EXPORTS = {
+    "export_transformer_adam.json.gz": ["--model=transformer", "--layers=1", "--d_model=16", "--heads=2", "--seq=4",
+                                        "--batch=4", "--vocab=20", "--optimizer=adam", "--devices=2"],
+    "export_resnet18_sgd.json.gz": ["--model=torchvision:resnet18", "--image_size=16", "--batch=4", "--classes=10",
+                                    "--devices=2"],
+}
+
+
+@pytest.mark.parametrize("golden", sorted(GOLDEN_EXPORTS))
+def test_export_without_plan_flags_is_byte_identical_to_before(golden, tmp_path):
+    if not torch.__version__.startswith("1.13"):
+        pytest.skip(f"the golden requests were traced by torch 1.13; this is {torch.__version__}")
+    if "resnet" in golden:
+        pytest.importorskip("torchvision")
+    out = tmp_path / "request.json"
+    torch_export.main([*GOLDEN_EXPORTS[golden], f"--out={out}"])
+    expected = gzip.decompress((DATA / golden).read_bytes())
+    assert out.read_bytes() == expected
+    assert "once_per_step" not in out.read_text() and "microbatches" not in out.read_text()
+
+
+def split_ops(request):
+    """(once ops, update ops, source ops) by name. Update ops: the members of a parameter's colocation
+    group other than the parameter itself (the exporter groups an update with its parameter)."""
+    ops = request["graph"]["ops"]
+    once = {op["name"] for op in ops if op.get("once_per_step")}
+    sources = {op["name"] for op in ops if op["type"] in ("parameter", "buffer")}
+    updates = {op["name"] for op in ops if op.get("colocation_group", "").startswith("param:")
+               and op["type"] != "parameter"}
+    return once, updates, sources
+
+
+def check_plan_request(request, microbatches, batch, input_bytes_per_sample):
+    ops = request["graph"]["ops"]
+    once, updates, sources = split_ops(request)
+    # Once ops are exactly the optimizer update (plus the parameters and buffers it and the
+    # microbatches read, state that exists before the first microbatch).
+    assert updates and once == updates | sources
+    assert {op["type"] for op in ops if op["name"] in updates} <= {"mul", "add", "sub", "div", "sqrt"}
+    assert not any(op.get("once_per_step") for op in ops if op["type"] == "input")
+    # api.md's rule: a once op after a microbatch feeds only once ops.
+    follows = {i for i, op in enumerate(ops) if not op.get("once_per_step")}
+    for edge in request["graph"]["edges"]:
+        src, dst = ops[edge["src"]], ops[edge["dst"]]
+        if src["name"] in updates:
+            assert dst.get("once_per_step"), f"{src['name']} -> {dst['name']}"
+        if edge["src"] in follows and dst.get("once_per_step"):
+            assert dst["name"] in updates
+    assert request["options"]["microbatches"] == microbatches
+    # The graph is one microbatch: M x its samples = the batch.
+    first_input = next(op for op in ops if op["name"] == "input:0")
+    microbatch = int(first_input["output_bytes"]) // input_bytes_per_sample
+    assert microbatch * microbatches == batch
+
+
+def place_plan(offline_binary, request, path, *flags):
+    torch_export.write_request(request, path)
+    return json.loads(run_offline(offline_binary, "place", f"--request={path}", "--time_limit_s=10", *flags))
+
+
+def test_transformer_step_with_four_microbatches_is_placed_with_a_plan(tmp_path, offline_binary):
+    torch.manual_seed(0)
+    model = torch_export.TransformerStack(layers=2, d_model=32, heads=2, vocab=50)
+    tokens, targets = torch.randint(0, 50, (8, 16)), torch.randint(0, 50, (8, 16))
+    request = torch_export.export_training_step(model, (tokens,), torch_export._cross_entropy, "adam", (targets,),
+                                                microbatches=4, max_in_flight=2, devices=4)
+    check_plan_request(request, 4, batch=8, input_bytes_per_sample=16 * 8)  # 16 int64 tokens a sample
+    assert request["options"]["max_in_flight"] == 2 and "data_parallel" not in request["options"]
+
+    placed = place_plan(offline_binary, request, tmp_path / "t.json", "--algorithm=m_etf")
+    assert placed["outcome"] == "FEASIBLE", placed.get("reason")
+    assert placed["plan"] == {"microbatches": 4, "max_in_flight": 2, "data_parallel": 1}
+    step = int(placed["metrics"]["makespan_ns"])
+    assert placed["metrics"]["microbatches_per_second"] == pytest.approx(4e9 / step)
+    # Two replica groups of two devices: the placement is group 0's, the throughput counts both.
+    request["options"]["data_parallel"] = 2
+    replicated = place_plan(offline_binary, request, tmp_path / "t2.json", "--algorithm=m_etf")
+    assert replicated["outcome"] == "FEASIBLE" and replicated["plan"]["data_parallel"] == 2
+    assert set(replicated["device"]) <= {0, 1}
+    assert replicated["metrics"]["microbatches_per_second"] == pytest.approx(
+        8e9 / int(replicated["metrics"]["makespan_ns"]))
+
+
+def test_cnn_step_with_four_microbatches_is_placed_with_a_plan(tmp_path, offline_binary):
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10)
+    images, labels = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+    request = torch_export.export_training_step(
+        model, (images,), lambda out, t: torch.nn.functional.cross_entropy(out, t[0]), "sgd", (labels,),
+        microbatches=4, data_parallel=0, devices=4)
+    check_plan_request(request, 4, batch=8, input_bytes_per_sample=3 * 32 * 32 * 4)
+    assert request["options"]["data_parallel"] == 0
+    ops = request["graph"]["ops"]
+    first_conv = next(op for op in ops if op["type"] == "convolution")
+    assert int(first_conv["output_bytes"]) == 2 * 64 * 16 * 16 * 4  # a microbatch of 2 images
+    # Batch-norm statistics are state of the step, written by every microbatch's forward.
+    assert all(op.get("once_per_step") for op in ops if op["type"] == "buffer")
+    assert not any(op.get("once_per_step") for op in ops if op["type"] == "native_batch_norm")
+
+    placed = place_plan(offline_binary, request, tmp_path / "r.json", "--algorithm=m_etf")
+    assert placed["outcome"] == "FEASIBLE", placed.get("reason")
+    assert placed["plan"]["microbatches"] == 4 and placed["plan"]["data_parallel"] in (1, 2, 4)
+    # The same step as one batch (the plain request): the plan's one microbatch is a quarter of it.
+    plain = torch_export.export_training_step(
+        model, (images,), lambda out, t: torch.nn.functional.cross_entropy(out, t[0]), "sgd", (labels,), devices=4)
+    assert "options" not in plain and not any(op.get("once_per_step") for op in plain["graph"]["ops"])
+    plain_conv = next(op for op in plain["graph"]["ops"] if op["type"] == "convolution")
+    assert int(plain_conv["output_bytes"]) == 4 * int(first_conv["output_bytes"])
+
+
+def test_summed_microbatch_gradients_are_the_batch_gradient():
+    """The exported microbatch step divides a mean loss by M, so that the sum of M microbatches'
+    gradients (what a plan accumulates) is the full batch's gradient and the summed losses its loss."""
+    torch.manual_seed(0)
+    model = torch_export.TransformerStack(layers=1, d_model=16, heads=2, vocab=30)
+    tokens, targets = torch.randint(0, 30, (8, 6)), torch.randint(0, 30, (8, 6))
+    full, _, full_args = torch_export.trace_training_step(model, (tokens,), torch_export._cross_entropy, "sgd",
+                                                          (targets,))
+    (micro_tokens,), (micro_targets,) = torch_export.split_microbatch((tokens,), (targets,), 4)
+    assert micro_tokens.shape == (2, 6)
+    micro, placeholders, micro_args = torch_export.trace_training_step(
+        model, (micro_tokens,), torch_export._cross_entropy, "sgd", (micro_targets,), microbatches=4)
+    state = micro_args[:len(micro_args) - 2]
+    with torch.no_grad():
+        _, _, full_loss, full_grads = full(*full_args)
+        losses, grads = [], None
+        for m in range(4):
+            rows = slice(2 * m, 2 * m + 2)
+            _, _, loss, g = micro(*state, tokens[rows], targets[rows])
+            losses.append(loss)
+            grads = list(g) if grads is None else [a + b for a, b in zip(grads, g)]
+    torch.testing.assert_close(sum(losses), full_loss, rtol=1e-5, atol=1e-6)
+    for got, expected in zip(grads, full_grads):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_batch_not_divisible_by_microbatches_is_refused(tmp_path, capsys):
+    with pytest.raises(ValueError, match="batch 6 is not divisible by microbatches 4"):
+        torch_export.split_microbatch((torch.zeros(6, 3),), (torch.zeros(6),), 4)
+    with pytest.raises(ValueError, match="must agree"):
+        torch_export.split_microbatch((torch.zeros(8, 3),), (torch.zeros(4),), 4)
+    with pytest.raises(SystemExit):
+        torch_export.main(["--model=transformer", "--batch=6", "--microbatches=4", f"--out={tmp_path / 'x.json'}"])
+    assert "--batch 6 is not divisible by --microbatches 4" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_command_line_plan_flags(tmp_path, offline_binary):
+    out = tmp_path / "plan.json"
+    torch_export.main(["--model=transformer", "--layers=1", "--d_model=16", "--heads=2", "--seq=4", "--batch=8",
+                       "--vocab=20", "--devices=4", "--microbatches=4", "--max_in_flight=0", "--data_parallel=2",
+                       f"--out={out}"])
+    request = json.loads(out.read_text())
+    assert request["options"] == {"microbatches": 4, "max_in_flight": 0, "data_parallel": 2}
+    check_plan_request(request, 4, batch=8, input_bytes_per_sample=4 * 8)
+    placed = json.loads(run_offline(offline_binary, "place", f"--request={out}", "--algorithm=m_etf",
+                                    "--time_limit_s=10"))
+    assert placed["plan"]["microbatches"] == 4 and placed["plan"]["data_parallel"] == 2
+    assert 1 <= placed["plan"]["max_in_flight"] <= 4
+    # Replicas without microbatches are a plan too: once ops marked, M = 1.
+    torch_export.main(["--model=transformer", "--layers=1", "--d_model=16", "--heads=2", "--seq=4", "--batch=2",
+                       "--vocab=20", "--devices=2", "--data_parallel=2", f"--out={out}"])
+    request = json.loads(out.read_text())
+    assert request["options"] == {"microbatches": 1, "data_parallel": 2}
+    check_plan_request(request, 1, batch=2, input_bytes_per_sample=4 * 8)
+
+
+def test_a_once_op_inside_the_microbatch_flow_is_refused():
+    ops = [{"name": n} for n in ("input", "forward", "update", "late")]
+    edges = {(0, 1): 8, (1, 2): 8, (2, 3): 8}
+    assert torch_export.once_per_step_ops(ops, edges, [], [2, 3]) == [2, 3]
+    with pytest.raises(ValueError, match="update runs once per step after a microbatch, but late reads it"):
+        torch_export.once_per_step_ops(ops, edges, [], [2])
+    # Before the first microbatch a once op may feed every microbatch.
+    assert torch_export.once_per_step_ops(ops, {(0, 1): 8, (1, 3): 8}, [0], [2]) == [0, 2]

@@ -60,9 +60,9 @@ std::string GraphDigestHex(const Model& model);
 // The request digest, the cache key of one answer: SHA-256 (lower-case hex) of the graph digest, the
 // canonical cluster (devices in order, link matrix), the memory headroom, and what else changes the
 // answer — the algorithm's canonical name ("pardnn", never empty), its version (bumped whenever its
-// output may change) and the seed. The one function every caller uses (Solve, the service's algorithm
-// catalogue), so their keys cannot drift apart. `graph_digest_hex` = GraphDigestHex(model) when the caller
-// has it already (empty: computed here).
+// output may change) and the seed. Solve and the service reach it through one route,
+// engine::RequestDigestFor (solve.h), so their keys cannot drift apart. `graph_digest_hex` =
+// GraphDigestHex(model) when the caller has it already (empty: computed here).
 std::string RequestDigestHex(const Model& model, std::string_view algorithm,
                              std::string_view algorithm_version, uint64_t seed,
                              std::string_view graph_digest_hex = {});

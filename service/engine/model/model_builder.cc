@@ -30,6 +30,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/duration.pb.h"
+#include "service/status_payloads/status_payloads.h"
 
 namespace placement::engine {
 namespace {
@@ -364,7 +365,7 @@ class Builder {
     links_.AppendTo(&all);
     options_.AppendTo(&all);
     if (!all.empty()) {
-      absl::Status status = absl::InvalidArgumentError(FormatViolations(all));
+      absl::Status status = ViolationsError(all);
       if (violations != nullptr) *violations = std::move(all);
       return status;
     }
@@ -1225,6 +1226,22 @@ std::string FormatViolations(const std::vector<FieldViolation>& violations) {
     absl::StrAppend(&out, v.field, ": ", v.description);
   }
   return out;
+}
+
+absl::Status ViolationsError(const std::vector<FieldViolation>& violations) {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  pairs.reserve(violations.size());
+  for (const FieldViolation& v : violations) pairs.emplace_back(v.field, v.description);
+  return status_payloads::WithFieldViolations(
+      absl::InvalidArgumentError(FormatViolations(violations)), pairs);
+}
+
+std::vector<FieldViolation> ViolationsOf(const absl::Status& status) {
+  std::vector<FieldViolation> violations;
+  for (auto& [field, description] : status_payloads::FieldViolationsOf(status)) {
+    violations.push_back({std::move(field), std::move(description)});
+  }
+  return violations;
 }
 
 }  // namespace placement::engine

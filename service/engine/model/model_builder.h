@@ -4,8 +4,8 @@
 //   graph.edges[2].dst: index 912 out of range (graph has 10 ops)
 //   graph.ops[7].name: duplicate of graph.ops[3].name "conv1"
 //   graph.edges: cycle through op "b" (graph.ops[1])
-// The returned status is INVALID_ARGUMENT with the violations one per line; callers that need them as
-// data (the gRPC BadRequest detail) pass `violations`.
+// The returned status is INVALID_ARGUMENT with the violations one per line, and the same violations as
+// data in its BadRequest payload (ViolationsError); callers may also pass `violations`.
 //
 // Example:
 //   std::vector<FieldViolation> problems;
@@ -146,6 +146,13 @@ absl::StatusOr<Model> BuildModel(const v1::Graph& graph, const v1::Cluster& clus
 
 // Joins violations into the message used for INVALID_ARGUMENT ("path: reason" per line).
 std::string FormatViolations(const std::vector<FieldViolation>& violations);
+
+// How every validation error leaves the engine: INVALID_ARGUMENT whose message is
+// FormatViolations(violations) and whose BadRequest payload (service/status_payloads/status_payloads.h)
+// carries the same violations as data, so that the service hands them on without parsing text.
+absl::Status ViolationsError(const std::vector<FieldViolation>& violations);
+// The violations an engine error carries (none when it carries no BadRequest payload).
+std::vector<FieldViolation> ViolationsOf(const absl::Status& status);
 
 }  // namespace placement::engine
 

@@ -1,5 +1,6 @@
-// pardnn_partitioner.h — the product's default algorithm, "pardnn": ParDNN (arXiv 2008.08636) done
-// right (../shared/docs/design.md), as a Partitioner.
+// pardnn_partitioner.h — "pardnn": ParDNN (arXiv 2008.08636) done right (../shared/docs/design.md), as
+// a Partitioner — ParDNN's own stages only. The default algorithm is `auto` (../portfolio/), which runs
+// this one first and the baselines after it.
 //
 // Stages (each in its own file, see README.md):
 //   1. slicing        linear_clustering.h   K primaries along the heaviest paths, then secondary chains

@@ -23,9 +23,13 @@
 namespace placement::engine {
 
 // The window algorithms simulate with while the request leaves W to the solver: the number of devices
-// of the group (at most M). With as many microbatches in flight as there can be stages, a pipeline's
-// bubble is what it is with no window at all, while memory stays that of 1F1B; the final W is chosen
-// afterwards for the finished assignment (ChooseWindow).
+// of the group (at most M) — with as many microbatches in flight as there can be stages, a pipeline's
+// bubble is what it is with no window at all, while memory stays that of 1F1B — unless memory binds:
+// then the largest W whose worst case fits kWorkingWindowFill of the group's capacity (persistent bytes
+// and accumulation buffers once, every per-microbatch output and scratch buffer W times), at least 1. An
+// algorithm's memory stage then aims at a window that can fit; the final W is chosen afterwards for the
+// finished assignment (ChooseWindow).
+inline constexpr double kWorkingWindowFill = 0.9;
 int32_t WorkingWindow(const Model& group_model);
 
 class PlanModel {

@@ -221,18 +221,26 @@ class PortfolioRun {
     // Each window search costs several unrolled simulations: on large steps only the best answer gets one.
     const int64_t unrolled =
         static_cast<int64_t>(model_.plan.microbatches) * (model_.num_ops() + model_.num_edges());
-    const int32_t wanted = unrolled > options_.window_candidates_max_unrolled ? 1 : options_.window_candidates;
+    // Every distinct answer on small steps: a member run alone gets its own window search, so auto,
+    // never worse than a member, must look at each answer's best window too.
+    const int32_t wanted = unrolled > options_.window_candidates_max_unrolled
+                               ? 1
+                               : std::max<int32_t>(options_.window_candidates,
+                                                   static_cast<int32_t>(seeds_.size()) + 1);
     std::vector<const Candidate*> distinct;
     for (const Candidate* c : ranked) {
       bool seen = false;
       for (const Candidate* d : distinct) seen |= d->assignment == c->assignment;
       if (!seen) distinct.push_back(c);
-      if (static_cast<int32_t>(distinct.size()) == wanted) break;
     }
+    // The best `wanted` answers, and further ones in rank order while none fits yet: an answer that
+    // overflows with the working window may fit with a smaller one (a member run alone would find it, and
+    // auto is never worse than a member).
     std::optional<Candidate> chosen;
     for (size_t k = 0; k < distinct.size() && !context_.ShouldStop(); ++k) {
-      const SolveContext share =
-          context_.WithShareOfTimeLeft(0.5 / static_cast<double>(distinct.size() - k));
+      if (static_cast<int32_t>(k) >= wanted && chosen && chosen->score.feasible) break;
+      const size_t left = std::max<size_t>(1, std::min<size_t>(distinct.size(), wanted) - std::min<size_t>(k, wanted));
+      const SolveContext share = context_.WithShareOfTimeLeft(0.5 / static_cast<double>(left));
       WindowSearchOptions search;
       search.known_window = model_.plan.Window();  // every candidate was scored with it
       search.known_score = PlacementScore{distinct[k]->score.overflow_bytes, distinct[k]->score.makespan_ns};

@@ -7,8 +7,9 @@
 //      one slow member cannot starve the rest;
 //   2. memory: every distinct seed that overflows a device goes through ParDNN's memory stage
 //      (repair/memory_repair.h), least overflow first, each with an equal share of the time left;
-//   3. window (training plans whose window W the solver chooses, api.md §2.1): the best few distinct
-//      answers get their own fastest W that fits (plans/window_search.h); the best of them goes on;
+//   3. window (training plans whose window W the solver chooses, api.md §2.1): every distinct answer
+//      gets its own fastest W that fits (plans/window_search.h) — on large unrolled steps only the best
+//      one, and the next ones while none fits —; the best of them goes on;
 //   4. search: the best candidate so far (the "winner") is improved by the simulator-guided
 //      critical-path local search (pardnn/refinement.h), on the unrolled step with the chosen window,
 //      until it converges (a local optimum that a number of random restarts in a row did not improve) or
@@ -54,10 +55,11 @@ struct PortfolioOptions {
   int32_t search_restarts_without_improvement = 30;
   // Off: seeds and memory stage only (for measuring what the search adds).
   bool search = true;
-  // Training plans whose window the solver chooses: how many of the best distinct answers get their own
-  // window search before the best of them goes on to the search.
+  // Training plans whose window the solver chooses: every distinct answer gets its own window search
+  // (at least this many) before the best of them goes on to the search ...
   int32_t window_candidates = 3;
-  // ... and just one when the unrolled step (microbatches × (ops + edges)) is larger than this.
+  // ... but just the best one (and the next ones while none fits) when the unrolled step (microbatches ×
+  // (ops + edges)) is larger than this: each window search costs several unrolled simulations.
   int64_t window_candidates_max_unrolled = 1'000'000;
 };
 

@@ -1,58 +1,66 @@
 #include "service/engine/solve/algorithm_registry.h"
 
-#include <memory>
+#include <string>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "service/engine/baselines/heft.h"
 #include "service/engine/baselines/m_etf.h"
 #include "service/engine/baselines/m_topo.h"
 #include "service/engine/baselines/metis.h"
 #include "service/engine/baselines/pipeline.h"
+#include "service/engine/model/model_builder.h"
 #include "service/engine/pardnn/pardnn_partitioner.h"
-#include "service/engine/portfolio/portfolio.h"
 #include "service/engine/partition/simple_partitioners.h"
+#include "service/engine/portfolio/portfolio.h"
+#include "service/engine/stages/stages_partitioner.h"
+#include "service/engine/solve/testing_algorithms.h"
 
 namespace placement::engine {
-namespace {
 
-struct Registry {
-  std::vector<std::unique_ptr<Partitioner>> owned;
-  std::vector<const Partitioner*> all;
-
+AlgorithmRegistry::AlgorithmRegistry(AlgorithmRegistryOptions options) {
   // pardnn first, the baselines, and last the portfolio of all of them, `auto` (the default).
-  Registry() {
-    Add(MakePardnnPartitioner());
-    Add(MakeMEtfPartitioner());
-    Add(MakeMTopoPartitioner());
-    Add(MakeHeftPartitioner());
-    Add(MakeMetisPartitioner());
-    Add(MakePipelinePartitioner());
-    Add(MakeRoundRobinPartitioner());
-    Add(MakeSingleDevicePartitioner());
-    std::vector<const Partitioner*> members = all;
-    Add(MakePortfolioPartitioner(std::move(members)));
+  Add(MakePardnnPartitioner());
+  Add(MakeMEtfPartitioner());
+  Add(MakeMTopoPartitioner());
+  Add(MakeHeftPartitioner());
+  Add(MakeMetisPartitioner());
+  Add(MakePipelinePartitioner());
+  Add(MakeStagesPartitioner());
+  Add(MakeRoundRobinPartitioner());
+  Add(MakeSingleDevicePartitioner());
+  std::vector<const Partitioner*> members = all_;
+  Add(MakePortfolioPartitioner(std::move(members)));
+  if (options.include_testing_algorithms) {
+    for (std::unique_ptr<Partitioner>& testing : MakeTestingPartitioners()) Add(std::move(testing));
   }
-  void Add(std::unique_ptr<Partitioner> partitioner) {
-    all.push_back(partitioner.get());
-    owned.push_back(std::move(partitioner));
-  }
-};
+}
 
-const Registry& GetRegistry() {
-  // Built on first use, never destroyed (safe to use from any thread during shutdown).
-  static const Registry* registry = new Registry();
+AlgorithmRegistry::~AlgorithmRegistry() = default;
+
+const AlgorithmRegistry& AlgorithmRegistry::Default() {
+  static const AlgorithmRegistry* registry = new AlgorithmRegistry();
   return *registry;
 }
 
-}  // namespace
-
-const Partitioner* FindAlgorithm(std::string_view name) {
-  if (name.empty()) name = kDefaultAlgorithm;
-  for (const Partitioner* partitioner : GetRegistry().all) {
-    if (partitioner->name() == name) return partitioner;
-  }
-  return nullptr;
+void AlgorithmRegistry::Add(std::unique_ptr<Partitioner> partitioner) {
+  all_.push_back(partitioner.get());
+  owned_.push_back(std::move(partitioner));
 }
 
-const std::vector<const Partitioner*>& AllAlgorithms() { return GetRegistry().all; }
+absl::StatusOr<const Partitioner*> AlgorithmRegistry::Find(std::string_view name,
+                                                           std::string_view field) const {
+  const std::string_view wanted = name.empty() ? kDefaultAlgorithm : name;
+  for (const Partitioner* partitioner : all_) {
+    if (partitioner->name() == wanted) return partitioner;
+  }
+  std::vector<std::string> known;
+  known.reserve(all_.size());
+  for (const Partitioner* partitioner : all_) known.emplace_back(partitioner->name());
+  return ViolationsError({FieldViolation{
+      std::string(field), absl::StrCat("unknown algorithm \"", std::string(wanted), "\" (known: ",
+                                       absl::StrJoin(known, ", "), ")")}});
+}
 
 }  // namespace placement::engine

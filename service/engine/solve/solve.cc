@@ -14,30 +14,14 @@
 #include "service/engine/plans/window_search.h"
 #include "service/engine/sim/constraints.h"
 #include "service/engine/sim/placement_score.h"
-#include "service/engine/solve/algorithm_registry.h"
 
 namespace placement::engine {
-namespace {
 
-absl::StatusOr<const Partitioner*> LookUp(std::string_view name) {
-  const Partitioner* partitioner = FindAlgorithm(name);
-  if (partitioner == nullptr) {
-    std::vector<std::string> known;
-    for (const Partitioner* p : AllAlgorithms()) known.emplace_back(p->name());
-    return absl::InvalidArgumentError(absl::StrCat("options.algorithm: unknown algorithm \"",
-                                                   std::string(name),
-                                                   "\" (known: ", absl::StrJoin(known, ", "), ")"));
-  }
-  return partitioner;
-}
-
-}  // namespace
-
-absl::StatusOr<std::string> RequestDigestFor(const Model& model,
-                                             const v1::PlacementOptions& options) {
-  absl::StatusOr<const Partitioner*> partitioner = LookUp(options.algorithm());
-  if (!partitioner.ok()) return partitioner.status();
-  return RequestDigestHex(model, (*partitioner)->name(), (*partitioner)->version(), options.seed());
+std::string RequestDigestFor(const Model& model, const Partitioner& algorithm,
+                             const v1::PlacementOptions& options,
+                             std::string_view graph_digest_hex) {
+  return RequestDigestHex(model, algorithm.name(), algorithm.version(), options.seed(),
+                          graph_digest_hex);
 }
 
 namespace {
@@ -66,11 +50,16 @@ bool BetterPlan(const PlanCandidate& a, const PlanCandidate& b) {
 }  // namespace
 
 absl::StatusOr<v1::Placement> Solve(const Model& model, const v1::PlacementOptions& options,
-                                    const SolveContext& context) {
-  absl::StatusOr<const Partitioner*> found = LookUp(options.algorithm());
+                                    const SolveContext& context,
+                                    const AlgorithmRegistry& registry) {
+  absl::StatusOr<const Partitioner*> found = registry.Find(options.algorithm());
   if (!found.ok()) return found.status();
-  const Partitioner& partitioner = **found;
+  return Solve(model, **found, options, context);
+}
 
+absl::StatusOr<v1::Placement> Solve(const Model& model, const Partitioner& partitioner,
+                                    const v1::PlacementOptions& options,
+                                    const SolveContext& context) {
   SolveContext local = context;
   local.seed = options.seed();
   // The context's clock, like the deadline: a test's fake clock sees the same time as the algorithm.
@@ -134,8 +123,7 @@ absl::StatusOr<v1::Placement> Solve(const Model& model, const v1::PlacementOptio
   provenance->set_algorithm_version(std::string(partitioner.version()));
   const std::string graph_digest = GraphDigestHex(model);
   provenance->set_graph_digest(graph_digest);
-  provenance->set_request_digest(RequestDigestHex(model, partitioner.name(), partitioner.version(),
-                                                  options.seed(), graph_digest));
+  provenance->set_request_digest(RequestDigestFor(model, partitioner, options, graph_digest));
   provenance->set_cache(v1::MISS);
   provenance->set_solve_ns(absl::ToInt64Nanoseconds(solve_time));
   provenance->set_ccr(result.ccr);
@@ -172,7 +160,7 @@ absl::StatusOr<v1::EvaluateResponse> Evaluate(const v1::EvaluateRequest& request
       }
     }
   }
-  if (!violations.empty()) return absl::InvalidArgumentError(FormatViolations(violations));
+  if (!violations.empty()) return ViolationsError(violations);
   if (!model.ok()) return model.status();
 
   Assignment assignment(model->num_ops());

@@ -11,6 +11,7 @@
 #define PLACEMENT_SERVICE_ENGINE_SOLVE_SOLVE_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,26 +21,37 @@
 #include "service/engine/model/model_builder.h"
 #include "service/engine/partition/partitioner.h"
 #include "service/engine/sim/simulator.h"
+#include "service/engine/solve/algorithm_registry.h"
 #include "service/engine/solve/score_assignment.h"  // ScoreAssignment, for Solve's callers
 
 namespace placement::engine {
 
-// Runs options.algorithm() ("" = pardnn) with options.seed() under `context` and scores the result.
-// INVALID_ARGUMENT for an unknown algorithm; the algorithm's own errors are passed through.
-// Fills provenance.algorithm (the winner for "auto"), requested_algorithm, algorithm_version,
-// graph_digest, request_digest, solve_ns, ccr, dop, time_limited.
-absl::StatusOr<v1::Placement> Solve(const Model& model, const v1::PlacementOptions& options,
+// Runs `algorithm` with options.seed() under `context` and scores the result. The algorithm's own
+// errors are passed through. Fills provenance.algorithm (the winner for "auto"), requested_algorithm,
+// algorithm_version, graph_digest, request_digest (RequestDigestFor), solve_ns, ccr, dop,
+// time_limited.
+absl::StatusOr<v1::Placement> Solve(const Model& model, const Partitioner& algorithm,
+                                    const v1::PlacementOptions& options,
                                     const SolveContext& context);
+// The same for options.algorithm() ("" = auto) found in `registry`: INVALID_ARGUMENT for an unknown
+// algorithm.
+absl::StatusOr<v1::Placement> Solve(const Model& model, const v1::PlacementOptions& options,
+                                    const SolveContext& context,
+                                    const AlgorithmRegistry& registry = AlgorithmRegistry::Default());
 
 // Evaluate RPC / `placement_offline evaluate`: validates the request (graph, cluster, one device index per
-// op in range, within `limits`) and scores the assignment. INVALID_ARGUMENT with field paths for
-// malformed input.
+// op in range, within `limits`) and scores the assignment. INVALID_ARGUMENT with every violation as
+// data (ViolationsError) for malformed input.
 absl::StatusOr<v1::EvaluateResponse> Evaluate(const v1::EvaluateRequest& request,
                                               const ModelLimits& limits = ModelLimits());
 
-// The digest of the request the result of Solve would be cached under (algorithm name canonicalised,
-// algorithm version included). INVALID_ARGUMENT for an unknown algorithm.
-absl::StatusOr<std::string> RequestDigestFor(const Model& model, const v1::PlacementOptions& options);
+// The request digest, the cache key of `algorithm`'s answer for (model, options): the one route every
+// key takes (the service's cache and single-flight, Solve's provenance), over model/digest.h's
+// RequestDigestHex with whatever of `options` changes the answer. `graph_digest_hex` =
+// GraphDigestHex(model) when the caller has it already (empty: computed here).
+std::string RequestDigestFor(const Model& model, const Partitioner& algorithm,
+                             const v1::PlacementOptions& options,
+                             std::string_view graph_digest_hex = {});
 
 }  // namespace placement::engine
 

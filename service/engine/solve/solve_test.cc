@@ -1,8 +1,11 @@
 #include "service/engine/solve/solve.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -65,9 +68,8 @@ TEST(SolveTest, FillsProvenanceAndMapsDevicesToRequestOrder) {
   EXPECT_EQ(provenance.request_digest().size(), 64u);
   EXPECT_NE(provenance.graph_digest(), provenance.request_digest());
   EXPECT_EQ(provenance.cache(), v1::MISS);
-  absl::StatusOr<std::string> digest = RequestDigestFor(*model, options);
-  ASSERT_TRUE(digest.ok());
-  EXPECT_EQ(*digest, provenance.request_digest());
+  const Partitioner* algorithm = AlgorithmRegistry::Default().Find("round_robin").value();
+  EXPECT_EQ(RequestDigestFor(*model, *algorithm, options), provenance.request_digest());
 }
 
 // solve_ns comes from the context's clock, never the wall clock: a fake clock that moves 7 ms per reading
@@ -90,7 +92,7 @@ TEST(SolveTest, EveryAlgorithmGivesAFeasiblePlacementOfASmallGraph) {
   const v1::PlaceRequest request = TwoOpRequest();
   absl::StatusOr<Model> model = BuildModel(request);
   ASSERT_TRUE(model.ok()) << model.status();
-  for (const Partitioner* algorithm : AllAlgorithms()) {
+  for (const Partitioner* algorithm : AlgorithmRegistry::Default().All()) {
     v1::PlacementOptions options;
     options.set_algorithm(std::string(algorithm->name()));
     absl::StatusOr<v1::Placement> placement = Solve(*model, options, SolveContext());
@@ -111,6 +113,11 @@ TEST(SolveTest, UnknownAlgorithmIsInvalidArgument) {
   EXPECT_EQ(placement.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(placement.status().message()), HasSubstr("options.algorithm"));
   EXPECT_THAT(std::string(placement.status().message()), HasSubstr("round_robin"));
+  // The violation travels as data too.
+  const std::vector<FieldViolation> violations = ViolationsOf(placement.status());
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_EQ(violations[0].field, "options.algorithm");
+  EXPECT_THAT(violations[0].description, HasSubstr("unknown algorithm \"simulated_annealing\""));
 }
 
 TEST(SolveTest, InfeasibleReasonNamesDeviceAndBytesShort) {
@@ -184,20 +191,57 @@ TEST(EvaluateTest, ReportsConstraintViolationsByRequestIndex) {
 }
 
 TEST(RegistryTest, OffersEveryApiAlgorithmWithAutoAsDefault) {
-  for (const char* name : {"pardnn", "m_etf", "m_topo", "heft", "metis", "pipeline", "round_robin",
+  const AlgorithmRegistry& registry = AlgorithmRegistry::Default();
+  for (const char* name : {"pardnn", "m_etf", "m_topo", "heft", "metis", "pipeline", "stages", "round_robin",
                            "single_device", "auto"}) {
-    ASSERT_NE(FindAlgorithm(name), nullptr) << name;
-    EXPECT_EQ(FindAlgorithm(name)->name(), name);
+    absl::StatusOr<const Partitioner*> found = registry.Find(name);
+    ASSERT_TRUE(found.ok()) << name;
+    EXPECT_EQ((*found)->name(), name);
   }
-  EXPECT_EQ(FindAlgorithm(""), FindAlgorithm("auto"));
-  EXPECT_EQ(AllAlgorithms().front()->name(), "pardnn");
-  EXPECT_EQ(FindAlgorithm("no_such_algorithm"), nullptr);
-  const auto& all = AllAlgorithms();
+  EXPECT_EQ(registry.Find("").value(), registry.Find("auto").value());
+  EXPECT_EQ(registry.All().front()->name(), "pardnn");
+  EXPECT_EQ(registry.All().back()->name(), "auto");
+  EXPECT_FALSE(registry.Find("testing_wait").ok());  // only when asked for
+  const absl::Status unknown = registry.Find("no_such_algorithm", "--algorithms").status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(unknown.message()), HasSubstr("--algorithms: unknown algorithm"));
+  const auto& all = registry.All();
   for (size_t i = 0; i < all.size(); ++i) {
     EXPECT_FALSE(all[i]->version().empty());
     EXPECT_FALSE(all[i]->description().empty());
     for (size_t j = i + 1; j < all.size(); ++j) EXPECT_NE(all[i]->name(), all[j]->name());
   }
+}
+
+TEST(RegistryTest, TestingAlgorithmsComeThroughOptionsAfterTheEnginesOwn) {
+  AlgorithmRegistry registry({.include_testing_algorithms = true});
+  const size_t own = AlgorithmRegistry::Default().All().size();
+  ASSERT_EQ(registry.All().size(), own + 3);
+  EXPECT_EQ(registry.All()[own - 1]->name(), "auto");
+  absl::StatusOr<Model> model = BuildModel(TwoOpRequest());
+  ASSERT_TRUE(model.ok()) << model.status();
+  v1::PlacementOptions options;
+
+  // testing_wait: until its deadline, then v mod D, scored like any answer and cut short.
+  options.set_algorithm("testing_wait");
+  SolveContext context;
+  context.deadline = absl::Now() + absl::Milliseconds(20);
+  absl::StatusOr<v1::Placement> waited = Solve(*model, options, context, registry);
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  EXPECT_TRUE(waited->provenance().time_limited());
+  EXPECT_EQ(waited->provenance().algorithm(), "testing_wait");
+  EXPECT_EQ(waited->provenance().request_digest(),
+            RequestDigestFor(*model, *registry.Find("testing_wait").value(), options));
+
+  options.set_algorithm("testing_throw");
+  EXPECT_THROW((void)Solve(*model, options, SolveContext(), registry), std::runtime_error);
+
+  options.set_algorithm("testing_overrun");
+  std::atomic<bool> cancelled{true};
+  SolveContext cancelled_context;
+  cancelled_context.cancelled = &cancelled;
+  EXPECT_EQ(Solve(*model, options, cancelled_context, registry).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
 }
 
 // ---- Training plans (api.md §2.1) ----
@@ -231,14 +275,30 @@ v1::PlaceRequest ChainRequest(int32_t microbatches) {
   return request;
 }
 
+// Solves `request` with `algorithm` (its own plan options kept).
+absl::StatusOr<v1::Placement> SolveWith(const v1::PlaceRequest& request, const std::string& algorithm) {
+  absl::StatusOr<Model> model = BuildModel(request);
+  if (!model.ok()) return model.status();
+  v1::PlacementOptions options = request.options();
+  options.set_algorithm(algorithm);
+  return Solve(*model, options, SolveContext());
+}
+
+// An EvaluateRequest of `request`'s graph, cluster and options for `device`.
+v1::EvaluateRequest EvaluateRequestFor(const v1::PlaceRequest& request,
+                                       const google::protobuf::RepeatedField<int32_t>& device) {
+  v1::EvaluateRequest evaluate;
+  *evaluate.mutable_graph() = request.graph();
+  *evaluate.mutable_cluster() = request.cluster();
+  *evaluate.mutable_options() = request.options();
+  *evaluate.mutable_device() = device;
+  return evaluate;
+}
+
 TEST(SolvePlanTest, ThePlanUsedIsReportedWithItsThroughput) {
   v1::PlaceRequest request = ChainRequest(8);
   request.mutable_options()->set_max_in_flight(3);
-  absl::StatusOr<Model> model = BuildModel(request);
-  ASSERT_TRUE(model.ok()) << model.status();
-  v1::PlacementOptions options = request.options();
-  options.set_algorithm("round_robin");
-  absl::StatusOr<v1::Placement> placement = Solve(*model, options, SolveContext());
+  absl::StatusOr<v1::Placement> placement = SolveWith(request, "round_robin");
   ASSERT_TRUE(placement.ok()) << placement.status();
   EXPECT_EQ(placement->plan().microbatches(), 8);
   EXPECT_EQ(placement->plan().max_in_flight(), 3);
@@ -253,20 +313,12 @@ TEST(SolvePlanTest, ThePlanUsedIsReportedWithItsThroughput) {
 // W left to the solver: the answer's window is the fastest of every window for its assignment.
 TEST(SolvePlanTest, AnOpenWindowIsTheFastestThatFits) {
   const v1::PlaceRequest request = ChainRequest(6);
-  absl::StatusOr<Model> model = BuildModel(request);
-  ASSERT_TRUE(model.ok()) << model.status();
-  v1::PlacementOptions options = request.options();
-  options.set_algorithm("round_robin");
-  absl::StatusOr<v1::Placement> placement = Solve(*model, options, SolveContext());
+  absl::StatusOr<v1::Placement> placement = SolveWith(request, "round_robin");
   ASSERT_TRUE(placement.ok()) << placement.status();
   int64_t fastest = INT64_MAX;
   for (int32_t w = 1; w <= 6; ++w) {
-    v1::EvaluateRequest evaluate;
-    *evaluate.mutable_graph() = request.graph();
-    *evaluate.mutable_cluster() = request.cluster();
-    *evaluate.mutable_options() = request.options();
+    v1::EvaluateRequest evaluate = EvaluateRequestFor(request, placement->device());
     evaluate.mutable_options()->set_max_in_flight(w);
-    *evaluate.mutable_device() = placement->device();
     absl::StatusOr<v1::EvaluateResponse> scored = Evaluate(evaluate);
     ASSERT_TRUE(scored.ok()) << scored.status();
     EXPECT_EQ(scored->placement().plan().max_in_flight(), w);
@@ -280,11 +332,7 @@ TEST(SolvePlanTest, AnOpenWindowIsTheFastestThatFits) {
 TEST(SolvePlanTest, AnOpenReplicaCountIsChosenByThroughput) {
   v1::PlaceRequest request = ChainRequest(4);
   request.mutable_options()->set_data_parallel(0);
-  absl::StatusOr<Model> model = BuildModel(request);
-  ASSERT_TRUE(model.ok()) << model.status();
-  v1::PlacementOptions options = request.options();
-  options.set_algorithm("single_device");
-  absl::StatusOr<v1::Placement> placement = Solve(*model, options, SolveContext());
+  absl::StatusOr<v1::Placement> placement = SolveWith(request, "single_device");
   ASSERT_TRUE(placement.ok()) << placement.status();
   EXPECT_EQ(placement->plan().data_parallel(), 4);
   EXPECT_EQ(placement->metrics().devices_size(), 1);
@@ -296,12 +344,10 @@ TEST(SolvePlanTest, AnOpenReplicaCountIsChosenByThroughput) {
 
 TEST(SolvePlanTest, EvaluateChecksDevicesAgainstReplicaGroupZero) {
   v1::PlaceRequest request = ChainRequest(2);
-  v1::EvaluateRequest evaluate;
-  *evaluate.mutable_graph() = request.graph();
-  *evaluate.mutable_cluster() = request.cluster();
-  *evaluate.mutable_options() = request.options();
+  google::protobuf::RepeatedField<int32_t> devices;
+  for (int32_t d : {0, 1, 3, 0}) devices.Add(d);
+  v1::EvaluateRequest evaluate = EvaluateRequestFor(request, devices);
   evaluate.mutable_options()->set_data_parallel(2);
-  for (int32_t d : {0, 1, 3, 0}) evaluate.add_device(d);
   absl::StatusOr<v1::EvaluateResponse> scored = Evaluate(evaluate);
   ASSERT_FALSE(scored.ok());
   EXPECT_EQ(scored.status().code(), absl::StatusCode::kInvalidArgument);
@@ -315,20 +361,25 @@ TEST(SolvePlanTest, EvaluateChecksDevicesAgainstReplicaGroupZero) {
   EXPECT_EQ(scored->placement().metrics().devices_size(), 2);
 }
 
-// `auto` under a plan is never worse than its members run alone under the same plan.
+// `auto` under a plan is never worse than its members run alone under the same plan (fits first, then
+// the step), also when memory binds and only small windows fit.
 TEST(SolvePlanTest, AutoUnderAPlanIsNeverWorseThanAMember) {
-  const v1::PlaceRequest request = ChainRequest(8);
-  absl::StatusOr<Model> model = BuildModel(request);
-  ASSERT_TRUE(model.ok()) << model.status();
-  v1::PlacementOptions options = request.options();
-  options.set_algorithm("auto");
-  absl::StatusOr<v1::Placement> best = Solve(*model, options, SolveContext());
-  ASSERT_TRUE(best.ok()) << best.status();
-  for (const char* member : {"pardnn", "pipeline", "round_robin", "heft", "m_etf", "metis"}) {
-    options.set_algorithm(member);
-    absl::StatusOr<v1::Placement> alone = Solve(*model, options, SolveContext());
-    ASSERT_TRUE(alone.ok()) << alone.status();
-    EXPECT_LE(best->metrics().makespan_ns(), alone->metrics().makespan_ns()) << member;
+  for (const int64_t memory : {int64_t{1} << 20, int64_t{400}, int64_t{260}}) {
+    v1::PlaceRequest request = ChainRequest(8);
+    for (v1::Device& device : *request.mutable_cluster()->mutable_devices()) {
+      device.set_memory_bytes(memory);
+    }
+    absl::StatusOr<v1::Placement> best = SolveWith(request, "auto");
+    ASSERT_TRUE(best.ok()) << best.status();
+    for (const char* member : {"pardnn", "pipeline", "round_robin", "heft", "m_etf", "metis"}) {
+      absl::StatusOr<v1::Placement> alone = SolveWith(request, member);
+      ASSERT_TRUE(alone.ok()) << alone.status();
+      if (alone->outcome() == v1::FEASIBLE) {
+        EXPECT_EQ(best->outcome(), v1::FEASIBLE) << member << " at " << memory << " bytes";
+        EXPECT_LE(best->metrics().makespan_ns(), alone->metrics().makespan_ns())
+            << member << " at " << memory << " bytes";
+      }
+    }
   }
 }
 
