@@ -13,7 +13,13 @@
 // Memory regimes (--memory, comma-separated): `source` keeps the accelerators' memory of the request;
 // `tight` gives each of the K accelerators 1.25 x (peak memory of the whole step on one device) / K, but
 // never less than the largest colocation unit's persistent bytes, so that spreading is forced and memory
-// decides feasibility (ParDNN's reason to exist).
+// decides feasibility (ParDNN's reason to exist); `peak:F` gives each accelerator F x that one-device
+// peak (same floor), whatever K (the tight-memory corpus runs F = 0.35, 0.45, 0.6).
+//
+// Baselines followed by the memory stage (--repaired_baselines, on by default): when a baseline's answer
+// overflows, the memory stage `auto` runs on its seeds (repair/repair_each.h, same options) repairs it
+// and the result is one more column, `NAME+mem`. It counts as a baseline: ParDNN is measured against
+// the baselines as `auto` would seed them, not only against their raw answers.
 #include <sys/stat.h>
 #include <sys/utsname.h>
 
@@ -26,6 +32,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +45,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -46,6 +54,8 @@
 #include "service/report/compare_table.h"
 #include "service/engine/io/message_io.h"
 #include "service/engine/model/model_builder.h"
+#include "service/engine/repair/repair_each.h"
+#include "service/engine/sim/placement_score.h"
 #include "service/engine/sim/simulator.h"
 #include "service/engine/solve/algorithm_registry.h"
 #include "service/engine/solve/solve.h"
@@ -53,7 +63,11 @@
 
 ABSL_FLAG(std::string, corpus, "build/corpus", "Folder of requests (*.json, *.json.gz, *.pb), searched recursively");
 ABSL_FLAG(std::string, devices, "2,4,8", "Accelerator counts K to resize every cluster to");
-ABSL_FLAG(std::string, memory, "source,tight", "Memory regimes: source and/or tight (see --help)");
+ABSL_FLAG(std::string, memory, "source,tight",
+          "Memory regimes: source, tight and/or peak:F (F x the one-device peak per device; see --help)");
+ABSL_FLAG(bool, repaired_baselines, true,
+          "Also score every overflowing baseline answer after the memory stage, as `auto` seeds it "
+          "(columns NAME+mem)");
 ABSL_FLAG(std::string, algorithms, "",
           "Comma-separated algorithms (default: every registered one, auto included); pardnn must be one");
 ABSL_FLAG(double, time_limit_s, 60, "Time limit per algorithm and case, in seconds");
@@ -80,8 +94,9 @@ using report::CompareRow;
 
 // Finding the requests and resizing their clusters: bench/common/corpus_files.h.
 
-// 1.25 x the single-device peak / K, at least the largest unit's persistent bytes (so it can fit at all).
-int64_t TightMemory(const engine::Model& model, int32_t k) {
+// `fraction` x the single-device peak, at least the largest unit's persistent bytes (so it can fit at
+// all). The `tight` regime is fraction = 1.25 / K.
+int64_t PeakFractionMemory(const engine::Model& model, double fraction) {
   engine::Simulator simulator(model);
   const engine::Assignment everything_on_one(model.num_ops(), 0);
   const engine::SimResult& result = simulator.Run(everything_on_one);
@@ -96,8 +111,18 @@ int64_t TightMemory(const engine::Model& model, int32_t k) {
     }
   }
   for (int64_t bytes : group_bytes) largest_unit = std::max(largest_unit, bytes);
-  const double share = 1.25 * static_cast<double>(result.peak_memory_bytes[0]) / k;
+  const double share = fraction * static_cast<double>(result.peak_memory_bytes[0]);
   return std::max<int64_t>(largest_unit, static_cast<int64_t>(std::ceil(share)));
+}
+
+// The fraction of the one-device peak a `peak:F` regime names (0 when `regime` is not one).
+double PeakRegimeFraction(const std::string& regime) {
+  double fraction = 0.0;
+  if (!absl::StartsWith(regime, "peak:") || !absl::SimpleAtod(regime.substr(5), &fraction) ||
+      !(fraction > 0.0)) {
+    return 0.0;
+  }
+  return fraction;
 }
 
 // ---- One case ------------------------------------------------------------------------------------
@@ -126,6 +151,46 @@ std::string JsonEscape(const std::string& text) {
     out += c;
   }
   return out;
+}
+
+bool IsBaseline(const std::string& algorithm) { return algorithm != "pardnn" && algorithm != "auto"; }
+
+void PrintRow(const CompareRow& row) {
+  std::fprintf(stderr, "  %-18s %s %s  %s\n", row.algorithm.c_str(),
+               row.error.empty() ? (row.feasible ? "feasible  " : "INFEASIBLE") : "ERROR     ",
+               report::FormatDurationNs(row.makespan_ns).c_str(),
+               report::FormatDurationNs(row.solve_ns).c_str());
+}
+
+// A baseline's overflowing answer after the memory stage, as `auto` runs it on its seeds
+// (portfolio.cc: RepairEachOverflowing with its default options, only answers that break no
+// constraint). The row is named NAME+mem; its solve time is the baseline's plus the repair's.
+std::optional<CompareRow> RepairedRow(const engine::Model& model, const std::string& algorithm,
+                                      const v1::Placement& placement, absl::Duration limit) {
+  if (placement.device_size() != model.num_ops()) return std::nullopt;
+  engine::Assignment assignment(model.num_ops());
+  for (int32_t i = 0; i < placement.device_size(); ++i) {
+    assignment[model.op_of_request_index[i]] = placement.device(i);
+  }
+  std::vector<v1::ConstraintViolation> problems;
+  engine::ScoreAssignment(model, assignment, &problems);
+  if (!problems.empty()) return std::nullopt;
+  engine::Simulator simulator(model);
+  const engine::PlacementScore score = engine::ScoreSimulation(model, simulator.Run(assignment));
+  engine::SolveContext context;
+  context.deadline = absl::Now() + limit;
+  engine::RepairEachOptions each;
+  each.repair.progress_from = each.repair.progress_to = -1.0;
+  const absl::Time started = absl::Now();
+  engine::RepairEachResult repaired =
+      engine::RepairEachOverflowing(model, context, each, {{&assignment, score}});
+  const int64_t repair_ns = absl::ToInt64Nanoseconds(absl::Now() - started);
+  if (repaired.candidates.empty()) return std::nullopt;
+  CompareRow row = report::CompareRowFromPlacement(
+      algorithm + "+mem", engine::ScoreAssignment(model, repaired.candidates[0].assignment));
+  row.solve_ns = placement.provenance().solve_ns() + repair_ns;
+  row.time_limited = placement.provenance().time_limited() || repaired.time_limited;
+  return row;
 }
 
 void RunCase(const v1::PlaceRequest& request, const std::vector<std::string>& algorithms,
@@ -160,11 +225,15 @@ void RunCase(const v1::PlaceRequest& request, const std::vector<std::string>& al
     result.rows.push_back(placement.ok()
                               ? report::CompareRowFromPlacement(algorithm, *placement)
                               : report::CompareRowFromError(algorithm, placement.status().ToString()));
-    const CompareRow& row = result.rows.back();
-    std::fprintf(stderr, "  %-14s %s %s  %s\n", algorithm.c_str(),
-                 row.error.empty() ? (row.feasible ? "feasible  " : "INFEASIBLE") : "ERROR     ",
-                 report::FormatDurationNs(row.makespan_ns).c_str(),
-                 report::FormatDurationNs(row.solve_ns).c_str());
+    PrintRow(result.rows.back());
+    if (absl::GetFlag(FLAGS_repaired_baselines) && placement.ok() && IsBaseline(algorithm) &&
+        !result.rows.back().feasible) {
+      std::optional<CompareRow> repaired = RepairedRow(*model, algorithm, *placement, limit);
+      if (repaired) {
+        result.rows.push_back(std::move(*repaired));
+        PrintRow(result.rows.back());
+      }
+    }
   }
 }
 
@@ -351,7 +420,7 @@ std::string Report(const std::vector<Case>& cases, const std::vector<std::string
 
   // ---- One row per case.
   absl::StrAppend(&out, "## Cases\n\n", "Makespans relative to the best feasible distinct method (1.000 = "
-                        "best; `x` = infeasible, `!` = error; `auto` below 1.000 = what its search gained, "
+                        "best; `x` = infeasible, `!` = error, `-` = not run: a `+mem` column where the baseline fit; `auto` below 1.000 = what its search gained, "
                         "with the seed it grew from); gap = ParDNN / best - 1.\n\n",
                   "| case | K | memory | ops | lower bound | best | winner | pardnn rank | gap to best | "
                   "pardnn / LB |");
@@ -384,7 +453,7 @@ std::string Report(const std::vector<Case>& cases, const std::vector<std::string
                     " |");
     for (const std::string& algorithm : algorithms) {
       const CompareRow* row = FindRow(c, algorithm);
-      std::string cell = "!";
+      std::string cell = row == nullptr ? "-" : "!";  // - = not run (a repaired column: nothing to repair)
       if (row != nullptr && row->error.empty()) {
         cell = row->feasible && best >= 0
                    ? Ratio(static_cast<double>(row->makespan_ns) / c.rows[best].makespan_ns)
@@ -437,8 +506,8 @@ int Main() {
   }
   std::vector<std::string> regimes = absl::StrSplit(absl::GetFlag(FLAGS_memory), ',', absl::SkipEmpty());
   for (const std::string& regime : regimes) {
-    if (regime != "source" && regime != "tight") {
-      std::fprintf(stderr, "--memory: unknown regime \"%s\" (source, tight)\n", regime.c_str());
+    if (regime != "source" && regime != "tight" && PeakRegimeFraction(regime) == 0.0) {
+      std::fprintf(stderr, "--memory: unknown regime \"%s\" (source, tight, peak:F)\n", regime.c_str());
       return 2;
     }
   }
@@ -479,9 +548,10 @@ int Main() {
         c.k = k;
         c.memory = regime;
         v1::PlaceRequest resized = ResizeCluster(*request, k, 0);
-        if (regime == "tight") {
+        if (regime != "source") {
+          const double fraction = regime == "tight" ? 1.25 / k : PeakRegimeFraction(regime);
           absl::StatusOr<engine::Model> model = engine::BuildModel(resized);
-          if (model.ok()) resized = ResizeCluster(*request, k, TightMemory(*model, k));
+          if (model.ok()) resized = ResizeCluster(*request, k, PeakFractionMemory(*model, fraction));
         }
         std::fprintf(stderr, "%s K=%d %s (%d ops)\n", c.name.c_str(), k, regime.c_str(),
                      resized.graph().ops_size());
@@ -489,7 +559,8 @@ int Main() {
           std::string file = c.name;
           std::replace(file.begin(), file.end(), '/', '-');
           const absl::Status written = engine::WriteMessageFile(
-              resized, absl::StrCat(absl::GetFlag(FLAGS_dump_dir), "/", file, ".", k, ".", regime, ".pb"));
+              resized, absl::StrCat(absl::GetFlag(FLAGS_dump_dir), "/", file, ".", k, ".",
+                                    absl::StrReplaceAll(regime, {{":", ""}}), ".pb"));
           if (!written.ok()) std::fprintf(stderr, "  %s\n", written.ToString().c_str());
         }
         RunCase(resized, algorithms, limit, c);
@@ -503,7 +574,17 @@ int Main() {
   }
   if (jsonl != nullptr) std::fclose(jsonl);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  const std::string report = Report(cases, algorithms, limit, wall);
+  // Columns: every algorithm in order, each baseline's repaired column (when some case has one) right
+  // after it.
+  std::vector<std::string> columns;
+  for (const std::string& algorithm : algorithms) {
+    columns.push_back(algorithm);
+    const std::string repaired = algorithm + "+mem";
+    bool any = false;
+    for (const Case& c : cases) any |= FindRow(c, repaired) != nullptr;
+    if (any) columns.push_back(repaired);
+  }
+  const std::string report = Report(cases, columns, limit, wall);
   std::ofstream out(absl::GetFlag(FLAGS_out));
   out << report;
   if (!out) {

@@ -8,10 +8,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "service/engine/pardnn/fenwick_tree.h"
 #include "service/engine/partition/placement_rules.h"
+#include "service/engine/repair/range_max_tree.h"
 
 namespace placement::engine::pardnn {
 namespace {
@@ -52,7 +54,12 @@ class Mapper {
   }
   void BuildMembers();
   absl::Status MatchPrimaries();
-  // Cuts the critical path (cluster 0) into contiguous pieces that fit their devices' memory.
+  // Memory-bound graphs whose critical path (cluster 0) does not fit one device: one cluster per unit
+  // of the path, with the parameters it reads first; the first stays on the path's device, the others
+  // are mapped like secondaries, before them and in path order, with the memory timeline in view.
+  void ChunkCriticalPath();
+  // The other way (MappingOptions::chunk_critical_path false): contiguous pieces anchored on devices
+  // in rank order, each filled to the share of memory the whole graph needs.
   void SegmentCriticalPath(const std::vector<DeviceId>& by_rank, DeviceId first,
                            std::vector<uint8_t>* taken);
   int64_t UnitFootprint(int32_t pos) const;
@@ -120,6 +127,36 @@ class Mapper {
   std::vector<int64_t> op_footprint_;
   std::vector<int64_t> cluster_footprint_;
   std::vector<int64_t> device_footprint_;
+  // Clusters mapped before every other secondary, in id order (the chunks of the critical path).
+  std::vector<uint8_t> mapped_first_;
+
+  // ---- Time-resolved memory estimate (only when memory can bind: memory_timeline_) ----
+  // Per device a range-add / range-max tree over the spans' slots. What the mapping puts on a device
+  // holds memory over its lifetime on the axis: persistent bytes all along, temp bytes while it runs,
+  // its output from its start to the finish of its last consumer (wherever that is: conservative), and
+  // a copy of every input that comes from another device, from the producer's finish to the finish of
+  // the last consumer there (one copy per producer and device).
+  struct MemoryCharge {
+    DeviceId device;
+    int32_t from, until;  // slots [from, until)
+    int64_t bytes;
+    int64_t copy_key;     // producer position x devices + device for a received copy, else -1
+  };
+  void BuildMemoryCharges(int32_t c, DeviceId k);
+  void AddMemory(int32_t c, DeviceId k);  // charges c on k (Place)
+  void RemoveMemory(int32_t c);           // takes c's charges back (Unplace)
+  void ApplyCharges(const std::vector<MemoryCharge>& charges, int sign);
+  // Estimated bytes beyond the budgets that placing c on k adds (summed over the devices it touches).
+  int64_t TimelineOverflow(int32_t c, DeviceId k);
+  bool memory_timeline_ = false;
+  std::vector<RangeAddMaxTree> memory_;
+  std::vector<int32_t> start_slot_, finish_slot_, life_end_slot_;  // by position
+  std::vector<int64_t> cluster_bytes_bound_;  // per cluster: the most it can add to one device
+  absl::flat_hash_map<int64_t, int32_t> copy_until_;  // charged received copies: key -> end slot
+  absl::flat_hash_map<int64_t, std::pair<int32_t, int64_t>> copy_scratch_;  // key -> (end, bytes)
+  std::vector<MemoryCharge> charges_;
+  std::vector<std::vector<MemoryCharge>> placed_charges_;  // per cluster, as applied by Place
+  std::vector<int64_t> overflow_before_;  // per device, scratch
   std::vector<int32_t> device_rank_;  // 0 = fastest and cheapest to talk to
 
   std::vector<int64_t> tl_, bl_;
@@ -250,11 +287,12 @@ absl::Status Mapper::MatchPrimaries() {
       footprint += op_footprint_[member_ops_[i]];
     }
     primary_device_[0] = first;
-    if (footprint > Budget(first) && devices_ > 1) {
+    if (footprint > Budget(first) && devices_ > 1 && !options_.chunk_critical_path) {
       SegmentCriticalPath(by_rank, first, &taken);
     } else {
       anchor_device_[0] = first;
       taken[first] = 1;
+      if (footprint > Budget(first) && devices_ > 1) ChunkCriticalPath();
     }
   }
   for (const int32_t p : order) {
@@ -276,6 +314,56 @@ int64_t Mapper::UnitFootprint(int32_t pos) const {
     sum += op_footprint_[g_.pos_of[model_.group_member[i]]];
   }
   return sum;
+}
+
+void Mapper::ChunkCriticalPath() {
+  // Every unit of the path (an op, or its colocation group) becomes a cluster of its own, with the
+  // units holding persistent bytes (parameters and their optimizer state) that it reads first. Mapped
+  // in path order with the memory timeline in view, consecutive units stay on a device while they fit
+  // (their transfers pull them together) and the next one goes where it fits: a memory-bound chain is
+  // cut into a few contiguous stretches, and the backward op that reads an activation follows it to
+  // its device (the activation's edge pulls it there), which is where that memory is already held.
+  std::vector<uint8_t> pulled(model_.num_groups(), 0);
+  std::vector<uint8_t> pulled_op(n_, 0);
+  const int32_t first_chunk = num_clusters_;
+  bool first_unit = true;
+  auto move_unit = [&](int32_t pos, int32_t to) {
+    const int32_t g = model_.colocation_group[g_.op_at[pos]];
+    if (g == kNone) {
+      cl_[pos] = to;
+      return;
+    }
+    for (int32_t i = model_.group_offset[g]; i < model_.group_offset[g + 1]; ++i) {
+      cl_[g_.pos_of[model_.group_member[i]]] = to;
+    }
+  };
+  for (const OpId v : clusters_.Ops(0)) {
+    const int32_t pos = g_.pos_of[v];
+    if (cl_[pos] != 0) continue;  // moved with a unit already
+    const int32_t g = model_.colocation_group[v];
+    if (g != kNone) {
+      if (pulled[g]) continue;
+      pulled[g] = 1;
+    }
+    // The first unit stays in cluster 0, on the critical path's device.
+    const int32_t chunk = first_unit ? 0 : num_clusters_++;
+    if (!first_unit) anchor_device_.push_back(kNone);
+    first_unit = false;
+    for (int64_t e = g_.in_offset[pos]; e < g_.in_offset[pos + 1]; ++e) {
+      const int32_t p = g_.in_src[e];
+      const OpId pv = g_.op_at[p];
+      if (model_.persistent_bytes[pv] == 0) continue;
+      const int32_t pg = model_.colocation_group[pv];
+      uint8_t& seen = pg != kNone ? pulled[pg] : pulled_op[p];
+      if (seen) continue;
+      seen = 1;
+      move_unit(p, chunk);
+    }
+    move_unit(pos, chunk);
+  }
+  mapped_first_.assign(num_clusters_, 0);
+  for (int32_t c = first_chunk; c < num_clusters_; ++c) mapped_first_[c] = 1;
+  BuildMembers();
 }
 
 void Mapper::SegmentCriticalPath(const std::vector<DeviceId>& by_rank, DeviceId first,
@@ -471,6 +559,22 @@ void Mapper::PrepareSpans() {
     end_slot_[c] = std::max(begin_slot_[c], slot_end(end));
     window_ns_[c] = std::max<int64_t>(0, end - start);
   }
+  if (!memory_timeline_) return;
+  // Memory lifetimes on the same axis: an output from its op's start to its last consumer's finish.
+  start_slot_.resize(n_);
+  finish_slot_.resize(n_);
+  life_end_slot_.resize(n_);
+  for (int32_t i = 0; i < n_; ++i) {
+    int64_t last = axis_finish_[i];
+    for (int64_t e = g_.out_offset[i]; e < g_.out_offset[i + 1]; ++e) {
+      last = std::max(last, axis_finish_[g_.out_dst[e]]);
+    }
+    start_slot_[i] = slot_at(axis_start_[i]);
+    finish_slot_[i] = std::max(start_slot_[i], slot_end(axis_finish_[i]));
+    life_end_slot_[i] = std::max(finish_slot_[i], slot_end(last));
+    // An op that ends at its own start still holds its output at that slot.
+    if (life_end_slot_[i] == start_slot_[i]) life_end_slot_[i] = std::min(num_slots_, start_slot_[i] + 1);
+  }
 }
 
 void Mapper::PrepareLinks() {
@@ -531,7 +635,105 @@ const int64_t* Mapper::CommRow(int32_t c) {
   return row_scratch_.data();
 }
 
+void Mapper::BuildMemoryCharges(int32_t c, DeviceId k) {
+  charges_.clear();
+  copy_scratch_.clear();
+  auto copy = [&](int32_t producer, DeviceId device, int32_t until, int64_t bytes) {
+    auto [it, inserted] = copy_scratch_.try_emplace(static_cast<int64_t>(producer) * devices_ + device,
+                                                    until, bytes);
+    if (!inserted) {
+      it->second.first = std::max(it->second.first, until);
+      it->second.second = std::max(it->second.second, bytes);
+    }
+  };
+  for (int32_t i = member_offset_[c]; i < member_offset_[c + 1]; ++i) {
+    const int32_t v = member_ops_[i];
+    const OpId op = g_.op_at[v];
+    if (model_.persistent_bytes[op] > 0) {
+      charges_.push_back({k, 0, num_slots_, model_.persistent_bytes[op], -1});
+    }
+    if (model_.temp_bytes[op] > 0) {
+      charges_.push_back({k, start_slot_[v], finish_slot_[v], model_.temp_bytes[op], -1});
+    }
+    if (model_.output_bytes[op] > 0) {
+      charges_.push_back({k, start_slot_[v], life_end_slot_[v], model_.output_bytes[op], -1});
+    }
+    for (int64_t e = g_.in_offset[v]; e < g_.in_offset[v + 1]; ++e) {
+      const int32_t p = g_.in_src[e];
+      const DeviceId dp = pos_device_[p];
+      if (dp == kNone || dp == k || cl_[p] == c) continue;
+      copy(p, k, finish_slot_[v], g_.in_bytes[e]);
+    }
+    for (int64_t e = g_.out_offset[v]; e < g_.out_offset[v + 1]; ++e) {
+      const int32_t y = g_.out_dst[e];
+      const DeviceId dy = pos_device_[y];
+      if (dy == kNone || dy == k || cl_[y] == c) continue;
+      copy(v, dy, finish_slot_[y], g_.out_bytes[e]);
+    }
+  }
+  for (const auto& [key, entry] : copy_scratch_) {
+    const int32_t producer = static_cast<int32_t>(key / devices_);
+    const DeviceId device = static_cast<DeviceId>(key % devices_);
+    int32_t from = finish_slot_[producer];
+    const auto it = copy_until_.find(key);
+    if (it != copy_until_.end()) from = std::max(from, it->second);
+    if (entry.first > from && entry.second > 0) {
+      charges_.push_back({device, from, entry.first, entry.second, key});
+    }
+  }
+}
+
+void Mapper::ApplyCharges(const std::vector<MemoryCharge>& charges, int sign) {
+  for (const MemoryCharge& ch : charges) memory_[ch.device].Add(ch.from, ch.until, sign * ch.bytes);
+}
+
+void Mapper::AddMemory(int32_t c, DeviceId k) {
+  BuildMemoryCharges(c, k);
+  ApplyCharges(charges_, +1);
+  for (const MemoryCharge& ch : charges_) {
+    if (ch.copy_key >= 0) copy_until_[ch.copy_key] = std::max(copy_until_[ch.copy_key], ch.until);
+  }
+  placed_charges_[c] = charges_;
+}
+
+void Mapper::RemoveMemory(int32_t c) {
+  std::vector<MemoryCharge>& charges = placed_charges_[c];
+  ApplyCharges(charges, -1);
+  for (const MemoryCharge& ch : charges) {
+    if (ch.copy_key < 0) continue;
+    auto it = copy_until_.find(ch.copy_key);
+    if (it != copy_until_.end() && it->second == ch.until) it->second = ch.from;
+  }
+  charges.clear();
+}
+
+int64_t Mapper::TimelineOverflow(int32_t c, DeviceId k) {
+  // Cheap exit: nothing c could add reaches any budget.
+  bool may_overflow = false;
+  for (DeviceId d = 0; d < devices_ && !may_overflow; ++d) {
+    may_overflow = memory_[d].Max() + cluster_bytes_bound_[c] > Budget(d);
+  }
+  if (!may_overflow) return 0;
+  BuildMemoryCharges(c, k);
+  for (const MemoryCharge& ch : charges_) overflow_before_[ch.device] = -1;
+  for (const MemoryCharge& ch : charges_) {
+    if (overflow_before_[ch.device] < 0) {
+      overflow_before_[ch.device] = std::max<int64_t>(0, memory_[ch.device].Max() - Budget(ch.device));
+    }
+  }
+  ApplyCharges(charges_, +1);
+  int64_t added = 0;
+  for (const MemoryCharge& ch : charges_) {
+    if (overflow_before_[ch.device] < 0) continue;
+    added += std::max<int64_t>(0, memory_[ch.device].Max() - Budget(ch.device)) - overflow_before_[ch.device];
+    overflow_before_[ch.device] = -1;  // counted
+  }
+  ApplyCharges(charges_, -1);
+  return added;
+}
+
 void Mapper::Place(int32_t c, DeviceId d) {
+  if (memory_timeline_) AddMemory(c, d);
   cluster_device_[c] = d;
   device_footprint_[d] += cluster_footprint_[c];
   int64_t load = 0;
@@ -573,6 +775,7 @@ void Mapper::Unplace(int32_t c) {
   own_load_[c] = 0;
   device_footprint_[d] -= cluster_footprint_[c];
   cluster_device_[c] = kNone;
+  if (memory_timeline_) RemoveMemory(c);
 }
 
 Mapper::Choice Mapper::Evaluate(int32_t c, bool improve) {
@@ -586,15 +789,21 @@ Mapper::Choice Mapper::Evaluate(int32_t c, bool improve) {
     if (row[j] != 0) nonzero_scratch_.push_back(j);
   }
   const double window = static_cast<double>(window_ns_[c]);
+  // The timeline is judged without c's own charges (put back below).
+  if (memory_timeline_ && current != kNone) RemoveMemory(c);
   // Per device: the estimated memory overflow it adds, the queueing beyond the window, the transfers.
   for (DeviceId k = 0; k < devices_; ++k) {
     Option& o = options_scratch_[k];
     o.allowed = ClusterAllowed(c, k);
     if (!o.allowed) continue;
-    const int64_t used = device_footprint_[k] - (k == current ? cluster_footprint_[c] : 0);
-    const int64_t capacity = Budget(k);
-    o.overflow = std::max<int64_t>(0, used + cluster_footprint_[c] - capacity) -
-                 std::max<int64_t>(0, used - capacity);
+    if (memory_timeline_) {
+      o.overflow = TimelineOverflow(c, k);
+    } else {
+      const int64_t used = device_footprint_[k] - (k == current ? cluster_footprint_[c] : 0);
+      const int64_t capacity = Budget(k);
+      o.overflow = std::max<int64_t>(0, used + cluster_footprint_[c] - capacity) -
+                   std::max<int64_t>(0, used - capacity);
+    }
     const double work = static_cast<double>(compute_sum_[c]) / model_.speed[k];
     o.busy = static_cast<double>(load_scratch_[k]) + work;
     o.queue = std::max(0.0, o.busy - window);
@@ -618,6 +827,7 @@ Mapper::Choice Mapper::Evaluate(int32_t c, bool improve) {
       }
     }
   }
+  if (memory_timeline_ && current != kNone) AddMemory(c, current);
   if (current != kNone) {
     choice.current_overflow = options_scratch_[current].overflow;
     choice.current_penalty =
@@ -722,7 +932,18 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
   }
   BuildMembers();
 
-  // 2. Primaries onto devices (the critical path cut into pieces when it does not fit); constraint
+  // Memory can bind only when the whole graph's bytes exceed some device's budget; then the mapping
+  // keeps a time-resolved estimate (memory_timeline_), else its static one never overflows anyway.
+  {
+    int64_t total = 0;
+    for (OpId v = 0; v < n_; ++v) {
+      total += model_.persistent_bytes[v] + model_.output_bytes[v] + model_.temp_bytes[v];
+    }
+    for (DeviceId d = 0; d < devices_; ++d) memory_timeline_ |= total > Budget(d);
+    memory_timeline_ &= options_.memory_timeline && devices_ > 1;
+  }
+
+  // 2. Primaries onto devices (the critical path cut into chunks when it does not fit); constraint
   // splits.
   absl::Status status = MatchPrimaries();
   if (!status.ok()) return status;
@@ -734,8 +955,25 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
   for (int32_t i = 0; i < n_; ++i) cluster_footprint_[cl_[i]] += op_footprint_[i];
   device_footprint_.assign(devices_, 0);
 
-  // 3. Levels, spans, loads, communication table.
+  mapped_first_.resize(num_clusters_, 0);
+
+  // 3. Levels, spans, loads, communication table, memory timelines.
   PrepareSpans();
+  if (memory_timeline_) {
+    memory_.resize(devices_);
+    const std::vector<int64_t> zeros(num_slots_, 0);
+    for (DeviceId d = 0; d < devices_; ++d) memory_[d].Build(zeros);
+    placed_charges_.assign(num_clusters_, {});
+    overflow_before_.assign(devices_, -1);
+    cluster_bytes_bound_.assign(num_clusters_, 0);
+    for (int32_t i = 0; i < n_; ++i) {
+      const OpId v = g_.op_at[i];
+      int64_t bound = model_.persistent_bytes[v] + model_.output_bytes[v] + model_.temp_bytes[v];
+      for (int64_t e = g_.in_offset[i]; e < g_.in_offset[i + 1]; ++e) bound += g_.in_bytes[e];
+      for (int64_t e = g_.out_offset[i]; e < g_.out_offset[i + 1]; ++e) bound += g_.out_bytes[e];
+      cluster_bytes_bound_[cl_[i]] += bound;
+    }
+  }
   PrepareLinks();
   loads_.Reset(devices_, num_slots_);
   load_scratch_.assign(devices_, 0);
@@ -774,6 +1012,7 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
     if (anchor_device_[c] == kNone && member_offset_[c] != member_offset_[c + 1]) order.push_back(c);
   }
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    if (mapped_first_[a] != mapped_first_[b]) return mapped_first_[a] > mapped_first_[b];
     return max_level_[a] != max_level_[b] ? max_level_[a] > max_level_[b] : a < b;
   });
   out.num_secondaries = static_cast<int32_t>(order.size());
@@ -849,6 +1088,7 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
   out.assignment.resize(n_);
   for (int32_t i = 0; i < n_; ++i) out.assignment[g_.op_at[i]] = cluster_device_[cl_[i]];
   out.primary_device = primary_device_;
+  out.memory_timeline = memory_timeline_;
   return out;
 }
 

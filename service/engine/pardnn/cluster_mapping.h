@@ -59,6 +59,17 @@ struct MappingOptions {
   // of the step) and kept within capacity x capacity_scale[d] where possible (empty = 1.0 for every
   // device). The partitioner calibrates the scales against simulated peaks (pardnn_partitioner.cc).
   std::vector<double> capacity_scale;
+  // When the graph's bytes exceed some device's budget, memory is estimated over time (per device a
+  // range-add/range-max tree over the spans' slots: outputs live until their last consumer finishes,
+  // inputs from other devices are held as copies) instead of as a static sum; false = static only.
+  bool memory_timeline = true;
+  // A critical path that does not fit its device (static estimate): true = every unit of it becomes a
+  // cluster of its own with the parameters it reads first, mapped in path order before the other
+  // secondaries with the memory timeline in view, so a device fills with consecutive units, the
+  // backward ops that read their activations follow them, and the path moves on where it fits;
+  // false = contiguous pieces, each anchored on the next device in rank order and filled to the share
+  // of memory the whole graph needs (the earlier way, pardnn's second family when memory binds).
+  bool chunk_critical_path = true;
   // Weight of the queueing term against the transfers in the first placement. 0 attaches every
   // cluster to the device it talks to most (memory permitting): few cut edges, as a min-cut
   // partitioner would give; the partitioner tries it as an extra seed when memory is tight.
@@ -89,6 +100,8 @@ struct ClusterMapping {
   std::vector<DeviceId> primary_device;
   int32_t num_secondaries = 0;  // after colocation pulls and constraint splits
   int64_t improvement_moves = 0;
+  // Memory could bind, and the time-resolved estimate was used (MappingOptions::memory_timeline).
+  bool memory_timeline = false;
   bool time_limited = false;
 };
 

@@ -64,6 +64,8 @@ TopoGraph BuildTopoGraph(const Model& model, const SlicingCosts& costs) {
   g.in_src.resize(model.num_edges());
   g.out_ns.resize(model.num_edges());
   g.in_ns.resize(model.num_edges());
+  g.out_bytes.resize(model.num_edges());
+  g.in_bytes.resize(model.num_edges());
   int64_t out = 0, in = 0;
   for (int32_t i = 0; i < n; ++i) {
     const OpId v = g.op_at[i];
@@ -72,11 +74,13 @@ TopoGraph BuildTopoGraph(const Model& model, const SlicingCosts& costs) {
     for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e, ++out) {
       g.out_dst[out] = g.pos_of[model.out_dst[e]];
       g.out_ns[out] = costs.out_edge_ns[e];
+      g.out_bytes[out] = model.out_bytes[e];
     }
     g.in_offset[i] = in;
     for (EdgeId e = model.in_begin(v); e < model.in_end(v); ++e, ++in) {
       g.in_src[in] = g.pos_of[model.in_src[e]];
       g.in_ns[in] = costs.in_edge_ns[e];
+      g.in_bytes[in] = model.in_bytes[e];
     }
   }
   g.out_offset[n] = out;

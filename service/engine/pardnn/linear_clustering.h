@@ -52,6 +52,7 @@ struct TopoGraph {
   std::vector<int64_t> out_offset, in_offset;  // CSR by position
   std::vector<int32_t> out_dst, in_src;         // positions
   std::vector<int64_t> out_ns, in_ns;           // edge times
+  std::vector<int64_t> out_bytes, in_bytes;     // edge bytes (the mapping's memory estimate)
   int32_t size() const { return static_cast<int32_t>(op_at.size()); }
 };
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -44,11 +45,21 @@ class PardnnPartitioner final : public Partitioner {
 // attach mapping), the memory stage on those that overflow (stage 2), the serial last resort, and the
 // critical-path refinement (stage 3). Every candidate is judged by the simulator of the model it places
 // (with a training plan: the unrolled step).
+//
+// When memory binds, stage 1 runs in two families: the time-resolved memory estimate with the critical
+// path in chunks (MappingOptions defaults), and the static estimate with contiguous critical-path
+// pieces. Each family keeps its best mapping; both go through stage 2 (with the quicker mappings that
+// were set aside only for their overflow), and the refinement starts from the best answer of each
+// family, each with the whole budget: where a local search ends depends on where it starts.
+// When memory never binds there is one family and every stage is as it was.
 class PardnnRun {
  public:
   PardnnRun(const PardnnOptions& options, const Model& model, const SolveContext& context)
       : options_(options), model_(model), context_(context), sim_(model),
-        large_(model.num_ops() > options.refinement_max_ops) {}
+        batched_(model.num_ops() > options.batch_refinement_min_ops),
+        lower_bound_ns_(LowerBoundNs(model)) {
+    sim_options_.compute_memory = MemoryCanBind(model);
+  }
 
   absl::StatusOr<PartitionResult> Run() {
     if (model_.num_ops() == 0) return out_;
@@ -59,69 +70,137 @@ class PardnnRun {
     out_.ccr = clusters.ccr;
     out_.dop = clusters.dop;
     context_.Report("mapping", 0.1);
-    absl::Status mapped = MapWithCalibration(costs, clusters);
+    pardnn::MappingOptions first_options = options_.mapping;
+    if (batched_) {
+      // Few refinement simulations: the mapping's own worklist improvement pass does part of their job.
+      first_options.improvement_evaluations_per_cluster =
+          std::max(first_options.improvement_evaluations_per_cluster, options_.batched_improvement_evaluations);
+    }
+    absl::Status mapped = MapFamily(costs, clusters, first_options);
     if (!mapped.ok()) return mapped;
-    TryTheOtherCostModel(costs, clusters);
-    Retime(costs, clusters);
-    AddAttachMapping(costs, clusters);
-    for (size_t i = 0; i < candidates_.size(); ++i) Consider(candidates_[i], scores_[i]);
-    context_.Report("mapping", 0.2, best_score_.Fits() ? best_score_.makespan_ns : 0);
+    if (memory_binds_ && options_.mapping.memory_timeline && !context_.ShouldStop()) {
+      pardnn::MappingOptions static_estimate = first_options;
+      static_estimate.memory_timeline = false;
+      static_estimate.chunk_critical_path = false;
+      mapped = MapFamily(costs, clusters, static_estimate);
+      if (!mapped.ok()) return mapped;
+    }
+    for (const Candidate& c : kept_) Consider(c);
+    context_.Report("mapping", 0.2, BestFit());
     RepairOverflowing();
     SerialLastResort();
     Refine();
     if (context_.ShouldStop()) out_.time_limited = true;
-    out_.assignment = std::move(best_);
+    out_.assignment = std::move(Best().assignment);
     context_.Report("done", 1.0);
     return out_;
   }
 
  private:
+  struct Candidate {
+    Assignment assignment;
+    PlacementScore score;
+    int32_t family = 0;
+  };
+
   PlacementScore Score(const Assignment& assignment) {
-    return ScoreSimulation(model_, sim_.Run(assignment));
+    return ScoreSimulation(model_, sim_.Run(assignment, sim_options_));
   }
-  void Consider(const Assignment& assignment, const PlacementScore& score) {
-    if (best_.empty() || score.BetterThan(best_score_)) {
-      best_ = assignment;
-      best_score_ = score;
+  // A placement that fits within lower_bound_tolerance of the lower bound: no later stage can gain
+  // more than that, so the stages that only shorten the step are skipped.
+  bool AtLowerBound(const PlacementScore& score) const {
+    const double tolerance = batched_ ? options_.batched_lower_bound_tolerance : options_.lower_bound_tolerance;
+    return score.Fits() &&
+           static_cast<double>(score.makespan_ns) <= (1.0 + tolerance) * static_cast<double>(lower_bound_ns_);
+  }
+  // The best answer so far of each family (after stage 2 where it ran).
+  void Consider(const Candidate& c) {
+    if (static_cast<size_t>(c.family) >= best_.size()) best_.resize(c.family + 1);
+    std::optional<Candidate>& best = best_[c.family];
+    if (!best || c.score.BetterThan(best->score)) best = c;
+  }
+  Candidate& Best() {
+    Candidate* best = nullptr;
+    for (std::optional<Candidate>& c : best_) {
+      if (c && (best == nullptr || c->score.BetterThan(best->score))) best = &*c;
     }
+    return *best;
   }
-  // candidates_[0] becomes `assignment` when it scores better.
-  bool KeepIfBetter(Assignment assignment, const PlacementScore& score) {
-    if (!score.BetterThan(scores_[0])) return false;
-    candidates_[0] = std::move(assignment);
-    scores_[0] = score;
+  int64_t BestFit() {
+    const Candidate& best = Best();
+    return best.score.Fits() ? best.score.makespan_ns : 0;
+  }
+  // The family's kept mapping (kept_.back()) becomes `c` when it scores better; what is not kept and
+  // overflows is set aside (SetAside).
+  bool KeepIfBetter(Candidate c) {
+    if (!c.score.BetterThan(kept_.back().score)) {
+      SetAside(std::move(c));
+      return false;
+    }
+    std::swap(kept_.back(), c);
+    SetAside(std::move(c));
     return true;
   }
+  // A mapping that overflows but may be quicker than the kept ones once stage 2 has fixed it.
+  void SetAside(Candidate c) {
+    if (c.score.Fits()) return;
+    for (const Candidate& other : set_aside_) {
+      if (other.assignment == c.assignment) return;
+    }
+    set_aside_.push_back(std::move(c));
+  }
+  absl::StatusOr<Candidate> Map(const pardnn::SlicingCosts& costs, const pardnn::LinearClusters& clusters,
+                                const pardnn::MappingOptions& options) {
+    absl::StatusOr<pardnn::ClusterMapping> mapping =
+        pardnn::MapClustersToDevices(model_, costs, clusters, options, context_);
+    if (!mapping.ok()) return mapping.status();
+    out_.time_limited |= mapping->time_limited;
+    memory_binds_ |= mapping->memory_timeline;
+    Candidate c{std::move(mapping->assignment), PlacementScore(), family_};
+    const SimResult& r = sim_.Run(c.assignment, sim_options_);
+    c.score = ScoreSimulation(model_, r);
+    last_peaks_ = r.peak_memory_bytes;
+    return c;
+  }
 
-  // The mapping's memory estimate (persistent + half the outputs) is calibrated against the simulated
-  // peaks: a device that overflows gets a proportionally smaller budget in the next mapping. Large
-  // graphs get one mapping per calibration round, with the plain cost model.
+  // Stage 1 for one family: the calibrated mapping, the other cost model, re-timing, the attach
+  // mapping when memory binds; the family's best goes on (kept_.back()).
+  absl::Status MapFamily(const pardnn::SlicingCosts& costs, const pardnn::LinearClusters& clusters,
+                         const pardnn::MappingOptions& base) {
+    family_ = static_cast<int32_t>(kept_.size());
+    absl::Status status = MapWithCalibration(costs, clusters, base);
+    if (!status.ok()) return status;
+    TryTheOtherCostModel(costs, clusters);
+    Retime(costs, clusters);
+    AddAttachMapping(costs, clusters);
+    return absl::OkStatus();
+  }
+
+  // The mapping's memory estimate is calibrated against the simulated peaks: a device that overflows
+  // gets a proportionally smaller budget in the next mapping.
   absl::Status MapWithCalibration(const pardnn::SlicingCosts& costs,
-                                  const pardnn::LinearClusters& clusters) {
+                                  const pardnn::LinearClusters& clusters,
+                                  const pardnn::MappingOptions& base) {
     const int32_t devices = model_.num_devices();
-    mapping_options_ = options_.mapping;
+    mapping_options_ = base;
     mapping_options_.capacity_scale.assign(devices, 1.0);
-    if (large_) mapping_options_.slack_aware = false;
     for (int32_t round = 0; round <= options_.memory_calibration_rounds; ++round) {
-      absl::StatusOr<pardnn::ClusterMapping> mapping =
-          pardnn::MapClustersToDevices(model_, costs, clusters, mapping_options_, context_);
-      if (!mapping.ok()) return mapping.status();
-      out_.time_limited |= mapping->time_limited;
-      const SimResult& r = sim_.Run(mapping->assignment);
-      const PlacementScore s = ScoreSimulation(model_, r);
+      absl::StatusOr<Candidate> c = Map(costs, clusters, mapping_options_);
+      if (!c.ok()) return c.status();
       bool changed = false;
-      for (DeviceId d = 0; d < devices; ++d) {
-        const int64_t peak = r.peak_memory_bytes[d], capacity = model_.capacity_bytes[d];
-        if (peak <= capacity) continue;
-        mapping_options_.capacity_scale[d] *=
-            options_.calibration_margin * static_cast<double>(capacity) / static_cast<double>(peak);
-        changed = true;
+      {
+        for (DeviceId d = 0; d < devices; ++d) {
+          const int64_t peak = last_peaks_[d], capacity = model_.capacity_bytes[d];
+          if (peak <= capacity) continue;
+          mapping_options_.capacity_scale[d] *=
+              options_.calibration_margin * static_cast<double>(capacity) / static_cast<double>(peak);
+          changed = true;
+        }
       }
-      if (candidates_.empty()) {
-        candidates_.push_back(std::move(mapping->assignment));
-        scores_.push_back(s);
+      if (round == 0) {
+        kept_.push_back(*std::move(c));
       } else {
-        KeepIfBetter(std::move(mapping->assignment), s);
+        KeepIfBetter(*std::move(c));
       }
       if (!changed || context_.ShouldStop()) break;
     }
@@ -132,22 +211,20 @@ class PardnnRun {
   // whose critical path dominates, plain costs graphs where many near-critical chains share the
   // devices (an unrolled RNN); the simulator decides which mapping goes on.
   void TryTheOtherCostModel(const pardnn::SlicingCosts& costs, const pardnn::LinearClusters& clusters) {
-    if (!options_.try_both_cost_models || large_ || context_.ShouldStop()) return;
+    if (!options_.try_both_cost_models || AtLowerBound(kept_.back().score) || context_.ShouldStop()) return;
     pardnn::MappingOptions other = mapping_options_;
     other.slack_aware = !other.slack_aware;
-    absl::StatusOr<pardnn::ClusterMapping> mapping =
-        pardnn::MapClustersToDevices(model_, costs, clusters, other, context_);
-    if (!mapping.ok()) return;
-    const PlacementScore s = Score(mapping->assignment);
-    if (KeepIfBetter(std::move(mapping->assignment), s)) mapping_options_ = other;
+    absl::StatusOr<Candidate> c = Map(costs, clusters, other);
+    if (!c.ok()) return;
+    if (KeepIfBetter(*std::move(c))) mapping_options_ = other;
   }
 
   // Re-timing: map again with the best mapping's simulated schedule as the time axis (its queueing and
   // transfers are then where the spans can see them); kept when it simulates better.
   void Retime(const pardnn::SlicingCosts& costs, const pardnn::LinearClusters& clusters) {
-    const int32_t rounds = large_ ? 0 : options_.retiming_rounds;
-    for (int32_t round = 0; round < rounds && !context_.ShouldStop(); ++round) {
-      const SimResult& base = sim_.Run(candidates_[0]);
+    for (int32_t round = 0; round < options_.retiming_rounds && !context_.ShouldStop(); ++round) {
+      if (AtLowerBound(kept_.back().score)) break;
+      const SimResult& base = sim_.Run(kept_.back().assignment, sim_options_);
       // Microbatch 0's times (the first num_ops instances) are the one-microbatch schedule's.
       const std::vector<int64_t> start_ns(base.start_ns.begin(), base.start_ns.begin() + model_.num_ops());
       const std::vector<int64_t> finish_ns(base.finish_ns.begin(),
@@ -155,40 +232,64 @@ class PardnnRun {
       pardnn::MappingOptions retimed = mapping_options_;
       retimed.schedule_start_ns = &start_ns;
       retimed.schedule_finish_ns = &finish_ns;
-      absl::StatusOr<pardnn::ClusterMapping> mapping =
-          pardnn::MapClustersToDevices(model_, costs, clusters, retimed, context_);
-      if (!mapping.ok()) break;
-      const PlacementScore s = Score(mapping->assignment);
-      if (!KeepIfBetter(std::move(mapping->assignment), s)) break;
+      absl::StatusOr<Candidate> c = Map(costs, clusters, retimed);
+      if (!c.ok()) break;
+      if (!KeepIfBetter(*std::move(c))) break;
     }
   }
 
   // Memory-bound graphs: also the mapping that attaches every cluster to the device it talks to most
-  // (few cut edges, so few tensors are held twice), with the last calibration.
+  // (few cut edges, so few tensors are held twice), with the last calibration; it goes through stage 2
+  // beside the family's best.
   void AddAttachMapping(const pardnn::SlicingCosts& costs, const pardnn::LinearClusters& clusters) {
-    if (scores_[0].Fits() || context_.ShouldStop()) return;
+    if (kept_.back().score.Fits() || context_.ShouldStop()) return;
     pardnn::MappingOptions attach = mapping_options_;
     attach.load_weight = 0.0;
-    absl::StatusOr<pardnn::ClusterMapping> mapping =
-        pardnn::MapClustersToDevices(model_, costs, clusters, attach, context_);
-    if (!mapping.ok()) return;
-    scores_.push_back(Score(mapping->assignment));
-    candidates_.push_back(std::move(mapping->assignment));
+    absl::StatusOr<Candidate> c = Map(costs, clusters, attach);
+    if (!c.ok()) return;
+    attach_.push_back(*std::move(c));
   }
 
-  // Stage 2: memory, for every mapping that overflows (repair_each.h), retried to the brim when stalled.
+  // Stage 2: memory, for every kept or attach mapping that overflows, and for the quickest few set
+  // aside (repair_each.h), retried to the brim when stalled.
   void RepairOverflowing() {
     RepairEachOptions each;
     each.repair = options_.repair;
     each.repair.progress_from = 0.2;
     each.repair.progress_to = 0.4;
     each.retry_to_the_brim = true;
-    each.skip_duplicates = false;
+    each.skip_duplicates = true;
+    std::vector<const Candidate*> pool;
+    for (const Candidate& c : kept_) pool.push_back(&c);
+    for (const Candidate& c : attach_) pool.push_back(&c);
+    // The mappings that lost to a kept one only by their overflow and simulate quicker than every kept
+    // mapping that fits: a small overflow often costs the memory stage far less than the detour the
+    // calibration took to avoid it.
+    int64_t fitting = INT64_MAX;
+    for (const Candidate& c : kept_) {
+      if (c.score.Fits()) fitting = std::min(fitting, c.score.makespan_ns);
+    }
+    std::vector<const Candidate*> quicker;
+    for (const Candidate& c : set_aside_) {
+      if (c.score.makespan_ns < fitting) quicker.push_back(&c);
+    }
+    std::stable_sort(quicker.begin(), quicker.end(), [](const Candidate* a, const Candidate* b) {
+      return a->score.makespan_ns < b->score.makespan_ns;
+    });
+    if (quicker.size() > static_cast<size_t>(options_.max_repaired_alternatives)) {
+      quicker.resize(options_.max_repaired_alternatives);
+    }
+    pool.insert(pool.end(), quicker.begin(), quicker.end());
     std::vector<ScoredCandidate> table;
-    for (size_t i = 0; i < candidates_.size(); ++i) table.push_back({&candidates_[i], scores_[i]});
-    const RepairEachResult repaired = RepairEachOverflowing(model_, context_, each, table);
+    for (const Candidate* c : pool) table.push_back({&c->assignment, c->score});
+    RepairEachResult repaired = RepairEachOverflowing(model_, context_, each, table);
     out_.time_limited |= repaired.time_limited;
-    for (const RepairedCandidate& r : repaired.candidates) Consider(r.assignment, r.score);
+    for (RepairedCandidate& r : repaired.candidates) {
+      Consider(Candidate{std::move(r.assignment), r.score, pool[r.index]->family});
+    }
+    for (const Candidate& c : attach_) {
+      if (c.score.Fits()) Consider(c);
+    }
   }
 
   // Last resort when no mapping fits after stage 2: ParDNN for a single device (one cluster: the whole
@@ -196,45 +297,78 @@ class PardnnRun {
   // stage. Serial placements hold the least activation memory; the memory stage then moves whole
   // colocation units off it, cheapest first, until every device fits.
   void SerialLastResort() {
-    if (best_score_.Fits() || model_.num_devices() <= 1 || context_.ShouldStop()) return;
+    if (Best().score.Fits() || model_.num_devices() <= 1 || context_.ShouldStop()) return;
     RepairOptions to_the_brim = options_.repair;
     to_the_brim.progress_from = 0.2;
     to_the_brim.progress_to = 0.4;
     to_the_brim.target_fill = 1.0;
     to_the_brim.max_stalled_rounds = std::max(to_the_brim.max_stalled_rounds, 30);
-    Assignment serial = SingleDeviceAssignment(model_);
-    const RepairOutcome outcome = RepairMemory(model_, context_, to_the_brim, serial);
+    Candidate serial{SingleDeviceAssignment(model_), PlacementScore(), 0};
+    const RepairOutcome outcome = RepairMemory(model_, context_, to_the_brim, serial.assignment);
     out_.time_limited |= outcome.time_limited;
-    Consider(serial, PlacementScore{outcome.overflow_bytes, outcome.makespan_ns});
+    serial.score = PlacementScore{outcome.overflow_bytes, outcome.makespan_ns};
+    // Into the family whose best it beats (it is the answer only when it is better than all).
+    Candidate& best = Best();
+    serial.family = best.family;
+    Consider(serial);
   }
 
-  // Stage 3: refinement, critical-path local search on the best. Its budget counts the unrolled step.
+  // Stage 3: refinement, critical-path local search from each family's best (equal shares of the
+  // budget); the best result is the answer. Its budget counts the unrolled step.
   void Refine() {
     pardnn::RefinementOptions refinement;
     const int64_t copies = std::max(1, model_.plan.microbatches);
     refinement.max_simulations =
-        large_ ? 0
-               : PardnnRefinementBudget(options_, model_.num_ops() * copies, model_.num_edges() * copies);
+        PardnnRefinementBudget(options_, model_.num_ops() * copies, model_.num_edges() * copies);
+    if (batched_) refinement.batch_moves = options_.refinement_batch_moves;
+    refinement.memory_can_bind = sim_options_.compute_memory;
     refinement.progress_from = 0.4;
     refinement.progress_to = 1.0;
     if (refinement.max_simulations <= 0 || model_.num_devices() <= 1 || context_.ShouldStop()) return;
-    const pardnn::RefinementResult r =
-        pardnn::RefineAlongCriticalPath(model_, refinement, context_, sim_, best_);
-    out_.time_limited |= r.time_limited;
+    // Starting points: the best, and each other family's best that is as feasible as it.
+    const bool fits = Best().score.Fits();
+    std::vector<Candidate*> starts;
+    for (std::optional<Candidate>& c : best_) {
+      if (!c || c->score.Fits() != fits || AtLowerBound(c->score)) continue;
+      bool duplicate = false;
+      for (const Candidate* other : starts) duplicate |= other->assignment == c->assignment;
+      if (!duplicate) starts.push_back(&*c);
+    }
+    if (starts.empty() || AtLowerBound(Best().score)) return;
+    if (options_.refine_each_family_fully < static_cast<int32_t>(starts.size())) {
+      refinement.max_simulations /= static_cast<int64_t>(starts.size());
+    }
+    for (Candidate* c : starts) {
+      if (context_.ShouldStop()) break;
+      const pardnn::RefinementResult r =
+          pardnn::RefineAlongCriticalPath(model_, refinement, context_, sim_, c->assignment);
+      out_.time_limited |= r.time_limited;
+      c->score = PlacementScore{r.overflow_bytes, r.makespan_ns};
+    }
   }
 
   const PardnnOptions& options_;
   const Model& model_;
   const SolveContext& context_;
   Simulator sim_;
-  const bool large_;
+  // Large graphs: the refinement moves in batches (RefinementOptions::batch_moves).
+  const bool batched_;
+  const int64_t lower_bound_ns_;
+  // Memory bookkeeping only where some assignment could overflow (MemoryCanBind).
+  SimOptions sim_options_;
   PartitionResult out_;
-  pardnn::MappingOptions mapping_options_;
-  // Mapping candidates: [0] the best calibrated mapping, [1] the attach mapping when memory binds.
-  std::vector<Assignment> candidates_;
-  std::vector<PlacementScore> scores_;
-  Assignment best_;
-  PlacementScore best_score_ = PlacementScore::Worst();
+  pardnn::MappingOptions mapping_options_;  // the current family's best options
+  int32_t family_ = 0;
+  std::vector<int64_t> last_peaks_;  // per device, of the last mapping simulated
+  // The mapping saw memory that can bind (ClusterMapping::memory_timeline).
+  bool memory_binds_ = false;
+  // Per family: its best mapping (stage 1), its attach mapping when memory binds.
+  std::vector<Candidate> kept_;
+  std::vector<Candidate> attach_;
+  // Mappings that overflow and were not kept.
+  std::vector<Candidate> set_aside_;
+  // Per family: its best answer so far.
+  std::vector<std::optional<Candidate>> best_;
 };
 
 absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
@@ -246,8 +380,11 @@ absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
 
 int64_t PardnnRefinementBudget(const PardnnOptions& options, int64_t num_ops, int64_t num_edges) {
   if (options.refinement_max_simulations <= 0) return 0;
-  return pardnn::SimulationBudget(options.refinement_scale, options.refinement_exponent,
-                                  num_ops + num_edges, 0, options.refinement_max_simulations);
+  const int64_t size = std::max<int64_t>(1, num_ops + num_edges);
+  const int64_t by_work = options.refinement_min_work / size;
+  return pardnn::SimulationBudget(options.refinement_scale, options.refinement_exponent, size,
+                                  std::min(by_work, options.refinement_max_simulations),
+                                  options.refinement_max_simulations);
 }
 
 std::unique_ptr<Partitioner> MakePardnnPartitioner() {

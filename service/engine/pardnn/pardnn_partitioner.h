@@ -64,17 +64,37 @@ struct PardnnOptions {
   // mapping and one simulation; stops at the first that does not improve).
   int32_t retiming_rounds = 2;
   RepairOptions repair;
-  // Refinement budget in simulations: floor(refinement_scale * (1e4 / (V + E))^refinement_exponent),
-  // clamped to [0, refinement_max_simulations]. It shrinks faster than the graph grows: ~700
-  // simulations at 6K ops (16K ops + edges), ~20 at 30K ops.
-  // refinement_max_simulations = 0 turns refinement off.
+  // Stage 2 also repairs up to this many mappings that were set aside for their overflow although they
+  // simulate quicker than every kept mapping that fits (the quickest first).
+  int32_t max_repaired_alternatives = 4;
+  // Refinement budget in simulations: floor(refinement_scale * (1e4 / (V + E))^refinement_exponent)
+  // (~700 simulations at 6K ops = 16K ops + edges), but at least what refinement_min_work simulated
+  // ops + edges pay for (a budget in simulated work: ~36 simulations at 48K ops, ~10 at 100K, one at
+  // 1M), clamped to refinement_max_simulations. refinement_max_simulations = 0 turns refinement off.
+  // Memory-bound graphs are mapped in two families (pardnn_partitioner.cc); the refinement starts from
+  // each family's best answer. Up to this many starts each get the whole budget (more share it).
+  int32_t refine_each_family_fully = 2;
   double refinement_scale = 2000.0;
   double refinement_exponent = 2.2;
+  int64_t refinement_min_work = 4'000'000;
   int64_t refinement_max_simulations = 4000;
-  // Both cost models, re-timing and refinement only on graphs of at most this many ops: larger ones get
-  // the plain cost model, the calibration and the memory stage, a few simulations' time in all (~1/50
-  // of the published code's whole run).
-  int64_t refinement_max_ops = 40'000;
+  // Graphs of more than this many ops refine with batches of up to refinement_batch_moves moves per
+  // simulation (RefinementOptions::batch_moves), so that the few simulations they can afford still
+  // move a lot.
+  int64_t batch_refinement_min_ops = 20'000;
+  // At most this many per simulation (in effect: every non-conflicting candidate of the critical path
+  // at first; a batch that does not improve is halved).
+  int32_t refinement_batch_moves = 16384;
+  // ... and those graphs' mappings run the worklist improvement pass
+  // (MappingOptions::improvement_evaluations_per_cluster) with at least this many evaluations per
+  // cluster: the refinement can afford few simulations there.
+  double batched_improvement_evaluations = 3.0;
+  // A placement that fits and is within this fraction of the lower bound is final: the stages that
+  // only shorten the step (the second cost model, re-timing, refinement) are skipped. Graphs refined in
+  // batches (more than batch_refinement_min_ops ops) use the larger tolerance: each of those stages
+  // costs them a mapping or a simulation of the whole graph.
+  double lower_bound_tolerance = 0.001;
+  double batched_lower_bound_tolerance = 0.005;
 };
 
 std::unique_ptr<Partitioner> MakePardnnPartitioner();

@@ -58,9 +58,17 @@ class Refiner {
   }
   void BuildCandidates(const std::vector<OpId>& path, const SimResult& r,
                        const Assignment& assignment);
+  // The allowed device other than `avoid` where v's edges cost the least transfer time (ties: the
+  // least busy device in `r`); kNone when there is none.
+  DeviceId QuietestNeighbourDevice(OpId v, DeviceId avoid, const SimResult& r,
+                                   const Assignment& assignment) const;
   // Moves the candidate's ops (with their colocation groups); false when a constraint forbids it or
-  // nothing would change. Old devices go to undo_.
-  bool Apply(const Candidate& c, Assignment& assignment);
+  // nothing would change. Old devices go to undo_ (appended to it with `keep_undo`, so that several
+  // candidates can be undone together).
+  bool Apply(const Candidate& c, Assignment& assignment, bool keep_undo = false);
+  // Batched moves (RefinementOptions::batch_moves): true when a batch improved `current` (it stays
+  // applied); otherwise the assignment is unchanged.
+  bool TryBatch(Assignment& assignment, PlacementScore& current, RefinementResult* result);
   // Units holding the most bytes at each overflowing device's peak, towards the devices of their
   // neighbours and the device with the most room.
   void BuildMemoryCandidates(const SimResult& r, const Assignment& assignment);
@@ -90,6 +98,11 @@ class Refiner {
   Assignment trial_;
   std::vector<int64_t> unit_bytes_;
   SplitMix rng_;
+  // Batched moves: current batch size, the candidates of one batch, units claimed by it.
+  int32_t batch_ = 0;
+  std::vector<int32_t> selected_;
+  std::vector<int32_t> claimed_;
+  int32_t claim_stamp_ = 0;
 };
 
 void Refiner::BuildCandidates(const std::vector<OpId>& path, const SimResult& r,
@@ -132,6 +145,15 @@ void Refiner::BuildCandidates(const std::vector<OpId>& path, const SimResult& r,
                                     model_.TransferNs(assignment[p], db, model_.in_bytes[e]));
       }
       const int64_t gain = std::max<int64_t>(1, r.start_ns[b] - ready);
+      if (options_.batch_moves > 1) {
+        // Batches take one target per op: the device it exchanges the least transfer time with
+        // where it now is not, ties to the least busy one.
+        const DeviceId to_b = QuietestNeighbourDevice(b, db, r, assignment);
+        const DeviceId to_a = QuietestNeighbourDevice(a, db, r, assignment);
+        if (to_b != kNone) AddCandidate(gain, &b, 1, to_b);
+        if (to_a != kNone) AddCandidate(gain / 2, &a, 1, to_a);
+        continue;
+      }
       for (DeviceId k = 0; k < devices; ++k) {
         if (k == db) continue;
         AddCandidate(gain, &b, 1, k);
@@ -142,6 +164,29 @@ void Refiner::BuildCandidates(const std::vector<OpId>& path, const SimResult& r,
   std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& x, const Candidate& y) {
     return x.gain != y.gain ? x.gain > y.gain : x.order < y.order;
   });
+}
+
+DeviceId Refiner::QuietestNeighbourDevice(OpId v, DeviceId avoid, const SimResult& r,
+                                         const Assignment& assignment) const {
+  DeviceId best = kNone;
+  int64_t best_cost = 0;
+  for (DeviceId k = 0; k < model_.num_devices(); ++k) {
+    if (k == avoid || !rules_.Allowed(v, k) || rules_.FixedDevice(v) != kNone) continue;
+    int64_t cost = 0;
+    for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
+      const DeviceId d = assignment[model_.in_src[e]];
+      if (d != k) cost += model_.TransferNs(d, k, model_.in_bytes[e]);
+    }
+    for (EdgeId e = model_.out_begin(v); e < model_.out_end(v); ++e) {
+      const DeviceId d = assignment[model_.out_dst[e]];
+      if (d != k) cost += model_.TransferNs(k, d, model_.out_bytes[e]);
+    }
+    if (best == kNone || cost < best_cost || (cost == best_cost && r.busy_ns[k] < r.busy_ns[best])) {
+      best = k;
+      best_cost = cost;
+    }
+  }
+  return best;
 }
 
 void Refiner::BuildMemoryCandidates(const SimResult& r, const Assignment& assignment) {
@@ -215,13 +260,15 @@ void Refiner::BuildMemoryCandidates(const SimResult& r, const Assignment& assign
   });
 }
 
-bool Refiner::Apply(const Candidate& c, Assignment& assignment) {
-  undo_.clear();
+bool Refiner::Apply(const Candidate& c, Assignment& assignment, bool keep_undo) {
+  if (!keep_undo) undo_.clear();
+  const size_t mark = undo_.size();
   for (int32_t i = c.first; i < c.first + c.count; ++i) {
     const OpId v = candidate_ops_[i];
     if (assignment[v] == c.target) continue;
     if (rules_.FixedDevice(v) != kNone || !rules_.Allowed(v, c.target)) {
-      Undo(assignment);
+      for (size_t k = undo_.size(); k > mark; --k) assignment[undo_[k - 1].first] = undo_[k - 1].second;
+      undo_.resize(mark);
       return false;
     }
     const int32_t g = model_.colocation_group[v];
@@ -236,7 +283,54 @@ bool Refiner::Apply(const Candidate& c, Assignment& assignment) {
       }
     }
   }
-  return !undo_.empty();
+  return undo_.size() > mark;
+}
+
+bool Refiner::TryBatch(Assignment& assignment, PlacementScore& current, RefinementResult* result) {
+  // The best-ranked candidates that touch pairwise different ops (a candidate's ops and their groups
+  // are claimed; a later candidate touching a claimed op is skipped).
+  const int32_t groups = model_.num_groups();
+  claimed_.resize(static_cast<size_t>(groups) + model_.num_ops());
+  ++claim_stamp_;
+  auto unit_of = [&](OpId v) {
+    const int32_t g = model_.colocation_group[v];
+    return g != kNone ? g : groups + v;
+  };
+  selected_.clear();
+  for (size_t i = 0; i < candidates_.size() && static_cast<int32_t>(selected_.size()) < batch_; ++i) {
+    const Candidate& c = candidates_[i];
+    bool free = true;
+    for (int32_t k = c.first; k < c.first + c.count && free; ++k) {
+      free = claimed_[unit_of(candidate_ops_[k])] != claim_stamp_;
+    }
+    if (!free) continue;
+    for (int32_t k = c.first; k < c.first + c.count; ++k) claimed_[unit_of(candidate_ops_[k])] = claim_stamp_;
+    selected_.push_back(static_cast<int32_t>(i));
+  }
+  SimOptions sim_options;
+  sim_options.compute_memory = options_.memory_can_bind;
+  for (size_t size = selected_.size(); size >= 2; size /= 2) {
+    if (result->simulations >= options_.max_simulations || context_.ShouldStop()) return false;
+    undo_.clear();
+    int32_t applied = 0;
+    for (size_t i = 0; i < size; ++i) applied += Apply(candidates_[selected_[i]], assignment, true);
+    if (applied < 2) {
+      Undo(assignment);
+      continue;
+    }
+    const PlacementScore next = ScoreSimulation(model_, sim_.Run(assignment, sim_options));
+    ++result->simulations;
+    if (next.BetterThan(current)) {
+      current = next;
+      result->moves += applied;
+      undo_.clear();
+      batch_ = std::min(options_.batch_moves, static_cast<int32_t>(size) * 2);
+      return true;
+    }
+    Undo(assignment);
+  }
+  batch_ = std::max(2, batch_ / 2);
+  return false;
 }
 
 bool Refiner::RepairAfterMove(Assignment& assignment, const PlacementScore& current, PlacementScore* next,
@@ -289,7 +383,7 @@ void Refiner::Perturb(const std::vector<OpId>& path, Assignment& assignment) {
 RefinementResult Refiner::Run(Assignment& assignment) {
   RefinementResult result;
   SimOptions sim_options;
-  sim_options.compute_memory = true;
+  sim_options.compute_memory = options_.memory_can_bind;
   const double budget = static_cast<double>(std::max<int64_t>(1, options_.max_simulations));
   auto report = [&](const PlacementScore& s) {
     if (options_.progress_from < 0) return;
@@ -305,6 +399,7 @@ RefinementResult Refiner::Run(Assignment& assignment) {
   const SimResult& r = sim_.Run(assignment, sim_options);
   PlacementScore current = ScoreSimulation(model_, r);
   ++result.simulations;
+  batch_ = options_.batch_moves;
   Assignment best = assignment;
   PlacementScore best_score = current;
   int32_t restarts = 0, restarts_since_best = 0;
@@ -323,6 +418,12 @@ RefinementResult Refiner::Run(Assignment& assignment) {
     } else {
       const std::vector<OpId> path = CriticalPath(model_, assignment, r);
       BuildCandidates(path, r, assignment);
+      if (batch_ > 1 && TryBatch(assignment, current, &result)) {
+        // `r` describes the accepted batch (the last simulation run).
+        report(current);
+        continue;
+      }
+      if (out_of_budget()) break;
     }
     tried_.clear();
     bool accepted = false, exhausted = true;

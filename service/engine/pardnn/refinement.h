@@ -8,7 +8,7 @@
 //     another allowed device;
 //   * a path op on a slower device than the fastest allowed one: move it there.
 // Candidates are tried in order of the time the path spends on them (the transfer or the wait), each
-// judged by a full simulation; the first one that shortens the step without breaking memory (a
+// judged by a full simulation (on large graphs first many at once, see RefinementOptions::batch_moves); the first one that shortens the step without breaking memory (a
 // feasible assignment stays feasible; an infeasible one may not overflow more) is kept. A move that
 // shortens the step but overflows gets a few rounds of memory repair before it is judged. At a local
 // optimum the search restarts from the best assignment kicked along its critical path (iterated local
@@ -46,6 +46,15 @@ struct RefinementOptions {
   int32_t max_restarts = 1000;
   // ... and stops after this many restarts in a row that did not improve the best assignment.
   int32_t max_restarts_without_improvement = 60;
+  // Batched moves (large graphs, where a simulation is expensive): each round first applies up to this
+  // many candidates that touch different ops at once and judges them with one simulation; when the
+  // batch does not improve, its better-ranked half is tried, and so on down to two (log2(batch)
+  // simulations at most), before the one-candidate-per-simulation search of that round. A batch that
+  // improves doubles the next one (up to this size). 0 or 1 = off.
+  int32_t batch_moves = 0;
+  // False when no assignment can overflow (MemoryCanBind): simulations then skip the memory
+  // bookkeeping (about a third of their cost) and every score fits.
+  bool memory_can_bind = true;
   // Progress reports: stage name and the fraction range this stage covers.
   const char* progress_stage = "refinement";
   double progress_from = 0.0;

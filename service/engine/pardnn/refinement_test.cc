@@ -97,5 +97,67 @@ TEST(RefinementTest, ColocatedOpsMoveTogetherAndPinsStay) {
   EXPECT_EQ(assignment, (Assignment{0, 0, 0}));
 }
 
+// 64 independent ops of 1 ms, all on device 0 of four: a load-bound step whose critical path is the
+// queue on device 0. Moving a single op per simulation needs dozens of simulations; batches move many.
+Model QueuedOnOneDevice(int ops) {
+  TestModel t;
+  for (int i = 0; i < ops; ++i) t.AddOp(1'000'000);
+  t.AddDevices(4, 1 << 20);
+  return t.Build();
+}
+
+TEST(RefinementTest, BatchedMovesBalanceALoadBoundStepWithFewSimulations) {
+  const Model model = QueuedOnOneDevice(64);
+  Simulator sim(model);
+  RefinementOptions single, batched;
+  single.max_simulations = batched.max_simulations = 12;
+  batched.batch_moves = 4096;
+  Assignment a(model.num_ops(), 0), b(model.num_ops(), 0);
+  const RefinementResult one = RefineAlongCriticalPath(model, single, SolveContext(), sim, a);
+  const RefinementResult many = RefineAlongCriticalPath(model, batched, SolveContext(), sim, b);
+  EXPECT_LE(many.simulations, 12);
+  EXPECT_GT(many.moves, one.moves);
+  EXPECT_LT(many.makespan_ns, one.makespan_ns);
+  EXPECT_LE(many.makespan_ns, 32'000'000);  // at least half the queue moved off in 12 simulations
+  EXPECT_EQ(sim.Run(b).makespan_ns, many.makespan_ns);
+}
+
+TEST(RefinementTest, BatchedMovesAreDeterministicAndKeepMemory) {
+  // Each op holds 1 MB for the whole step and a device takes 25: no batch may overflow one. 24 ops
+  // queue on device 0, 16 on device 1.
+  TestModel t;
+  for (int i = 0; i < 40; ++i) t.AddOp(1'000'000, 0, 1'000'000);
+  t.AddDevices(4, 25'000'000);
+  const Model model = t.Build();
+  Simulator sim(model);
+  RefinementOptions batched;
+  batched.max_simulations = 20;
+  batched.batch_moves = 4096;
+  Assignment a(model.num_ops(), 0);
+  for (int i = 24; i < 40; ++i) a[i] = 1;
+  Assignment b = a;
+  const RefinementResult r1 = RefineAlongCriticalPath(model, batched, SolveContext(), sim, a);
+  const RefinementResult r2 = RefineAlongCriticalPath(model, batched, SolveContext(), sim, b);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(r1.makespan_ns, r2.makespan_ns);
+  EXPECT_EQ(r1.overflow_bytes, 0);
+  EXPECT_TRUE(sim.Run(a).MemoryFits(model));
+  EXPECT_LT(r1.makespan_ns, 24'000'000);
+}
+
+TEST(RefinementTest, WithoutMemoryBookkeepingTheSameMovesAreMade) {
+  // Memory that never binds: skipping its bookkeeping changes nothing but the cost.
+  const Model model = QueuedOnOneDevice(16);
+  Simulator sim(model);
+  RefinementOptions with, without;
+  with.max_simulations = without.max_simulations = 30;
+  without.memory_can_bind = false;
+  Assignment a(model.num_ops(), 0), b(model.num_ops(), 0);
+  const RefinementResult r1 = RefineAlongCriticalPath(model, with, SolveContext(), sim, a);
+  const RefinementResult r2 = RefineAlongCriticalPath(model, without, SolveContext(), sim, b);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(r1.makespan_ns, r2.makespan_ns);
+}
+
 }  // namespace
 }  // namespace placement::engine::pardnn

@@ -1,5 +1,6 @@
 #include "service/engine/sim/placement_score.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,22 @@ PlacementScore ScoreSimulation(const Model& model, const SimResult& simulated) {
         score.overflow_bytes > INT64_MAX - excess ? INT64_MAX : score.overflow_bytes + excess;
   }
   return score;
+}
+
+bool MemoryCanBind(const Model& model) {
+  if (model.num_devices() == 0) return false;
+  // In double: sums of int64 byte counts may exceed the int64 range; only the comparison matters.
+  double persistent = 0.0, per_copy = 0.0;
+  for (OpId v = 0; v < model.num_ops(); ++v) {
+    persistent += static_cast<double>(model.persistent_bytes[v]);
+    // Its output twice: the output itself and, under a plan, an accumulation buffer of its size.
+    per_copy += static_cast<double>(model.temp_bytes[v]) + 2.0 * static_cast<double>(model.output_bytes[v]);
+  }
+  for (EdgeId e = 0; e < model.num_edges(); ++e) per_copy += static_cast<double>(model.out_bytes[e]);
+  const double total = persistent + per_copy * std::max(1, model.plan.microbatches);
+  int64_t smallest = model.capacity_bytes[0];
+  for (DeviceId d = 1; d < model.num_devices(); ++d) smallest = std::min(smallest, model.capacity_bytes[d]);
+  return total > static_cast<double>(smallest);
 }
 
 absl::Status CheckAssignmentComplete(const Model& model, const Assignment& assignment,

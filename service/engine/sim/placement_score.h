@@ -38,6 +38,12 @@ struct PlacementScore {
   static PlacementScore Worst() { return PlacementScore{INT64_MAX, INT64_MAX}; }
 };
 
+// True when some assignment of `model` could overflow some device: every byte the graph can hold at once
+// (persistent bytes, and per microbatch copy every temp buffer, output, received copy and accumulation
+// buffer) exceeds the smallest capacity. When false, every assignment fits and a simulation may skip
+// the memory bookkeeping (SimOptions::compute_memory = false) without changing any score.
+bool MemoryCanBind(const Model& model);
+
 // The score of a simulation of an assignment of `model` (its peaks against model.capacity_bytes).
 PlacementScore ScoreSimulation(const Model& model, const SimResult& simulated);
 

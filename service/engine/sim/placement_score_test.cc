@@ -33,6 +33,40 @@ TEST(PlacementScoreTest, EqualIsNotBetterAndWorstLosesToEverything) {
   EXPECT_FALSE(a.Fits());
 }
 
+TEST(PlacementScoreTest, MemoryCanBindWhenTheGraphsBytesExceedTheSmallestDevice) {
+  auto model = [](int64_t memory_bytes, int32_t microbatches) {
+    v1::PlaceRequest request;
+    for (const char* name : {"a", "b"}) {
+      v1::Op* op = request.mutable_graph()->add_ops();
+      op->set_name(name);
+      op->set_compute_ns(10);
+      op->set_output_bytes(100);
+      op->set_persistent_bytes(50);
+    }
+    v1::Edge* e = request.mutable_graph()->add_edges();
+    e->set_src(0);
+    e->set_dst(1);
+    e->set_bytes(100);
+    for (int64_t bytes : {memory_bytes, memory_bytes * 2}) {
+      v1::Device* d = request.mutable_cluster()->add_devices();
+      d->set_name(bytes == memory_bytes ? "small" : "large");
+      d->set_kind("gpu");
+      d->set_memory_bytes(bytes);
+    }
+    request.mutable_cluster()->mutable_intra_node()->set_bandwidth_bytes_per_second(1'000'000'000);
+    request.mutable_options()->set_microbatches(microbatches);
+    absl::StatusOr<Model> built = BuildModel(request);
+    EXPECT_TRUE(built.ok()) << built.status();
+    return *std::move(built);
+  };
+  // Persistent 100 + per copy (2 x 200 output + 100 edge) = 600 bytes at most.
+  EXPECT_FALSE(MemoryCanBind(model(600, 1)));
+  EXPECT_TRUE(MemoryCanBind(model(599, 1)));
+  // Two microbatches: 100 + 2 x 500.
+  EXPECT_TRUE(MemoryCanBind(model(1000, 2)));
+  EXPECT_FALSE(MemoryCanBind(model(1100, 2)));
+}
+
 // Two devices with 1000 and 1550 bytes; `a` and `b` hold 1500 persistent bytes each, `c` 100.
 Model TwoDeviceModel() {
   v1::PlaceRequest request;
