@@ -157,15 +157,16 @@ def worker(args):
         ceiling = two_thread_ceiling() if rank == 0 else 0.0
         dist.barrier()
         rehearsals = {}
-        for round_ in range(1 + args.steps):
+        for round_ in range(args.warmup + args.steps):
             for *_, step, timings in steps:
                 step.run(inputs, targets)
-                if round_ > 0:
+                if round_ >= args.warmup:
                     timings.append(step.last_timing)
-        for round_ in range(args.rehearsals):
+        for round_ in range(1 + args.rehearsals):  # the first one makes the placeholders
             for plan_label, _, m, d, _, request, _, step, _ in steps:
                 step.rehearse({op["name"]: int(op["compute_ns"]) for op in request["graph"]["ops"]})
-                rehearsals.setdefault(plan_label, []).append(step.last_timing.step_ns)
+                if round_ > 0:
+                    rehearsals.setdefault(plan_label, []).append(step.last_timing.step_ns)
         for plan_label, k, m, d, algorithm, request, placement, step, timings in steps:
             # The op times this run really took (both processes), for the replay through the schedule.
             mine = {}
@@ -202,7 +203,7 @@ def worker(args):
     dist.destroy_process_group()
 
 
-def table(data, steps, profile, rehearsals):
+def table(data, steps, warmup, profile, rehearsals):
     results, (latency, bandwidth) = data["results"], data["link"]
     loads = ", ".join(dict.fromkeys("%.1f" % r["load"] for r in results))
     ceilings = ", ".join(dict.fromkeys("%.2fx" % r["ceiling"] for r in results))
@@ -240,7 +241,7 @@ def table(data, steps, profile, rehearsals):
     lines += summary
     lines += ["", f"Link between the two processes (measured, the requests' intra_node link): {latency / 1e3:.1f} us + "
               f"{bandwidth / 1e9:.2f} GB/s. Measured: median step (the slowest process, from a common barrier) "
-              f"of {steps} steps after 1 warm-up, the plans taking turns; op costs: mean of {profile} calibration "
+              f"of {steps} steps after {warmup} warm-up steps, the plans taking turns; op costs: mean of {profile} calibration "
               f"runs. Replayed: the placement's schedule with the op times the run itself took. Rehearsed: the "
               f"plan run by the same processes with every op sleeping for its calibrated cost (median of "
               f"{rehearsals}). Speed-ups: over the 1-device plan at the same M."]
@@ -252,6 +253,7 @@ def main():
     parser.add_argument("--offline", help="placement_offline binary")
     parser.add_argument("--models", default="cnn,transformer,resnet18")
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=3, help="steps of each plan before the measured ones")
     parser.add_argument("--profile", type=int, default=5, help="calibration runs per traced step")
     parser.add_argument("--time_limit", type=int, default=10, help="placement time limit, s")
     parser.add_argument("--rehearsals", type=int, default=3, help="runs of each plan with sleeping ops")
@@ -267,10 +269,10 @@ def main():
     folder = tempfile.mkdtemp(prefix="torch_run_bench_")
     results = Path(args.results) if args.results else Path(folder) / "results.json"
     torch_dist.launch_local(2, [str(Path(__file__).resolve()), f"--offline={args.offline}", f"--models={args.models}",
-                                f"--steps={args.steps}", f"--profile={args.profile}",
+                                f"--steps={args.steps}", f"--warmup={args.warmup}", f"--profile={args.profile}",
                                 f"--time_limit={args.time_limit}", f"--rehearsals={args.rehearsals}",
                                 f"--results={results}"], stdout=sys.stdout)
-    text = table(json.loads(results.read_text()), args.steps, args.profile, args.rehearsals)
+    text = table(json.loads(results.read_text()), args.steps, args.warmup, args.profile, args.rehearsals)
     out = Path(args.out)
     page = out.read_text() if out.exists() else f"{BEGIN}\n{END}\n"
     if BEGIN not in page:

@@ -61,7 +61,7 @@ def run_case(case, offline):
             shared[0] = torch_run.place_offline(offline, request, case["placement"].split(":", 1)[1], time_limit_s=5)
     dist.broadcast_object_list(shared, src=0)
     placement = shared[0]
-    step = torch_dist.DistributedStep(traced, request, placement)
+    step = torch_dist.DistributedStep(traced, request, placement, ordered=case.get("ordered"))
     rehearsal = None
     if case.get("rehearse_ns"):
         # Every op sleeps for the same cost; the schedule of those costs is what the run must take. It runs

@@ -15,5 +15,6 @@ def test_plans_on_four_processes_equal_the_unplaced_step(tmp_path, offline_binar
         case("cnn", "adam", 4, 1, 1),
         case("transformer", "adam", 2, 1, 2),
         case("cnn", "sgd", 2, 4, 2, window=1),
+        dict(case("cnn", "sgd", 2, 4, 2, window=2), ordered=True),  # NCCL's way of posting, on gloo
     ], offline_binary)
     check_numerics(results)
