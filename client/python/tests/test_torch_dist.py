@@ -23,6 +23,7 @@ pytest.importorskip("torch.distributed")
 
 from conftest import SOURCE_DIR  # noqa: E402
 from placement import module_split, torch_dist, torch_export, torch_run  # noqa: E402
+from test_torch_run import InPlace  # noqa: E402 - a view read before and after an in-place write
 
 HERE = Path(__file__).resolve().parent
 
@@ -118,21 +119,6 @@ def test_plans_that_cannot_run_are_refused(small_transformer):
                                                       {"data_parallel": 2}))
     with pytest.raises(torch_dist.PlanError, match="does not describe"):
         torch_dist.PlanProgram(plain, request, ([0] * n, {"microbatches": 4}))
-
-
-class InPlace(torch.nn.Module):
-    """A view read before and after an in-place write (test_torch_run.py's case)."""
-
-    def __init__(self):
-        super().__init__()
-        self.linear = torch.nn.Linear(8, 8)
-
-    def forward(self, x):
-        a = self.linear(x) * 2
-        b = a.view(-1)
-        before = b.sum() * 2
-        a.add_(1)
-        return before + (b * 3).sum() + a.sum()
 
 
 def test_in_place_writes_run_in_one_process_and_forked_writes_are_refused():

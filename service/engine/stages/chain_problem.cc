@@ -19,21 +19,34 @@ bool IsPrimary(const Model& model, OpId v) {
   return !model.is_once(v) && (!IsSource(model, v) || model.compute_ns[v] > 0);
 }
 
-// Per op: its key in `order` (see the header): levels as late as possible (`late`), or as soon.
-std::vector<int64_t> OpKeys(const Model& model, OrderKind order, bool late) {
-  const OpId n = model.num_ops();
-  std::vector<int32_t> depth(n, 0), height(n, 0);
+// Per op: the longest path from a source to it (depth) and from it to a sink (height), in edges.
+struct OpLevels {
+  std::vector<int32_t> depth, height;
+};
+
+OpLevels LevelsOf(const Model& model) {
+  OpLevels levels;
+  levels.depth.assign(model.num_ops(), 0);
+  levels.height.assign(model.num_ops(), 0);
   for (const OpId v : model.topo_order) {
     for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
-      depth[model.out_dst[e]] = std::max(depth[model.out_dst[e]], depth[v] + 1);
+      levels.depth[model.out_dst[e]] = std::max(levels.depth[model.out_dst[e]], levels.depth[v] + 1);
     }
   }
   for (auto it = model.topo_order.rbegin(); it != model.topo_order.rend(); ++it) {
-    const OpId v = *it;
-    for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
-      height[v] = std::max(height[v], height[model.out_dst[e]] + 1);
+    for (EdgeId e = model.out_begin(*it); e < model.out_end(*it); ++e) {
+      levels.height[*it] = std::max(levels.height[*it], levels.height[model.out_dst[e]] + 1);
     }
   }
+  return levels;
+}
+
+// Per op: its key in `order` (see the header): levels as late as possible (`late`), or as soon.
+std::vector<int64_t> OpKeys(const Model& model, OrderKind order, bool late) {
+  const OpId n = model.num_ops();
+  const OpLevels levels = LevelsOf(model);
+  const std::vector<int32_t>& depth = levels.depth;
+  const std::vector<int32_t>& height = levels.height;
   int32_t longest = 0;
   for (OpId v = 0; v < n; ++v) longest = std::max(longest, height[v]);
   std::vector<int64_t> key(n);
@@ -141,18 +154,9 @@ ChainElements BuildChainElements(const Model& model, const PlacementUnits& units
 }
 
 ChainElements BuildAnchoredElements(const Model& model, const PlacementUnits& units) {
-  const OpId n = model.num_ops();
-  std::vector<int32_t> depth(n, 0), height(n, 0);
-  for (const OpId v : model.topo_order) {
-    for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
-      depth[model.out_dst[e]] = std::max(depth[model.out_dst[e]], depth[v] + 1);
-    }
-  }
-  for (auto it = model.topo_order.rbegin(); it != model.topo_order.rend(); ++it) {
-    for (EdgeId e = model.out_begin(*it); e < model.out_end(*it); ++e) {
-      height[*it] = std::max(height[*it], height[model.out_dst[e]] + 1);
-    }
-  }
+  const OpLevels levels = LevelsOf(model);
+  const std::vector<int32_t>& depth = levels.depth;
+  const std::vector<int32_t>& height = levels.height;
   auto forward = [&](OpId v) { return IsPrimary(model, v) && depth[v] <= height[v]; };
   const std::vector<int64_t> key = OpKeys(model, OrderKind::kLevels, /*late=*/true);
   const int32_t num_units = units.num_units();
