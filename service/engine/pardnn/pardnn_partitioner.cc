@@ -91,6 +91,7 @@ class PardnnRun {
     SerialLastResort();
     Refine();
     if (context_.ShouldStop()) out_.time_limited = true;
+    out_.simulated = PartitionResult::SimulatedScore{Best().score.overflow_bytes, Best().score.makespan_ns};
     out_.assignment = std::move(Best().assignment);
     context_.Report("done", 1.0);
     return out_;

@@ -35,6 +35,17 @@ PortfolioScore Score(Simulator& simulator, const Model& model, const Assignment&
 
 }  // namespace
 
+PortfolioScore ScoreFromMember(const Model& model, const Assignment& assignment,
+                               const PartitionResult::SimulatedScore& simulated, int32_t member_index) {
+  PortfolioScore score;
+  score.member_index = member_index;
+  score.constraint_violations = static_cast<int32_t>(CheckConstraints(model, assignment).size());
+  score.overflow_bytes = simulated.overflow_bytes;
+  score.makespan_ns = simulated.makespan_ns;
+  score.feasible = score.constraint_violations == 0 && score.overflow_bytes == 0;
+  return score;
+}
+
 bool BetterScore(const PortfolioScore& a, const PortfolioScore& b) {
   // Feasible answers have no violations and no overflow, so one lexicographic key orders everything:
   // violations, then the simulated score every algorithm uses, then the earlier member.
@@ -166,7 +177,8 @@ class PortfolioRun {
         out_.dop = result->dop;
       }
       Candidate c{std::move(result->assignment), PortfolioScore()};
-      c.score = portfolio::Score(simulator_, model_, c.assignment, i);
+      c.score = result->simulated ? portfolio::ScoreFromMember(model_, c.assignment, *result->simulated, i)
+                                  : portfolio::Score(simulator_, model_, c.assignment, i);
       NoteFeasible(c.score);
       context_.Report("auto", 0.5 * (i + 1) / count, best_feasible_);
       seeds_[i] = std::move(c);

@@ -85,6 +85,10 @@ bool BetterScore(const PortfolioScore& a, const PortfolioScore& b);
 
 // Scores `assignment` with the simulator and the constraint checker.
 PortfolioScore ScoreForPortfolio(const Model& model, const Assignment& assignment, int32_t member_index);
+// The same from a member's own simulation of its answer (PartitionResult::simulated), without simulating
+// again; the constraints are checked here.
+PortfolioScore ScoreFromMember(const Model& model, const Assignment& assignment,
+                               const PartitionResult::SimulatedScore& simulated, int32_t member_index);
 
 }  // namespace portfolio
 }  // namespace placement::engine

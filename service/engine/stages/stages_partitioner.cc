@@ -346,6 +346,7 @@ class StagesPartitioner final : public Partitioner {
       }
     }
     result.assignment = std::move(best->assignment);
+    result.simulated = PartitionResult::SimulatedScore{best_score.overflow_bytes, best_score.makespan_ns};
     ChooseTheWindow(model, simulator, context, seen, result, best_score);
     context.Report("stages", 1.0, best_score.Fits() ? best_score.makespan_ns : 0);
     return result;
@@ -383,6 +384,8 @@ class StagesPartitioner final : public Partitioner {
     }
     if (!chosen) return;
     result.assignment = seen[chosen_index].first;
+    result.simulated = PartitionResult::SimulatedScore{seen[chosen_index].second.overflow_bytes,
+                                                       seen[chosen_index].second.makespan_ns};
     result.max_in_flight = chosen->max_in_flight;
     best_score = chosen->score;
   }
