@@ -11,9 +11,9 @@
 #include "gtest/gtest.h"
 #include "service/engine/model/model_builder.h"
 #include "service/engine/partition/placement_rules.h"
+#include "service/engine/partition/reported_score_check.h"
 #include "service/engine/repair/test_model.h"
 #include "service/engine/sim/constraints.h"
-#include "service/engine/sim/placement_score.h"
 #include "service/engine/sim/simulator.h"
 #include "tests/testutil/random_graph.h"
 
@@ -327,32 +327,9 @@ TEST(PardnnPartitionerTest, PropertiesOnRandomDags) {
   EXPECT_GT(tight_cases, 5);  // the test exercises memory pressure, not only easy cases
 }
 
-// The score a pardnn result reports is what simulating its assignment on the model gives (with the
-// plan's working window, whatever window it chose): `auto` takes it instead of simulating again.
+// The score a pardnn result reports is what simulating its assignment gives: `auto` takes it.
 TEST(PardnnPartitionerTest, ReportsTheScoreOfItsOwnSimulation) {
-  for (int seed = 1; seed <= 10; ++seed) {
-    testutil::RandomGraphOptions options;
-    options.num_ops = 30 + 23 * seed;
-    options.num_devices = 2 + seed % 3;
-    options.colocation_fraction = 0.2;
-    options.max_output_bytes = 8 << 20;
-    options.seed = seed;
-    v1::PlaceRequest request = testutil::RandomLayeredRequest(options);
-    request.mutable_options()->set_microbatches(1 + seed % 4);
-    if (seed % 2 == 0) request.mutable_options()->set_max_in_flight(0);  // the solver chooses W
-    if (seed % 3 == 0) {
-      for (v1::Device& d : *request.mutable_cluster()->mutable_devices()) d.set_memory_bytes(24 << 20);
-    }
-    absl::StatusOr<Model> model = BuildModel(request);
-    ASSERT_TRUE(model.ok()) << model.status();
-    absl::StatusOr<PartitionResult> result = MakePardnnPartitioner()->Partition(*model, SolveContext());
-    ASSERT_TRUE(result.ok()) << result.status();
-    ASSERT_TRUE(result->simulated.has_value()) << "seed " << seed;
-    Simulator simulator(*model);
-    const PlacementScore fresh = ScoreSimulation(*model, simulator.Run(result->assignment));
-    EXPECT_EQ(result->simulated->makespan_ns, fresh.makespan_ns) << "seed " << seed;
-    EXPECT_EQ(result->simulated->overflow_bytes, fresh.overflow_bytes) << "seed " << seed;
-  }
+  ExpectReportedScoresMatchASimulation(*MakePardnnPartitioner());
 }
 
 }  // namespace

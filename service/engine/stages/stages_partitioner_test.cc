@@ -12,8 +12,8 @@
 #include "service/engine/baselines/baselines_test_util.h"
 #include "service/engine/baselines/placement_units.h"
 #include "service/engine/model/model_builder.h"
+#include "service/engine/partition/reported_score_check.h"
 #include "service/engine/sim/constraints.h"
-#include "service/engine/sim/placement_score.h"
 #include "service/engine/sim/simulator.h"
 #include "service/engine/stages/chain_problem.h"
 #include "tests/testutil/random_graph.h"
@@ -319,32 +319,9 @@ TEST(StagesTest, SameProblemInAnyOpOrderGivesTheSameAnswer) {
   EXPECT_EQ(x, y);  // canonical ids follow names, not the request order
 }
 
-// The score a stages result reports is what simulating its assignment on the model gives (with the
-// plan's working window, whatever window it chose): `auto` takes it instead of simulating again.
+// The score a stages result reports is what simulating its assignment gives: `auto` takes it.
 TEST(StagesTest, ReportsTheScoreOfItsOwnSimulation) {
-  for (int seed = 1; seed <= 10; ++seed) {
-    testutil::RandomGraphOptions options;
-    options.num_ops = 30 + 23 * seed;
-    options.num_devices = 2 + seed % 3;
-    options.colocation_fraction = 0.2;
-    options.max_output_bytes = 8 << 20;
-    options.seed = seed;
-    v1::PlaceRequest request = testutil::RandomLayeredRequest(options);
-    request.mutable_options()->set_microbatches(1 + seed % 4);
-    if (seed % 2 == 0) request.mutable_options()->set_max_in_flight(0);  // the solver chooses W
-    if (seed % 3 == 0) {
-      for (v1::Device& d : *request.mutable_cluster()->mutable_devices()) d.set_memory_bytes(24 << 20);
-    }
-    absl::StatusOr<Model> model = BuildModel(request);
-    ASSERT_TRUE(model.ok()) << model.status();
-    absl::StatusOr<PartitionResult> result = MakeStagesPartitioner()->Partition(*model, SolveContext());
-    ASSERT_TRUE(result.ok()) << result.status();
-    ASSERT_TRUE(result->simulated.has_value()) << "seed " << seed;
-    Simulator simulator(*model);
-    const PlacementScore fresh = ScoreSimulation(*model, simulator.Run(result->assignment));
-    EXPECT_EQ(result->simulated->makespan_ns, fresh.makespan_ns) << "seed " << seed;
-    EXPECT_EQ(result->simulated->overflow_bytes, fresh.overflow_bytes) << "seed " << seed;
-  }
+  ExpectReportedScoresMatchASimulation(*MakeStagesPartitioner());
 }
 
 }  // namespace
