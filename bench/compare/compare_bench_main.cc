@@ -392,8 +392,8 @@ std::string Report(const std::vector<Case>& cases, const std::vector<std::string
     absl::StrAppend(
         &out, "- `auto` (the portfolio: every other column's answer is one of its seeds, so it is not a "
               "distinct method and never counts as \"best\"): at or below the best distinct method in ",
-        auto_never_worse, " of ", auto_cases, " cases where both are feasible (by construction; a miss "
-        "would be a bug); its search beyond the best seed: geomean auto / best distinct method = ",
+        auto_never_worse, " of ", auto_cases, " cases where both are feasible (by construction when its members run to the end; a "
+        "miss means the time limit, which auto's members share, cut a member short inside it); its search beyond the best seed: geomean auto / best distinct method = ",
         auto_over_best_member.Text(), "; auto / lower bound = ", auto_over_lb.Text(),
         "; the seed it grew from: ", winners, ".\n\n");
   }
