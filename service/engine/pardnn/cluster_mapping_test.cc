@@ -9,6 +9,7 @@
 #include "service/engine/pardnn/linear_clustering.h"
 #include "service/engine/repair/test_model.h"
 #include "service/engine/sim/constraints.h"
+#include "service/engine/sim/placement_score.h"
 #include "service/engine/sim/simulator.h"
 
 namespace placement::engine::pardnn {
@@ -179,17 +180,23 @@ TrainingChain AddTrainingChain(TestModel& t, int layers, int64_t activation_byte
   return c;
 }
 
+// 16 or so layers of 64 MiB activations and 4 MiB parameters on eight devices of 400 MiB.
+Model MemoryBoundChain(int layers, TrainingChain* chain) {
+  TestModel t;
+  *chain = AddTrainingChain(t, layers, int64_t{64} << 20, int64_t{4} << 20);
+  t.AddDevices(8, int64_t{400} << 20);
+  t.SetLink(10'000'000'000, 2000);
+  return t.Build();
+}
+
 TEST(ClusterMappingTest, MemoryBoundChainIsFoldedOntoFewDevicesInContiguousStretches) {
   // 16 layers of 64 MiB activations on devices of 400 MiB: the whole step needs ~1.1 GiB at its turn
   // from forward to backward, so it spans three or four devices. The mapping keeps each layer's
   // backward with its forward (its activation stays local) and cuts the forward chain only a few
   // times, so the step fits (or nearly: stage 2 fixes the rest) with few transfers.
-  TestModel t;
   const int layers = 16;
-  const TrainingChain c = AddTrainingChain(t, layers, int64_t{64} << 20, int64_t{4} << 20);
-  t.AddDevices(8, int64_t{400} << 20);
-  t.SetLink(10'000'000'000, 2000);
-  const Model model = t.Build();
+  TrainingChain c;
+  const Model model = MemoryBoundChain(layers, &c);
   const Assignment a = Map(model);
   int folded = 0, cuts = 0;
   for (int i = 0; i < layers; ++i) {
@@ -200,23 +207,15 @@ TEST(ClusterMappingTest, MemoryBoundChainIsFoldedOntoFewDevicesInContiguousStret
   EXPECT_GE(cuts, 2);  // one device cannot hold it
   EXPECT_LE(cuts, 5);
   Simulator sim(model);
-  const SimResult& r = sim.Run(a);
-  int64_t overflow = 0;
-  for (DeviceId d = 0; d < model.num_devices(); ++d) {
-    overflow += std::max<int64_t>(0, r.peak_memory_bytes[d] - model.capacity_bytes[d]);
-  }
-  EXPECT_LE(overflow, int64_t{128} << 20);
+  EXPECT_LE(ScoreSimulation(model, sim.Run(a)).overflow_bytes, int64_t{128} << 20);
 }
 
 TEST(ClusterMappingTest, WithoutTheTimelineTheSameChainIsCutContiguouslyOnly) {
   // The static estimate (persistent + half the outputs, summed) with contiguous critical-path pieces:
   // forward stretches and their backward halves end on different devices.
-  TestModel t;
   const int layers = 16;
-  const TrainingChain c = AddTrainingChain(t, layers, int64_t{64} << 20, int64_t{4} << 20);
-  t.AddDevices(8, int64_t{400} << 20);
-  t.SetLink(10'000'000'000, 2000);
-  const Model model = t.Build();
+  TrainingChain c;
+  const Model model = MemoryBoundChain(layers, &c);
   MappingOptions static_estimate;
   static_estimate.memory_timeline = false;
   static_estimate.chunk_critical_path = false;
