@@ -104,9 +104,6 @@ class PardnnRun {
     int32_t family = 0;
   };
 
-  PlacementScore Score(const Assignment& assignment) {
-    return ScoreSimulation(model_, sim_.Run(assignment, sim_options_));
-  }
   // A placement that fits within lower_bound_tolerance of the lower bound: no later stage can gain
   // more than that, so the stages that only shorten the step are skipped.
   bool AtLowerBound(const PlacementScore& score) const {
@@ -150,8 +147,9 @@ class PardnnRun {
     }
     set_aside_.push_back(std::move(c));
   }
+  // A mapping, simulated; `peaks` (when given) receives its per-device memory peaks.
   absl::StatusOr<Candidate> Map(const pardnn::SlicingCosts& costs, const pardnn::LinearClusters& clusters,
-                                const pardnn::MappingOptions& options) {
+                                const pardnn::MappingOptions& options, std::vector<int64_t>* peaks = nullptr) {
     absl::StatusOr<pardnn::ClusterMapping> mapping =
         pardnn::MapClustersToDevices(model_, costs, clusters, options, context_);
     if (!mapping.ok()) return mapping.status();
@@ -160,7 +158,7 @@ class PardnnRun {
     Candidate c{std::move(mapping->assignment), PlacementScore(), family_};
     const SimResult& r = sim_.Run(c.assignment, sim_options_);
     c.score = ScoreSimulation(model_, r);
-    last_peaks_ = r.peak_memory_bytes;
+    if (peaks != nullptr) *peaks = r.peak_memory_bytes;
     return c;
   }
 
@@ -186,17 +184,16 @@ class PardnnRun {
     mapping_options_ = base;
     mapping_options_.capacity_scale.assign(devices, 1.0);
     for (int32_t round = 0; round <= options_.memory_calibration_rounds; ++round) {
-      absl::StatusOr<Candidate> c = Map(costs, clusters, mapping_options_);
+      std::vector<int64_t> peaks;
+      absl::StatusOr<Candidate> c = Map(costs, clusters, mapping_options_, &peaks);
       if (!c.ok()) return c.status();
       bool changed = false;
-      {
-        for (DeviceId d = 0; d < devices; ++d) {
-          const int64_t peak = last_peaks_[d], capacity = model_.capacity_bytes[d];
-          if (peak <= capacity) continue;
-          mapping_options_.capacity_scale[d] *=
-              options_.calibration_margin * static_cast<double>(capacity) / static_cast<double>(peak);
-          changed = true;
-        }
+      for (DeviceId d = 0; d < devices; ++d) {
+        const int64_t peak = peaks[d], capacity = model_.capacity_bytes[d];
+        if (peak <= capacity) continue;
+        mapping_options_.capacity_scale[d] *=
+            options_.calibration_margin * static_cast<double>(capacity) / static_cast<double>(peak);
+        changed = true;
       }
       if (round == 0) {
         kept_.push_back(*std::move(c));
@@ -360,7 +357,6 @@ class PardnnRun {
   PartitionResult out_;
   pardnn::MappingOptions mapping_options_;  // the current family's best options
   int32_t family_ = 0;
-  std::vector<int64_t> last_peaks_;  // per device, of the last mapping simulated
   // The mapping saw memory that can bind (ClusterMapping::memory_timeline).
   bool memory_binds_ = false;
   // Per family: its best mapping (stage 1), its attach mapping when memory binds.

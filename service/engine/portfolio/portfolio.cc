@@ -23,14 +23,8 @@ namespace {
 
 PortfolioScore Score(Simulator& simulator, const Model& model, const Assignment& assignment,
                      int32_t member_index) {
-  PortfolioScore score;
-  score.member_index = member_index;
-  score.constraint_violations = static_cast<int32_t>(CheckConstraints(model, assignment).size());
   const PlacementScore simulated = ScoreSimulation(model, simulator.Run(assignment));
-  score.overflow_bytes = simulated.overflow_bytes;
-  score.makespan_ns = simulated.makespan_ns;
-  score.feasible = score.constraint_violations == 0 && score.overflow_bytes == 0;
-  return score;
+  return ScoreFromMember(model, assignment, {simulated.overflow_bytes, simulated.makespan_ns}, member_index);
 }
 
 }  // namespace
