@@ -20,6 +20,12 @@ PlacementScore ScoreSimulation(const Model& model, const SimResult& simulated) {
   return score;
 }
 
+SimOptions ScoringSimOptions(const Model& model) {
+  SimOptions options;
+  options.compute_memory = MemoryCanBind(model);
+  return options;
+}
+
 bool MemoryCanBind(const Model& model) {
   if (model.num_devices() == 0) return false;
   // In double: sums of int64 byte counts may exceed the int64 range; only the comparison matters.

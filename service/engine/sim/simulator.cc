@@ -121,6 +121,69 @@ bool SimResult::MemoryFits(const Model& model) const {
   return true;
 }
 
+// The buffers sized by M × (ops or transfers), the bulk of a simulator's memory.
+struct Simulator::InstanceScratch {
+  std::vector<InstanceState> state;
+  std::vector<int64_t> start;
+  std::vector<int32_t> previous;
+  std::vector<int32_t> transfer_holders;
+  std::vector<int64_t> transfer_arrival;
+  std::vector<int32_t> gate_next;
+  std::vector<Event> events;
+  std::vector<int64_t> result_start;
+  std::vector<int64_t> result_finish;
+  std::vector<int32_t> result_previous;
+};
+
+namespace {
+thread_local SimulatorScratchScope* current_scratch_scope = nullptr;
+}  // namespace
+
+SimulatorScratchScope::SimulatorScratchScope() : outer_(current_scratch_scope) {
+  current_scratch_scope = this;
+}
+
+SimulatorScratchScope::~SimulatorScratchScope() { current_scratch_scope = outer_; }
+
+SimulatorScratchScope* SimulatorScratchScope::Current() { return current_scratch_scope; }
+
+Simulator::~Simulator() { LeaveScratch(); }
+
+void Simulator::ReleaseScratch() { LeaveScratch(); }
+
+// Swaps this simulator's per-instance buffers with `other`'s.
+void Simulator::SwapScratch(InstanceScratch& other) {
+  state_.swap(other.state);
+  start_.swap(other.start);
+  previous_.swap(other.previous);
+  transfer_holders_.swap(other.transfer_holders);
+  transfer_arrival_.swap(other.transfer_arrival);
+  gate_next_.swap(other.gate_next);
+  events_.swap(other.events);
+  result_.start_ns.swap(other.result_start);
+  result_.finish_ns.swap(other.result_finish);
+  result_.previous_on_device.swap(other.result_previous);
+}
+
+void Simulator::TakeScratch(size_t instances) {
+  SimulatorScratchScope* scope = SimulatorScratchScope::Current();
+  if (scope == nullptr || !scope->spare_ || state_.capacity() >= instances ||
+      scope->spare_->state.capacity() <= state_.capacity()) {
+    return;
+  }
+  SwapScratch(*scope->spare_);
+}
+
+void Simulator::LeaveScratch() {
+  SimulatorScratchScope* scope = SimulatorScratchScope::Current();
+  if (scope == nullptr || state_.capacity() == 0) return;
+  if (scope->spare_ && scope->spare_->state.capacity() >= state_.capacity()) return;
+  // Ours are larger: they become the spare; the smaller spare (if any) is freed with `old`.
+  std::unique_ptr<InstanceScratch> old = std::move(scope->spare_);
+  scope->spare_ = std::make_unique<InstanceScratch>();
+  SwapScratch(*scope->spare_);
+}
+
 Simulator::Simulator(const Model& model) : model_(model) {
   const int32_t num_ops = model.num_ops();
   const int32_t num_devices = model.num_devices();
@@ -409,6 +472,7 @@ void Simulator::PrepareInstances(bool memory) {
   const int32_t num_ops = model_.num_ops();
   const int32_t m_count = microbatches_;
   const size_t instances = static_cast<size_t>(m_count) * num_ops;
+  TakeScratch(instances);
   state_.resize(instances);
   start_.resize(instances);
   previous_.resize(instances);
@@ -1003,6 +1067,58 @@ int64_t LowerBoundNs(const Model& model) {
   const int64_t work_bound =
       std::llround(static_cast<double>(total_compute) / total_speed);
   return std::max(longest, work_bound);
+}
+
+int64_t AssignedLowerBoundNs(const Model& model, const Assignment& assignment) {
+  const int32_t num_ops = model.num_ops();
+  const int32_t num_devices = model.num_devices();
+  if (num_ops == 0 || num_devices == 0) return 0;
+  const int64_t copies = std::max(1, model.plan.microbatches);
+  std::vector<int64_t> time(num_ops);
+  for (OpId v = 0; v < num_ops; ++v) time[v] = model.OpTimeNs(v, assignment[v]);
+  // The least delay an edge u -> v adds: its own bytes' transfer across devices between per-microbatch
+  // ops (the simulated transfer carries at least these bytes), nothing otherwise.
+  const auto edge_ns = [&](OpId u, OpId v, int64_t bytes) -> int64_t {
+    if (model.is_once(u) || model.is_once(v)) return 0;
+    return model.TransferNs(assignment[u], assignment[v], bytes);
+  };
+  std::vector<int64_t> head(num_ops, 0);  // every instance of v starts at or after head[v]
+  for (const OpId v : model.topo_order) {
+    int64_t start = 0;
+    for (EdgeId i = model.in_begin(v); i < model.in_end(v); ++i) {
+      const OpId u = model.in_src[i];
+      start = std::max(start, head[u] + time[u] + edge_ns(u, v, model.in_bytes[i]));
+    }
+    head[v] = start;
+  }
+  std::vector<int64_t> tail(num_ops, 0);  // after any instance of v finishes, at least tail[v] follows
+  for (auto it = model.topo_order.rbegin(); it != model.topo_order.rend(); ++it) {
+    const OpId v = *it;
+    int64_t after = 0;
+    for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
+      const OpId w = model.out_dst[e];
+      after = std::max(after, edge_ns(v, w, model.out_bytes[e]) + time[w] + tail[w]);
+    }
+    tail[v] = after;
+  }
+  constexpr int64_t kUnset = std::numeric_limits<int64_t>::max();
+  std::vector<int64_t> first_start(num_devices, kUnset), least_tail(num_devices, kUnset);
+  std::vector<__int128> busy(num_devices, 0);
+  int64_t bound = 0;
+  for (OpId v = 0; v < num_ops; ++v) {
+    const DeviceId d = assignment[v];
+    first_start[d] = std::min(first_start[d], head[v]);
+    least_tail[d] = std::min(least_tail[d], tail[v]);
+    busy[d] += static_cast<__int128>(time[v]) * (model.is_once(v) ? 1 : copies);
+    bound = std::max(bound, head[v] + time[v] + tail[v]);
+  }
+  for (DeviceId d = 0; d < num_devices; ++d) {
+    if (first_start[d] == kUnset) continue;
+    const __int128 device_bound = static_cast<__int128>(first_start[d]) + busy[d] + least_tail[d];
+    bound = std::max<int64_t>(
+        bound, static_cast<int64_t>(std::min<__int128>(device_bound, std::numeric_limits<int64_t>::max())));
+  }
+  return bound;
 }
 
 namespace {

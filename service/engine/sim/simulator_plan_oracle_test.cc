@@ -78,6 +78,7 @@ struct ProductRun {
   SimResult plain;
   SimResult recorded;
   int64_t lower_bound_ns = 0;
+  int64_t assigned_bound_ns = 0;
 };
 
 ProductRun RunProduct(const PlanCase& c, std::string* error) {
@@ -106,6 +107,7 @@ ProductRun RunProduct(const PlanCase& c, std::string* error) {
   record.record_transfers = true;
   run.recorded = sim.Run(assignment, record);
   run.lower_bound_ns = LowerBoundNs(run.group);
+  run.assigned_bound_ns = AssignedLowerBoundNs(run.group, assignment);
   return run;
 }
 
@@ -180,6 +182,10 @@ std::string CompareWithOracle(const PlanCase& c, const OracleResult& o, const Pr
   };
   diff.Check("makespan_ns", r.makespan_ns, o.makespan_ns);
   diff.Check("lower_bound_ns", p.lower_bound_ns, o.lower_bound_ns);
+  // The assignment's own bound (AssignedLowerBoundNs) never exceeds the oracle's step.
+  if (p.assigned_bound_ns > o.makespan_ns) {
+    diff.Add(absl::StrCat("assigned bound ", p.assigned_bound_ns, " exceeds the oracle's step ", o.makespan_ns));
+  }
   diff.Check("transfer_bytes", r.transfer_bytes, o.transfer_bytes);
   diff.Check("transfer_count", r.transfer_count, o.transfer_count);
   diff.Check("microbatches", r.microbatches, c.microbatches);

@@ -446,5 +446,58 @@ TEST(SimulatorPropertyTest, RandomDagsMatchTheReferenceAndKeepInvariants) {
   EXPECT_GT(total_ops, 50 * kCases);
 }
 
+
+// Simulators built in turn under a SimulatorScratchScope take over each other's per-instance buffers
+// (larger, smaller, with stale contents from another model, handed over mid-use by ReleaseScratch);
+// every result is the same as a fresh simulator's.
+TEST(SimulatorScratchTest, SimulatorsBuiltInTurnUnderAScopeGiveTheSameResults) {
+  struct Run {
+    Model model;
+    Assignment assignment;
+    SimResult fresh;
+  };
+  std::vector<Run> runs;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    testutil::Rng rng(seed * 31 + 7);
+    testutil::RandomGraphOptions o;
+    o.seed = seed;
+    o.num_ops = static_cast<int32_t>(rng.Uniform(5, seed % 3 == 0 ? 600 : 120));
+    o.num_devices = static_cast<int32_t>(rng.Uniform(1, 5));
+    o.max_output_bytes = 4 << 20;
+    v1::PlaceRequest request = testutil::RandomLayeredRequest(o);
+    request.mutable_options()->set_microbatches(static_cast<int32_t>(rng.Uniform(1, 8)));
+    request.mutable_options()->set_max_in_flight(rng.Bernoulli(0.5) ? 1 : 0);
+    absl::StatusOr<Model> model = BuildModel(request);
+    ASSERT_TRUE(model.ok()) << model.status();
+    Run run{*std::move(model), {}, {}};
+    run.assignment.resize(run.model.num_ops());
+    for (DeviceId& d : run.assignment) d = static_cast<DeviceId>(rng.Uniform(0, run.model.num_devices() - 1));
+    run.fresh = Simulator(run.model).Run(run.assignment);
+    runs.push_back(std::move(run));
+  }
+  const auto same = [](const SimResult& a, const SimResult& b, size_t k) {
+    EXPECT_EQ(a.makespan_ns, b.makespan_ns) << "run " << k;
+    EXPECT_EQ(a.start_ns, b.start_ns) << "run " << k;
+    EXPECT_EQ(a.finish_ns, b.finish_ns) << "run " << k;
+    EXPECT_EQ(a.previous_on_device, b.previous_on_device) << "run " << k;
+    EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes) << "run " << k;
+    EXPECT_EQ(a.transfer_bytes, b.transfer_bytes) << "run " << k;
+  };
+  const SimulatorScratchScope scope;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t k = 0; k < runs.size(); ++k) {
+      const size_t i = pass == 0 ? k : runs.size() - 1 - k;
+      Simulator simulator(runs[i].model);
+      same(simulator.Run(runs[i].assignment), runs[i].fresh, i);
+      // A second simulator beside the first, after the first released its buffers; then the first again.
+      const size_t j = (i + 5) % runs.size();
+      simulator.ReleaseScratch();
+      Simulator beside(runs[j].model);
+      same(beside.Run(runs[j].assignment), runs[j].fresh, j);
+      same(simulator.Run(runs[i].assignment), runs[i].fresh, i);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace placement::engine

@@ -405,5 +405,23 @@ TEST(SimulatorTest, LowerBound) {
   EXPECT_EQ(LowerBoundNs(*model), 100);
 }
 
+
+// AssignedLowerBoundNs on a two-stage pipeline: the second device cannot start before the first copy of
+// a has run and its tensor crossed (10 + 5 ns), then runs four copies of b (4 × 20 ns): 95 ns, which is
+// the step. On one device the bound is all the work.
+TEST(SimulatorTest, AssignedLowerBoundOfAPipeline) {
+  RequestBuilder b;
+  b.Op("a", 10).Op("b", 20).Edge("a", "b", 5).Plan(4, 0);
+  b.Device("d0").Device("d1").IntraNode(kBytesPerNs, 0);
+  absl::StatusOr<Model> model = BuildModel(b.request());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const Assignment split = {0, 1};
+  EXPECT_EQ(AssignedLowerBoundNs(*model, split), 95);
+  EXPECT_EQ(Simulator(*model).Run(split).makespan_ns, 95);
+  EXPECT_EQ(AssignedLowerBoundNs(*model, Assignment{0, 0}), 120);
+  // Reversed roles: d1 runs a, d0 runs b; the same bound.
+  EXPECT_EQ(AssignedLowerBoundNs(*model, Assignment{1, 0}), 95);
+}
+
 }  // namespace
 }  // namespace placement::engine
