@@ -91,6 +91,10 @@ struct PartitionResult {
     int64_t makespan_ns = 0;
   };
   std::optional<SimulatedScore> simulated;
+  // With max_in_flight > 0 and `simulated`: the score of `assignment` at that window, from the window
+  // search that chose it (plans/window_search.h, seeded with `simulated` at the working window). A
+  // portfolio then takes the choice as it is instead of searching the same assignment's windows again.
+  std::optional<SimulatedScore> windowed;
 };
 
 class Partitioner {

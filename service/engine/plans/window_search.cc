@@ -17,7 +17,7 @@ bool Better(const PlacementScore& a, int32_t wa, const PlacementScore& b, int32_
 
 PlacementScore ScoreWithWindow(const Model& model, const Assignment& assignment, Simulator& sim,
                                int32_t max_in_flight) {
-  SimOptions options;
+  SimOptions options = ScoringSimOptions(model);
   options.max_in_flight = max_in_flight;
   return ScoreSimulation(model, sim.Run(assignment, options));
 }

@@ -13,6 +13,7 @@
 #include "service/engine/baselines/placement_units.h"
 #include "service/engine/model/model_builder.h"
 #include "service/engine/partition/reported_score_check.h"
+#include "service/engine/plans/plan_model.h"
 #include "service/engine/sim/constraints.h"
 #include "service/engine/sim/simulator.h"
 #include "service/engine/stages/chain_problem.h"
@@ -321,7 +322,58 @@ TEST(StagesTest, SameProblemInAnyOpOrderGivesTheSameAnswer) {
 
 // The score a stages result reports is what simulating its assignment gives: `auto` takes it.
 TEST(StagesTest, ReportsTheScoreOfItsOwnSimulation) {
-  ExpectReportedScoresMatchASimulation(*MakeStagesPartitioner());
+  int windowed = 0;
+  ExpectReportedScoresMatchASimulation(*MakeStagesPartitioner(), &windowed);
+  EXPECT_GT(windowed, 0);  // where the solver chooses W, stages chooses it and says with what score
+}
+
+// Candidates skipped because their own lower bound is above the best fitting step change nothing: on
+// random DAGs and training steps with plans, the answer, its window and its scores are the same with
+// and without the skip, and the cases include ones where some candidate's bound is above the answer.
+TEST(StagesTest, SkippingCandidatesThatCannotWinChangesNothing) {
+  StagesOptions no_skip;
+  no_skip.skip_by_bound = false;
+  const std::unique_ptr<Partitioner> with_skip = MakeStagesPartitioner();
+  const std::unique_ptr<Partitioner> without_skip = MakeStagesPartitioner(no_skip);
+  int cases_with_a_losing_bound = 0;
+  for (int seed = 1; seed <= 12; ++seed) {
+    v1::PlaceRequest request;
+    if (seed % 3 == 0) {
+      ProblemBuilder p = TrainingStep(6 + seed, 2 + seed % 4);
+      request = p.request();
+    } else {
+      testutil::RandomGraphOptions options;
+      options.num_ops = 60 + 31 * seed;
+      options.num_devices = 2 + seed % 5;
+      options.colocation_fraction = 0.1;
+      options.heterogeneous_speeds = seed % 2 == 0;
+      options.seed = seed;
+      request = testutil::RandomLayeredRequest(options);
+    }
+    request.mutable_options()->set_microbatches(1 + seed % 6);
+    request.mutable_options()->set_max_in_flight(0);  // the solver chooses W
+    absl::StatusOr<Model> built = BuildModel(request);
+    ASSERT_TRUE(built.ok()) << built.status();
+    const PlanModel plan_model(*built, 1);
+    const Model& model = plan_model.model();
+    absl::StatusOr<PartitionResult> a = with_skip->Partition(model, SolveContext());
+    absl::StatusOr<PartitionResult> b = without_skip->Partition(model, SolveContext());
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->assignment, b->assignment) << "seed " << seed;
+    EXPECT_EQ(a->max_in_flight, b->max_in_flight) << "seed " << seed;
+    ASSERT_TRUE(a->simulated && b->simulated);
+    EXPECT_EQ(a->simulated->makespan_ns, b->simulated->makespan_ns) << "seed " << seed;
+    const int64_t answer = a->simulated->makespan_ns;
+    for (const OrderKind order : {OrderKind::kLevels, OrderKind::kFolded}) {
+      for (const bool charge : {true, false}) {
+        const stages::StagePlan plan = stages::PlanStages(model, order, charge, 1);
+        if (AssignedLowerBoundNs(model, plan.assignment) > answer) {
+          ++cases_with_a_losing_bound;
+        }
+      }
+    }
+  }
+  EXPECT_GT(cases_with_a_losing_bound, 0);
 }
 
 }  // namespace
