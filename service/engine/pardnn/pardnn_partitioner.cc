@@ -102,6 +102,9 @@ class PardnnRun {
     Assignment assignment;
     PlacementScore score;
     int32_t family = 0;
+    // A mapping's simulated schedule of microbatch 0 (start and finish per op), kept for re-timing so
+    // that it need not simulate the same assignment again; empty for other candidates.
+    std::vector<int64_t> start_ns, finish_ns;
   };
 
   // A placement that fits within lower_bound_tolerance of the lower bound: no later stage can gain
@@ -142,6 +145,8 @@ class PardnnRun {
   // A mapping that overflows but may be quicker than the kept ones once stage 2 has fixed it.
   void SetAside(Candidate c) {
     if (c.score.Fits()) return;
+    c.start_ns = {};  // only a kept mapping is re-timed
+    c.finish_ns = {};
     for (const Candidate& other : set_aside_) {
       if (other.assignment == c.assignment) return;
     }
@@ -155,9 +160,14 @@ class PardnnRun {
     if (!mapping.ok()) return mapping.status();
     out_.time_limited |= mapping->time_limited;
     memory_binds_ |= mapping->memory_timeline;
-    Candidate c{std::move(mapping->assignment), PlacementScore(), family_};
+    Candidate c{std::move(mapping->assignment), PlacementScore(), family_, {}, {}};
     const SimResult& r = sim_.Run(c.assignment, sim_options_);
     c.score = ScoreSimulation(model_, r);
+    if (options_.retiming_rounds > 0) {
+      // Microbatch 0's times (the first num_ops instances) are the one-microbatch schedule's.
+      c.start_ns.assign(r.start_ns.begin(), r.start_ns.begin() + model_.num_ops());
+      c.finish_ns.assign(r.finish_ns.begin(), r.finish_ns.begin() + model_.num_ops());
+    }
     if (peaks != nullptr) *peaks = r.peak_memory_bytes;
     return c;
   }
@@ -222,11 +232,13 @@ class PardnnRun {
   void Retime(const pardnn::SlicingCosts& costs, const pardnn::LinearClusters& clusters) {
     for (int32_t round = 0; round < options_.retiming_rounds && !context_.ShouldStop(); ++round) {
       if (AtLowerBound(kept_.back().score)) break;
-      const SimResult& base = sim_.Run(kept_.back().assignment, sim_options_);
-      // Microbatch 0's times (the first num_ops instances) are the one-microbatch schedule's.
-      const std::vector<int64_t> start_ns(base.start_ns.begin(), base.start_ns.begin() + model_.num_ops());
-      const std::vector<int64_t> finish_ns(base.finish_ns.begin(),
-                                           base.finish_ns.begin() + model_.num_ops());
+      const Candidate& kept = kept_.back();
+      std::vector<int64_t> start_ns = kept.start_ns, finish_ns = kept.finish_ns;
+      if (start_ns.empty()) {
+        const SimResult& base = sim_.Run(kept.assignment, sim_options_);
+        start_ns.assign(base.start_ns.begin(), base.start_ns.begin() + model_.num_ops());
+        finish_ns.assign(base.finish_ns.begin(), base.finish_ns.begin() + model_.num_ops());
+      }
       pardnn::MappingOptions retimed = mapping_options_;
       retimed.schedule_start_ns = &start_ns;
       retimed.schedule_finish_ns = &finish_ns;
@@ -283,7 +295,7 @@ class PardnnRun {
     RepairEachResult repaired = RepairEachOverflowing(model_, context_, each, table);
     out_.time_limited |= repaired.time_limited;
     for (RepairedCandidate& r : repaired.candidates) {
-      Consider(Candidate{std::move(r.assignment), r.score, pool[r.index]->family});
+      Consider(Candidate{std::move(r.assignment), r.score, pool[r.index]->family, {}, {}});
     }
     for (const Candidate& c : attach_) {
       if (c.score.Fits()) Consider(c);
@@ -301,7 +313,7 @@ class PardnnRun {
     to_the_brim.progress_to = 0.4;
     to_the_brim.target_fill = 1.0;
     to_the_brim.max_stalled_rounds = std::max(to_the_brim.max_stalled_rounds, 30);
-    Candidate serial{SingleDeviceAssignment(model_), PlacementScore(), 0};
+    Candidate serial{SingleDeviceAssignment(model_), PlacementScore(), 0, {}, {}};
     const RepairOutcome outcome = RepairMemory(model_, context_, to_the_brim, serial.assignment);
     out_.time_limited |= outcome.time_limited;
     serial.score = PlacementScore{outcome.overflow_bytes, outcome.makespan_ns};

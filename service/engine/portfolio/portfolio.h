@@ -55,6 +55,10 @@ struct PortfolioOptions {
   int32_t search_restarts_without_improvement = 30;
   // Off: seeds and memory stage only (for measuring what the search adds).
   bool search = true;
+  // Where memory cannot bind: a member's answer whose own lower bound (AssignedLowerBoundNs) is above
+  // the best fitting step so far is not simulated (it cannot win). Off only in tests that check the
+  // answer does not change.
+  bool skip_by_bound = true;
   // Training plans whose window the solver chooses: every distinct answer gets its own window search
   // (at least this many) before the best of them goes on to the search ...
   int32_t window_candidates = 3;

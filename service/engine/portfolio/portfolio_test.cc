@@ -13,6 +13,8 @@
 #include "service/engine/baselines/pipeline.h"
 #include "service/engine/model/model_builder.h"
 #include "service/engine/pardnn/pardnn_partitioner.h"
+#include "service/engine/sim/placement_score.h"
+#include "service/engine/sim/simulator.h"
 #include "tests/testutil/random_graph.h"
 
 namespace placement::engine::portfolio {
@@ -207,6 +209,42 @@ TEST(PortfolioTest, DeterministicAndTheSearchOnlyImproves) {
   EXPECT_FALSE(BetterScore(unsearched, searched));
   EXPECT_EQ(c->winner_makespan_ns, unsearched.makespan_ns);
   EXPECT_EQ(a->winner_makespan_ns, unsearched.makespan_ns);
+}
+
+
+// Where memory cannot bind, answers whose own lower bound is above the best fitting step are not
+// simulated; the answer, its window and its provenance are the same as with every answer scored. The
+// members include one whose answer (everything on device 0) is certain to be skipped.
+TEST(PortfolioTest, SkippingAnswersThatCannotWinChangesNothing) {
+  const std::unique_ptr<Partitioner> pardnn = MakePardnnPartitioner();
+  const std::unique_ptr<Partitioner> pipeline = MakePipelinePartitioner();
+  const std::unique_ptr<Partitioner> m_topo = MakeMTopoPartitioner();
+  for (uint64_t seed : {1, 2, 3}) {
+    testutil::RandomGraphOptions options;
+    options.num_ops = 200 + 50 * static_cast<int32_t>(seed);
+    options.num_devices = 4;
+    options.device_memory_bytes = int64_t{1} << 50;  // memory cannot bind
+    options.seed = seed;
+    v1::PlaceRequest request = testutil::RandomLayeredRequest(options);
+    request.mutable_options()->set_microbatches(static_cast<int32_t>(2 * seed));
+    absl::StatusOr<Model> model = BuildModel(request);
+    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_FALSE(MemoryCanBind(*model));
+    const FixedPartitioner serial("serial", Assignment(model->num_ops(), 0));
+    const std::vector<const Partitioner*> members = {pardnn.get(), &serial, pipeline.get(), m_topo.get()};
+    PortfolioOptions no_skip;
+    no_skip.skip_by_bound = false;
+    absl::StatusOr<PartitionResult> a = MakePortfolioPartitioner(members)->Partition(*model, SolveContext());
+    absl::StatusOr<PartitionResult> b =
+        MakePortfolioPartitioner(members, no_skip)->Partition(*model, SolveContext());
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->assignment, b->assignment) << "seed " << seed;
+    EXPECT_EQ(a->winner, b->winner) << "seed " << seed;
+    EXPECT_EQ(a->winner_makespan_ns, b->winner_makespan_ns) << "seed " << seed;
+    EXPECT_EQ(a->max_in_flight, b->max_in_flight) << "seed " << seed;
+    // The serial answer's bound (all the work) is above the answer: it was skipped.
+    EXPECT_GT(AssignedLowerBoundNs(*model, Assignment(model->num_ops(), 0)), a->winner_makespan_ns);
+  }
 }
 
 }  // namespace

@@ -60,6 +60,9 @@ absl::StatusOr<v1::Placement> Solve(const Model& model, const v1::PlacementOptio
 absl::StatusOr<v1::Placement> Solve(const Model& model, const Partitioner& partitioner,
                                     const v1::PlacementOptions& options,
                                     const SolveContext& context) {
+  // Every simulator of this solve (the algorithm's, the window search's, the final score) is built on
+  // this thread in turn: each takes the per-instance buffers the last one left.
+  const SimulatorScratchScope scratch;
   SolveContext local = context;
   local.seed = options.seed();
   // The context's clock, like the deadline: a test's fake clock sees the same time as the algorithm.
@@ -169,6 +172,7 @@ absl::StatusOr<v1::EvaluateResponse> Evaluate(const v1::EvaluateRequest& request
     assignment[v] = request.device(model->request_index[v]);
     highest = std::max(highest, assignment[v]);
   }
+  const SimulatorScratchScope scratch;
   // Open choices of the plan are made for this assignment, as the solver would: D among the counts
   // whose group 0 holds every device the assignment uses (most microbatches per second), W the fastest
   // that fits.
