@@ -232,6 +232,22 @@ std::string RequestDigestHex(const Model& model, std::string_view algorithm,
     hash.U32(static_cast<uint32_t>(model.plan.max_in_flight));
     hash.U32(static_cast<uint32_t>(model.plan.data_parallel));
   }
+  // Re-placement, only with a previous placement, so that every other request keeps its digest. Ops by
+  // canonical id, devices by cluster index (a departed device as kDepartedDevice: which device left does
+  // not change the answer, only that it did).
+  if (model.has_previous_placement()) {
+    hash.Str("previous_placement");
+    uint64_t count = 0;
+    for (const DeviceId d : model.previous_device) count += d != kNone ? 1 : 0;
+    hash.U64(count);
+    for (OpId v = 0; v < model.num_ops(); ++v) {
+      const DeviceId d = model.previous_device[v];
+      if (d == kNone) continue;
+      hash.U32(static_cast<uint32_t>(v));
+      hash.I64(d);
+    }
+    hash.F64(model.move_weight_ns_per_byte == 0.0 ? 0.0 : model.move_weight_ns_per_byte);
+  }
   return hash.FinishHex();
 }
 

@@ -38,7 +38,10 @@
 // str algorithm, str algorithm_version, u64 seed
 // only when the plan is not the default (M 1, W 0, D 1): str "plan", u32 microbatches, u32 max_in_flight,
 //   u32 data_parallel — as requested (0 = the solver chooses)
-// Plain requests (no plan, no once ops) therefore keep the digests they always had.
+// only with a previous placement (PlacementOptions.previous_placement not empty): str
+//   "previous_placement", u64 count, per op with an entry in canonical order: u32 op id, i64 device
+//   (cluster index, or −2 for a device that left), then f64 move_weight_ns_per_byte (−0.0 as 0.0)
+// Plain requests (no plan, no once ops, no previous placement) therefore keep the digests they always had.
 // Two clusters with the same effective links (e.g. an override equal to the default) hash alike;
 // `request_id`, `skip_cache` and `time_limit` are not hashed. Bump the format tag whenever the stream
 // changes.

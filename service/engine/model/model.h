@@ -48,6 +48,8 @@ using OpId = int32_t;
 using DeviceId = int32_t;
 using EdgeId = int64_t;
 inline constexpr int32_t kNone = -1;
+// A previous placement's device that is no longer in the cluster (Model::previous_device).
+inline constexpr int32_t kDepartedDevice = -2;
 
 // Alpha-beta link: a transfer of B bytes takes latency_ns + round(B * 1e9 / bandwidth) ns.
 struct LinkCost {
@@ -154,6 +156,15 @@ struct Model {
   // then only the working window the algorithms simulate with, and the answer's W is chosen afterwards.
   bool solver_chooses_window = false;
 
+  // ---- Re-placement (PlacementOptions.previous_placement, move_weight_ns_per_byte) ----
+  // Per op: the device it was on before the cluster changed; kNone = no entry (a new op, whose placement
+  // moves nothing); kDepartedDevice = a device that is no longer in the cluster (the op must move).
+  // Empty = no previous placement (a fresh solve). In a replica-group model a previous device outside
+  // group 0 (id >= num_devices()) counts as departed too (PreviousDeviceOf).
+  std::vector<DeviceId> previous_device;
+  // ns of step traded for one byte moved (>= 0, finite).
+  double move_weight_ns_per_byte = 0.0;
+
   // ---- Accessors ----
   int32_t num_ops() const { return static_cast<int32_t>(compute_ns.size()); }
   int64_t num_edges() const { return static_cast<int64_t>(out_dst.size()); }
@@ -170,6 +181,18 @@ struct Model {
   EdgeId in_begin(OpId v) const { return in_offset[v]; }
   EdgeId in_end(OpId v) const { return in_offset[v + 1]; }
 
+  bool has_previous_placement() const { return !previous_device.empty(); }
+  // The op's previous device in this model: kNone (no entry), kDepartedDevice, or a device id.
+  DeviceId PreviousDeviceOf(OpId v) const {
+    if (previous_device.empty()) return kNone;
+    const DeviceId d = previous_device[v];
+    return d >= num_devices() ? kDepartedDevice : d;
+  }
+  // True when placing op v on d moves its persistent bytes (it had a previous device and d is another).
+  bool Moves(OpId v, DeviceId d) const {
+    const DeviceId previous = PreviousDeviceOf(v);
+    return previous != kNone && previous != d;
+  }
   const LinkCost& Link(DeviceId a, DeviceId b) const {
     return link[static_cast<size_t>(a) * num_devices() + b];
   }
@@ -190,6 +213,26 @@ struct Model {
 
 // An assignment: device id per canonical op id.
 using Assignment = std::vector<DeviceId>;
+
+// Re-placement: the persistent bytes `assignment` moves away from the model's previous placement (0
+// without one).
+inline int64_t BytesMoved(const Model& model, const Assignment& assignment) {
+  if (!model.has_previous_placement()) return 0;
+  int64_t bytes = 0;
+  for (OpId v = 0; v < model.num_ops(); ++v) {
+    if (model.Moves(v, assignment[v])) bytes += model.persistent_bytes[v];
+  }
+  return bytes;
+}
+
+// The moves' price in ns of step: round(move_weight_ns_per_byte × BytesMoved), capped at 1e18 (the
+// largest step validation allows), so that step + price never overflows.
+inline int64_t MoveCostNs(const Model& model, const Assignment& assignment) {
+  if (model.move_weight_ns_per_byte == 0.0) return 0;
+  const double cost =
+      model.move_weight_ns_per_byte * static_cast<double>(BytesMoved(model, assignment));
+  return cost >= 1e18 ? int64_t{1'000'000'000'000'000'000} : std::llround(cost);
+}
 
 }  // namespace placement::engine
 

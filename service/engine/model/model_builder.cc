@@ -340,7 +340,8 @@ class Builder {
         links_(std::string("cluster.links"), limits.max_violations_per_list),
         graph_misc_(std::string("graph"), limits.max_violations_per_list),
         cluster_misc_(std::string("cluster"), limits.max_violations_per_list),
-        options_(std::string("options"), limits.max_violations_per_list) {}
+        options_(std::string("options"), limits.max_violations_per_list),
+        previous_(std::string("options.previous_placement"), limits.max_violations_per_list) {}
 
   absl::StatusOr<Model> Run(const google::protobuf::Duration* time_limit,
                             std::vector<FieldViolation>* violations) {
@@ -351,8 +352,10 @@ class Builder {
     BuildEdges();
     BuildGroups();
     CheckPlan();
+    CheckPreviousPlacement();
     const bool valid = ops_.empty() && edges_.empty() && devices_.empty() && links_.empty() &&
-                       graph_misc_.empty() && cluster_misc_.empty() && options_.empty();
+                       graph_misc_.empty() && cluster_misc_.empty() && options_.empty() &&
+                       previous_.empty();
     if (valid) CheckOncePerStep();
     if (valid && ops_.empty()) CheckTotals();
 
@@ -364,6 +367,7 @@ class Builder {
     cluster_misc_.AppendTo(&all);
     links_.AppendTo(&all);
     options_.AppendTo(&all);
+    previous_.AppendTo(&all);
     if (!all.empty()) {
       absl::Status status = ViolationsError(all);
       if (violations != nullptr) *violations = std::move(all);
@@ -1079,6 +1083,48 @@ class Builder {
     }
   }
 
+  // ---- Re-placement -------------------------------------------------------------------------------
+
+  // The move weight, and every key of the previous placement against the graph's op names (op ids are
+  // name order, so a binary search finds them). A device name not in the cluster is a device that left:
+  // not an error. Keys are checked in byte order, so the violations do not depend on the map's order.
+  void CheckPreviousPlacement() {
+    if (options_message_ == nullptr) return;
+    const v1::PlacementOptions& options = *options_message_;
+    const double weight = options.move_weight_ns_per_byte();
+    if (!std::isfinite(weight) || weight < 0.0) {
+      options_.Add("options.move_weight_ns_per_byte",
+                   absl::StrFormat("must be finite and >= 0 (got %g)", weight));
+    } else {
+      model_.move_weight_ns_per_byte = weight == 0.0 ? 0.0 : weight;  // -0.0 hashes as 0
+    }
+    const auto& previous = options.previous_placement();
+    if (previous.empty()) return;
+    std::vector<std::pair<absl::string_view, absl::string_view>> entries;
+    entries.reserve(previous.size());
+    for (const auto& [op, device] : previous) entries.emplace_back(op, device);
+    std::sort(entries.begin(), entries.end());
+    const bool resolvable = ops_usable_ && devices_usable_;
+    if (resolvable) model_.previous_device.assign(model_.num_ops(), kNone);
+    for (const auto& [op, device] : entries) {
+      if (previous_.Full()) break;
+      if (!ops_usable_) break;
+      const auto it = std::lower_bound(model_.op_name.begin(), model_.op_name.end(), op,
+                                       [](const std::string& a, absl::string_view b) {
+                                         return absl::string_view(a) < b;
+                                       });
+      if (it == model_.op_name.end() || absl::string_view(*it) != op) {
+        previous_.Add(absl::StrCat("options.previous_placement[", Quote(op), "]"),
+                      absl::StrCat("no op named ", Quote(op)));
+        continue;
+      }
+      if (!resolvable) continue;
+      const auto found = device_by_name_.find(device);
+      model_.previous_device[it - model_.op_name.begin()] =
+          found == device_by_name_.end() ? kDepartedDevice : found->second;
+    }
+  }
+
   // A once op below some per-microbatch op closes the step: nothing per-microbatch may follow it (it
   // would wait for every microbatch, and the window would deadlock). Needs the topological order.
   void CheckOncePerStep() {
@@ -1181,6 +1227,7 @@ class Builder {
   ViolationList graph_misc_;
   ViolationList cluster_misc_;
   ViolationList options_;
+  ViolationList previous_;  // options.previous_placement entries
 
   absl::flat_hash_map<absl::string_view, DeviceId> device_by_name_;
   absl::flat_hash_map<absl::string_view, int32_t> kind_by_name_;

@@ -55,6 +55,10 @@ struct RefinementOptions {
   // False when no assignment can overflow (MemoryCanBind): simulations then skip the memory
   // bookkeeping (about a third of their cost) and every score fits.
   bool memory_can_bind = true;
+  // Re-placement (model.has_previous_placement()): judge every assignment by step + MoveCostNs (the
+  // model's move weight × the persistent bytes it moves away from the previous placement) instead of
+  // the step alone. RefinementResult::makespan_ns is then that sum.
+  bool count_moves = false;
   // Progress reports: stage name and the fraction range this stage covers.
   const char* progress_stage = "refinement";
   double progress_from = 0.0;

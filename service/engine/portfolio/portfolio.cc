@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/engine/pardnn/refinement.h"
 #include "service/engine/plans/window_search.h"
+#include "service/engine/replace/replacement.h"
 #include "service/engine/repair/repair_each.h"
 #include "service/engine/repair/memory_repair.h"
 #include "service/engine/sim/constraints.h"
@@ -367,6 +368,9 @@ class PortfolioRun {
 
 absl::StatusOr<PartitionResult> PortfolioPartitioner::Partition(const Model& model,
                                                                 const SolveContext& context) const {
+  // Re-placement: from the previous placement, not a fresh portfolio (a fraction of the time; moves
+  // priced by the move weight).
+  if (model.has_previous_placement()) return Replace(model, context);
   return PortfolioRun(members_, options_, model, context).Run();
 }
 

@@ -57,6 +57,16 @@ v1::Placement ScoreAssignment(const Model& model, const Assignment& assignment,
   metrics->set_lower_bound_ns(LowerBoundNs(model));
   metrics->set_transfer_bytes(sim.transfer_bytes);
   metrics->set_transfer_count(sim.transfer_count);
+  if (model.has_previous_placement()) {
+    int64_t ops_moved = 0, bytes_moved = 0;
+    for (OpId v = 0; v < model.num_ops(); ++v) {
+      if (!model.Moves(v, assignment[v])) continue;
+      ++ops_moved;
+      bytes_moved += model.persistent_bytes[v];
+    }
+    metrics->set_ops_moved(ops_moved);
+    metrics->set_bytes_moved(bytes_moved);
+  }
   metrics->set_microbatches_per_second(
       MicrobatchesPerSecond(replicas, sim.microbatches, sim.makespan_ns));
   for (DeviceId d = 0; d < model.num_devices(); ++d) {

@@ -1,0 +1,187 @@
+#include "service/engine/replace/replacement.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "service/engine/pardnn/refinement.h"
+#include "service/engine/partition/placement_rules.h"
+#include "service/engine/repair/memory_repair.h"
+#include "service/engine/sim/placement_score.h"
+#include "service/engine/sim/simulator.h"
+
+namespace placement::engine {
+namespace {
+
+// The ops of v's unit: its colocation group's members, or v alone.
+std::pair<const OpId*, const OpId*> UnitOf(const Model& model, const OpId& v) {
+  const int32_t g = model.colocation_group[v];
+  if (g == kNone) return {&v, &v + 1};
+  return {model.group_member.data() + model.group_offset[g],
+          model.group_member.data() + model.group_offset[g + 1]};
+}
+
+// Builds the seed in two passes: units that keep their previous device, then the rest, greedily.
+class SeedBuilder {
+ public:
+  explicit SeedBuilder(const Model& model)
+      : model_(model),
+        rules_(model),
+        assignment_(model.num_ops(), kNone),
+        queued_ns_(model.num_devices(), 0),
+        persistent_(model.num_devices(), 0) {}
+
+  Assignment Build() {
+    for (OpId v = 0; v < model_.num_ops(); ++v) {
+      if (assignment_[v] != kNone) continue;
+      const DeviceId kept = KeptDevice(v);
+      if (kept != kNone) Place(v, kept);
+    }
+    for (const OpId v : model_.topo_order) {
+      if (assignment_[v] == kNone) Place(v, Rehome(v));
+    }
+    return std::move(assignment_);
+  }
+
+ private:
+  // Where v's unit stays: its pin, else the previous device (still in the cluster) holding most of the
+  // unit's persistent bytes (a group split across devices before is joined there; ties: the lower id)
+  // when the whole unit may run there; kNone = the unit must be re-homed.
+  DeviceId KeptDevice(OpId v) {
+    const DeviceId fixed = rules_.FixedDevice(v);
+    if (fixed != kNone) return fixed;
+    tally_.clear();
+    const auto [begin, end] = UnitOf(model_, v);
+    for (const OpId* m = begin; m != end; ++m) {
+      const DeviceId previous = model_.PreviousDeviceOf(*m);
+      if (previous < 0) continue;
+      auto it = std::find_if(tally_.begin(), tally_.end(),
+                             [previous](const auto& entry) { return entry.first == previous; });
+      if (it == tally_.end()) {
+        tally_.emplace_back(previous, 0);
+        it = tally_.end() - 1;
+      }
+      it->second += model_.persistent_bytes[*m] + 1;  // + 1: ops without state still vote
+    }
+    DeviceId best = kNone;
+    int64_t best_weight = -1;
+    for (const auto& [device, weight] : tally_) {
+      if (!rules_.Allowed(v, device)) continue;
+      if (weight > best_weight || (weight == best_weight && device < best)) {
+        best = device;
+        best_weight = weight;
+      }
+    }
+    return best;
+  }
+
+  // The allowed device where v's unit adds the least to the step, roughly: compute already queued there
+  // plus the unit's own time there plus the transfers from and to neighbours already placed on other
+  // devices; among the devices whose persistent bytes still fit, else the one least over.
+  DeviceId Rehome(OpId v) {
+    const auto [begin, end] = UnitOf(model_, v);
+    int64_t unit_persistent = 0;
+    for (const OpId* m = begin; m != end; ++m) unit_persistent += model_.persistent_bytes[*m];
+    DeviceId best = kNone;
+    bool best_fits = false;
+    int64_t best_cost = 0, best_over = 0;
+    for (DeviceId d = 0; d < model_.num_devices(); ++d) {
+      if (!rules_.Allowed(v, d)) continue;
+      int64_t cost = queued_ns_[d];
+      for (const OpId* m = begin; m != end; ++m) {
+        cost += model_.OpTimeNs(*m, d);
+        for (EdgeId e = model_.in_begin(*m); e < model_.in_end(*m); ++e) {
+          const DeviceId from = assignment_[model_.in_src[e]];
+          if (from != kNone && from != d) cost += model_.TransferNs(from, d, model_.in_bytes[e]);
+        }
+        for (EdgeId e = model_.out_begin(*m); e < model_.out_end(*m); ++e) {
+          const DeviceId to = assignment_[model_.out_dst[e]];
+          if (to != kNone && to != d) cost += model_.TransferNs(d, to, model_.out_bytes[e]);
+        }
+      }
+      const int64_t over = std::max<int64_t>(0, persistent_[d] + unit_persistent - model_.capacity_bytes[d]);
+      const bool fits = over == 0;
+      const bool better = best == kNone || (fits && !best_fits) ||
+                          (fits == best_fits && (fits ? cost < best_cost
+                                                      : (over < best_over ||
+                                                         (over == best_over && cost < best_cost))));
+      if (better) {
+        best = d;
+        best_fits = fits;
+        best_cost = cost;
+        best_over = over;
+      }
+    }
+    // Validation guarantees every unit an allowed device; the first one is a safe fallback regardless.
+    return best != kNone ? best : rules_.FirstAllowedFrom(v, 0);
+  }
+
+  void Place(OpId v, DeviceId d) {
+    const auto [begin, end] = UnitOf(model_, v);
+    for (const OpId* m = begin; m != end; ++m) {
+      assignment_[*m] = d;
+      queued_ns_[d] += model_.OpTimeNs(*m, d);
+      persistent_[d] += model_.persistent_bytes[*m];
+    }
+  }
+
+  const Model& model_;
+  const PlacementRules rules_;
+  Assignment assignment_;
+  std::vector<int64_t> queued_ns_;   // per device: compute of the ops placed so far
+  std::vector<int64_t> persistent_;  // per device: persistent bytes of the ops placed so far
+  std::vector<std::pair<DeviceId, int64_t>> tally_;
+};
+
+}  // namespace
+
+Assignment ReplacementSeed(const Model& model) { return SeedBuilder(model).Build(); }
+
+absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& context,
+                                        const ReplacementOptions& options) {
+  PartitionResult out;
+  out.winner = "previous_placement";
+  Assignment assignment = ReplacementSeed(model);
+  context.Report("replace", 0.05, 0);
+
+  const bool memory_can_bind = MemoryCanBind(model);
+  {
+    Simulator simulator(model);
+    const PlacementScore seed = ScoreSimulation(model, simulator.Run(assignment, ScoringSimOptions(model)));
+    out.winner_makespan_ns = seed.makespan_ns;
+    if (!seed.Fits()) {
+      simulator.ReleaseScratch();  // the repair's own simulator takes the buffers
+      RepairOptions repair;
+      repair.progress_from = 0.05;
+      repair.progress_to = 0.2;
+      const RepairOutcome outcome = RepairMemory(model, context, repair, assignment);
+      out.time_limited |= outcome.time_limited;
+      out.winner_makespan_ns = outcome.makespan_ns;
+    }
+  }
+  if (options.search && model.num_devices() > 1 && !context.ShouldStop()) {
+    Simulator simulator(model);
+    const int64_t copies = std::max(1, model.plan.microbatches);
+    pardnn::RefinementOptions search;
+    search.max_simulations = pardnn::SimulationBudget(
+        options.search_scale, options.search_exponent,
+        (static_cast<int64_t>(model.num_ops()) + model.num_edges()) * copies,
+        options.search_min_simulations, options.search_max_simulations);
+    search.max_restarts_without_improvement = options.search_restarts_without_improvement;
+    search.memory_can_bind = memory_can_bind;
+    search.count_moves = true;
+    search.progress_stage = "search";
+    search.progress_from = 0.2;
+    search.progress_to = 1.0;
+    const pardnn::RefinementResult r =
+        pardnn::RefineAlongCriticalPath(model, search, context, simulator, assignment);
+    out.time_limited |= r.time_limited;
+  } else if (context.ShouldStop()) {
+    out.time_limited = true;
+  }
+  out.assignment = std::move(assignment);
+  return out;
+}
+
+}  // namespace placement::engine

@@ -1,0 +1,57 @@
+// replacement.h — re-placement after the cluster changed: start from the previous placement instead of
+// solving afresh, and trade step time against the bytes that move (PlacementOptions.previous_placement,
+// move_weight_ns_per_byte; Model::previous_device).
+//
+// `auto` calls Replace when the model carries a previous placement, instead of its fresh portfolio:
+//   1. **seed** (ReplacementSeed): every unit (colocation group, or a single op) stays on its previous
+//      device when that device is still in the cluster and allowed for the whole unit; the others — ops of
+//      departed devices, new ops, units whose previous device breaks a pin or kind rule or that were split
+//      across devices — are re-homed greedily, in topological order of their first op, to the allowed
+//      device with the least (compute queued there + the unit's own time there + transfers from and to
+//      neighbours already placed elsewhere), among those whose persistent bytes still fit (else the one
+//      least over);
+//   2. **memory**: if the seed overflows, ParDNN's memory repair (../repair/);
+//   3. **search**: the critical-path local search (../pardnn/refinement.h) judging step + move weight ×
+//      bytes moved (RefinementOptions::count_moves), with a simulation budget a quarter of `auto`'s;
+//   4. **window**: when the request leaves W open, the answer's fastest W that fits.
+// Deterministic for a model and seed (the search's restarts draw from the context's seed).
+//
+// Example:
+//   absl::StatusOr<PartitionResult> r = Replace(model, context);   // model.has_previous_placement()
+#ifndef PLACEMENT_SERVICE_ENGINE_REPLACE_REPLACEMENT_H_
+#define PLACEMENT_SERVICE_ENGINE_REPLACE_REPLACEMENT_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "service/engine/model/model.h"
+#include "service/engine/partition/partitioner.h"
+
+namespace placement::engine {
+
+struct ReplacementOptions {
+  // The search's simulation budget: floor(search_scale × (1e4 / (V + E))^search_exponent) over the
+  // unrolled step, clamped to [search_min_simulations, search_max_simulations] (a quarter of auto's
+  // defaults: a re-placement is asked to take at most a quarter of a fresh solve's time).
+  double search_scale = 1000.0;
+  double search_exponent = 2.0;
+  int64_t search_min_simulations = 0;
+  int64_t search_max_simulations = 5000;
+  // Random restarts in a row without improvement that end the search.
+  int32_t search_restarts_without_improvement = 15;
+  // Off: seed and memory repair only (tests, measurements).
+  bool search = true;
+};
+
+// The re-homed previous placement (step 1 above): constraints hold; ops that keep a valid previous
+// device keep it. Precondition: model.has_previous_placement().
+Assignment ReplacementSeed(const Model& model);
+
+// Steps 1–4. PartitionResult::winner is "previous_placement" and winner_makespan_ns the step of the seed
+// after the memory repair. Precondition: model.has_previous_placement().
+absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& context,
+                                        const ReplacementOptions& options = ReplacementOptions());
+
+}  // namespace placement::engine
+
+#endif  // PLACEMENT_SERVICE_ENGINE_REPLACE_REPLACEMENT_H_

@@ -1,0 +1,219 @@
+#include "service/engine/replace/replacement.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "service/engine/model/model_builder.h"
+#include "service/engine/model/model_test_util.h"
+#include "service/engine/sim/placement_score.h"
+#include "service/engine/sim/simulator.h"
+#include "service/engine/solve/solve.h"
+#include "tests/testutil/random_graph.h"
+
+namespace placement::engine {
+namespace {
+
+using testutil::RandomGraphOptions;
+using testutil::RandomLayeredRequest;
+using testutil::ShuffleRequest;
+
+// A 300-op step on 4 GPUs with room to spare, so that memory never forces a move.
+v1::PlaceRequest StepOnFourGpus(uint64_t seed) {
+  RandomGraphOptions options;
+  options.num_ops = 300;
+  options.num_devices = 4;
+  options.persistent_fraction = 0.5;
+  options.seed = seed;
+  return RandomLayeredRequest(options);
+}
+
+// Solves `request` with auto and returns the answer as a previous placement (op name -> device name).
+google::protobuf::Map<std::string, std::string> PlaceFresh(const v1::PlaceRequest& request) {
+  absl::StatusOr<Model> model = BuildModel(request);
+  EXPECT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<v1::Placement> placement = Solve(*model, request.options(), SolveContext());
+  EXPECT_TRUE(placement.ok()) << placement.status();
+  google::protobuf::Map<std::string, std::string> previous;
+  for (int i = 0; i < request.graph().ops_size(); ++i) {
+    previous[request.graph().ops(i).name()] =
+        request.cluster().devices(placement->device(i)).name();
+  }
+  return previous;
+}
+
+void RemoveDevice(v1::PlaceRequest& request, const std::string& name) {
+  auto* devices = request.mutable_cluster()->mutable_devices();
+  for (int d = 0; d < devices->size(); ++d) {
+    if (devices->Get(d).name() == name) {
+      devices->erase(devices->begin() + d);
+      return;
+    }
+  }
+  ADD_FAILURE() << "no device " << name;
+}
+
+// Persistent bytes of the ops the previous placement put on `device`.
+int64_t BytesOn(const v1::PlaceRequest& request,
+                const google::protobuf::Map<std::string, std::string>& previous,
+                const std::string& device) {
+  int64_t bytes = 0;
+  for (const v1::Op& op : request.graph().ops()) {
+    if (previous.at(op.name()) == device) bytes += op.persistent_bytes();
+  }
+  return bytes;
+}
+
+struct Replaced {
+  v1::Placement placement;
+  Model model;
+};
+
+// Re-places `request` (which carries a previous placement) with auto.
+Replaced ReplaceWithAuto(const v1::PlaceRequest& request) {
+  absl::StatusOr<Model> model = BuildModel(request);
+  EXPECT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<v1::Placement> placement = Solve(*model, request.options(), SolveContext());
+  EXPECT_TRUE(placement.ok()) << placement.status();
+  return Replaced{*placement, *std::move(model)};
+}
+
+TEST(ReplacementTest, OpsOfARemovedDeviceMoveAndTheAnswerFits) {
+  v1::PlaceRequest request = StepOnFourGpus(3);
+  const auto previous = PlaceFresh(request);
+  const int64_t departed_bytes = BytesOn(request, previous, "gpu3");
+  int64_t departed_ops = 0;
+  for (const auto& [op, device] : previous) departed_ops += device == "gpu3" ? 1 : 0;
+  ASSERT_GT(departed_ops, 0) << "the fresh answer does not use gpu3; pick another seed";
+
+  RemoveDevice(request, "gpu3");
+  *request.mutable_options()->mutable_previous_placement() = previous;
+  request.mutable_options()->set_move_weight_ns_per_byte(1e-3);
+  const Replaced replaced = ReplaceWithAuto(request);
+  EXPECT_EQ(replaced.placement.outcome(), v1::FEASIBLE);
+  EXPECT_EQ(replaced.placement.provenance().winner(), "previous_placement");
+  EXPECT_GE(replaced.placement.metrics().ops_moved(), departed_ops);
+  EXPECT_GE(replaced.placement.metrics().bytes_moved(), departed_bytes);
+  for (int i = 0; i < request.graph().ops_size(); ++i) {
+    EXPECT_LT(replaced.placement.device(i), 3);
+  }
+}
+
+TEST(ReplacementTest, WithALargeMoveWeightOnlyTheDepartedStateMoves) {
+  v1::PlaceRequest request = StepOnFourGpus(5);
+  const auto previous = PlaceFresh(request);
+  const int64_t departed_bytes = BytesOn(request, previous, "gpu1");
+  RemoveDevice(request, "gpu1");
+  *request.mutable_options()->mutable_previous_placement() = previous;
+  request.mutable_options()->set_move_weight_ns_per_byte(1e6);
+  const Replaced replaced = ReplaceWithAuto(request);
+  EXPECT_EQ(replaced.placement.outcome(), v1::FEASIBLE);
+  EXPECT_EQ(replaced.placement.metrics().bytes_moved(), departed_bytes);
+  // Every op with state that was on a remaining device is still there (ops without state may move:
+  // they move nothing).
+  int64_t ops_moved = 0;
+  for (int i = 0; i < request.graph().ops_size(); ++i) {
+    const v1::Op& op = request.graph().ops(i);
+    const std::string& now = request.cluster().devices(replaced.placement.device(i)).name();
+    const std::string& before = previous.at(op.name());
+    if (now != before) ++ops_moved;
+    if (before != "gpu1" && op.persistent_bytes() > 0) {
+      EXPECT_EQ(now, before) << op.name();
+    }
+  }
+  EXPECT_EQ(replaced.placement.metrics().ops_moved(), ops_moved);
+}
+
+TEST(ReplacementTest, WithWeightZeroTheStepIsNoWorseThanTheReHomedSeed) {
+  for (const uint64_t seed : {7, 8, 9}) {
+    v1::PlaceRequest request = StepOnFourGpus(seed);
+    const auto previous = PlaceFresh(request);
+    RemoveDevice(request, "gpu0");
+    *request.mutable_options()->mutable_previous_placement() = previous;
+    const Replaced replaced = ReplaceWithAuto(request);
+    const Assignment seed_assignment = ReplacementSeed(replaced.model);
+    Simulator simulator(replaced.model);
+    const PlacementScore seed_score =
+        ScoreSimulation(replaced.model, simulator.Run(seed_assignment));
+    ASSERT_TRUE(seed_score.Fits());
+    EXPECT_LE(replaced.placement.metrics().makespan_ns(), seed_score.makespan_ns) << "seed " << seed;
+    EXPECT_EQ(replaced.placement.provenance().winner_makespan_ns(), seed_score.makespan_ns);
+  }
+}
+
+TEST(ReplacementTest, AnAddedDeviceMayBeUsed) {
+  // Three independent ops of equal work on two GPUs; a third GPU arrives: with free moves one of the
+  // two ops sharing a GPU goes to it and the step halves.
+  v1::PlaceRequest request;
+  AddTestOp(request, "a", 1'000'000);
+  AddTestOp(request, "b", 1'000'000);
+  AddTestOp(request, "c", 1'000'000);
+  for (const char* name : {"gpu0", "gpu1", "gpu2"}) AddTestDevice(request, name, "gpu", 1 << 20);
+  request.mutable_cluster()->mutable_intra_node()->set_bandwidth_bytes_per_second(1'000'000'000);
+  auto& previous = *request.mutable_options()->mutable_previous_placement();
+  previous["a"] = "gpu0";
+  previous["b"] = "gpu1";
+  previous["c"] = "gpu0";
+  const Replaced replaced = ReplaceWithAuto(request);
+  EXPECT_EQ(replaced.placement.metrics().makespan_ns(), 1'000'000);
+  EXPECT_EQ(replaced.placement.metrics().ops_moved(), 1);
+  EXPECT_EQ(replaced.placement.metrics().bytes_moved(), 0);
+  EXPECT_EQ(replaced.placement.metrics().devices(2).op_count(), 1);
+}
+
+TEST(ReplacementTest, SeedKeepsValidDevicesAndHonoursPinsGroupsAndKinds) {
+  v1::PlaceRequest request;
+  AddTestOp(request, "kept")->set_persistent_bytes(10);
+  AddTestOp(request, "orphan")->set_persistent_bytes(10);
+  AddTestOp(request, "new");
+  AddTestOp(request, "pinned")->set_pinned_device("gpu1");
+  AddTestOp(request, "g1")->set_colocation_group("g");
+  AddTestOp(request, "g2")->set_colocation_group("g");
+  AddTestOp(request, "g3")->set_colocation_group("g");
+  AddTestOp(request, "cpu_only")->add_allowed_kinds("cpu");
+  AddTestDevice(request, "gpu0", "gpu", 1 << 20);
+  AddTestDevice(request, "gpu1", "gpu", 1 << 20);
+  AddTestDevice(request, "cpu0", "cpu", 1 << 20);
+  request.mutable_cluster()->mutable_intra_node()->set_bandwidth_bytes_per_second(1'000'000'000);
+  auto& previous = *request.mutable_options()->mutable_previous_placement();
+  previous["kept"] = "gpu1";
+  previous["orphan"] = "gpu7";  // left
+  previous["pinned"] = "gpu0";  // against its pin
+  previous["g1"] = "gpu0";      // a group split before: joined where most of it was
+  previous["g2"] = "gpu1";
+  previous["g3"] = "gpu1";
+  previous["cpu_only"] = "gpu0";  // against its kinds
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->previous_device[OpNamed(*model, "orphan")], kDepartedDevice);
+  EXPECT_EQ(model->previous_device[OpNamed(*model, "new")], kNone);
+  const Assignment seed = ReplacementSeed(*model);
+  auto on = [&](const std::string& op) { return model->device_name[seed[OpNamed(*model, op)]]; };
+  EXPECT_EQ(on("kept"), "gpu1");
+  EXPECT_NE(on("orphan"), "gpu7");
+  EXPECT_EQ(on("pinned"), "gpu1");
+  EXPECT_EQ(on("g1"), "gpu1");
+  EXPECT_EQ(on("g2"), "gpu1");
+  EXPECT_EQ(on("g3"), "gpu1");
+  EXPECT_EQ(on("cpu_only"), "cpu0");
+}
+
+TEST(ReplacementTest, DeterministicForARequestAndSeed) {
+  v1::PlaceRequest request = StepOnFourGpus(11);
+  const auto previous = PlaceFresh(request);
+  RemoveDevice(request, "gpu2");
+  *request.mutable_options()->mutable_previous_placement() = previous;
+  request.mutable_options()->set_move_weight_ns_per_byte(1e-4);
+  request.mutable_options()->set_seed(4);
+  const Replaced first = ReplaceWithAuto(request);
+  const Replaced second = ReplaceWithAuto(ShuffleRequest(request, 99));
+  // Same answer by op name (the shuffled request orders its ops differently).
+  EXPECT_EQ(first.placement.metrics().makespan_ns(), second.placement.metrics().makespan_ns());
+  EXPECT_EQ(first.placement.metrics().bytes_moved(), second.placement.metrics().bytes_moved());
+  EXPECT_EQ(first.placement.provenance().request_digest(),
+            second.placement.provenance().request_digest());
+}
+
+}  // namespace
+}  // namespace placement::engine
