@@ -6,10 +6,12 @@
 #include <openssl/sha.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -206,6 +208,94 @@ TEST(DigestTest, RequestDigestFollowsTheDocumentedFormat) {
   EXPECT_EQ(RequestDigestHex(model, "pardnn", "1.0", 7, graph_digest), w.Sha256Hex());
   EXPECT_EQ(RequestDigestHex(model, kOptions), w.Sha256Hex());
   EXPECT_EQ(RequestDigestHex(model, graph_digest, kOptions), w.Sha256Hex());
+}
+
+// A previous placement (re-placement) appends its section after everything else: x (op 0) was on dev1,
+// y (op 1) on a device that left.
+TEST(DigestTest, PreviousPlacementFollowsTheDocumentedFormat) {
+  v1::PlaceRequest request = TinyRequest();
+  (*request.mutable_options()->mutable_previous_placement())["x"] = "dev1";
+  (*request.mutable_options()->mutable_previous_placement())["y"] = "gone";
+  request.mutable_options()->set_move_weight_ns_per_byte(0.5);
+  const std::string graph_digest = GraphDigestOf(request);
+  ByteWriter w;
+  w.Str("placement.v1.request_digest/1");
+  w.Str(graph_digest);
+  w.U32(2);
+  w.Str("dev0");
+  w.Str("gpu");
+  w.Str("h0");
+  w.U64(1000);
+  w.F64(1.0);
+  w.Str("dev1");
+  w.Str("cpu");
+  w.Str("h1");
+  w.U64(2000);
+  w.F64(1.5);
+  w.U64(400);
+  w.U64(3);
+  w.F64(0.25);
+  w.Str("pardnn");
+  w.Str("1.0");
+  w.U64(7);
+  w.Str("previous_placement");
+  w.U64(2);
+  w.U32(0);  // x
+  w.U64(1);  // dev1
+  w.U32(1);  // y
+  w.U64(static_cast<uint64_t>(int64_t{-2}));  // departed
+  w.F64(0.5);
+  EXPECT_EQ(RequestDigestHex(Build(request), kOptions), w.Sha256Hex());
+}
+
+// Absent, or a move weight without a previous placement: the digest every request had before.
+TEST(DigestTest, NoPreviousPlacementKeepsTheDigest) {
+  const v1::PlaceRequest base = RichRequest(3, 100);
+  v1::PlaceRequest weight_only = base;
+  weight_only.mutable_options()->set_move_weight_ns_per_byte(2.0);
+  EXPECT_EQ(RequestDigestOf(weight_only), RequestDigestOf(base));
+  EXPECT_EQ(GraphDigestOf(weight_only), GraphDigestOf(base));
+}
+
+TEST(DigestTest, PreviousPlacementChangesTheRequestDigestNotItsOrder) {
+  const v1::PlaceRequest base = RichRequest(3, 100);
+  v1::PlaceRequest previous = base;
+  auto& entries = *previous.mutable_options()->mutable_previous_placement();
+  for (int i = 0; i < base.graph().ops_size(); i += 3) {
+    entries[base.graph().ops(i).name()] = base.cluster().devices(i % base.cluster().devices_size()).name();
+  }
+  const std::string with_previous = RequestDigestOf(previous);
+  EXPECT_NE(with_previous, RequestDigestOf(base));
+  EXPECT_EQ(GraphDigestOf(previous), GraphDigestOf(base));
+  // The same entries inserted in the opposite order, and the ops shuffled: the same digest.
+  v1::PlaceRequest reversed = base;
+  std::vector<std::pair<std::string, std::string>> pairs(entries.begin(), entries.end());
+  std::sort(pairs.begin(), pairs.end());
+  for (auto it = pairs.rbegin(); it != pairs.rend(); ++it) {
+    (*reversed.mutable_options()->mutable_previous_placement())[it->first] = it->second;
+  }
+  EXPECT_EQ(RequestDigestOf(reversed), with_previous);
+  EXPECT_EQ(RequestDigestOf(testutil::ShuffleRequest(reversed, 17)), with_previous);
+  // Another device for one op, another weight, one entry fewer: each changes it.
+  v1::PlaceRequest moved = previous;
+  const std::string first_op = pairs.front().first;
+  const std::string other_device =
+      pairs.front().second == base.cluster().devices(0).name() ? base.cluster().devices(1).name()
+                                                               : base.cluster().devices(0).name();
+  (*moved.mutable_options()->mutable_previous_placement())[first_op] = other_device;
+  EXPECT_NE(RequestDigestOf(moved), with_previous);
+  v1::PlaceRequest weighted = previous;
+  weighted.mutable_options()->set_move_weight_ns_per_byte(1e-3);
+  EXPECT_NE(RequestDigestOf(weighted), with_previous);
+  v1::PlaceRequest fewer = previous;
+  fewer.mutable_options()->mutable_previous_placement()->erase(first_op);
+  EXPECT_NE(RequestDigestOf(fewer), with_previous);
+  // Which device left does not matter, only that it did.
+  v1::PlaceRequest departed_a = previous, departed_b = previous;
+  (*departed_a.mutable_options()->mutable_previous_placement())[first_op] = "left-a";
+  (*departed_b.mutable_options()->mutable_previous_placement())[first_op] = "left-b";
+  EXPECT_EQ(RequestDigestOf(departed_a), RequestDigestOf(departed_b));
+  EXPECT_NE(RequestDigestOf(departed_a), with_previous);
 }
 
 TEST(DigestTest, DigestsAreLowerCaseHexSha256) {

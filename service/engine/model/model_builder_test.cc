@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "service/engine/model/model_test_util.h"
 #include "tests/testutil/random_graph.h"
 
 namespace placement::engine {
@@ -334,6 +335,21 @@ std::vector<MalformedCase> Catalogue() {
          r->mutable_graph()->mutable_ops(2)->add_allowed_kinds("cpu");
        },
        {"graph.ops[2].allowed_kinds"}, "no device of replica group 0"},
+      {"PreviousPlacementUnknownOp",
+       [](R* r, L*) { (*r->mutable_options()->mutable_previous_placement())["x"] = "gpu0"; },
+       {"options.previous_placement[\"x\"]"}, "no op named \"x\""},
+      {"MoveWeightNegative", [](R* r, L*) { r->mutable_options()->set_move_weight_ns_per_byte(-1); },
+       {"options.move_weight_ns_per_byte"}, "must be finite and >= 0 (got -1)"},
+      {"MoveWeightNaN",
+       [](R* r, L*) {
+         r->mutable_options()->set_move_weight_ns_per_byte(std::numeric_limits<double>::quiet_NaN());
+       },
+       {"options.move_weight_ns_per_byte"}, "must be finite and >= 0 (got nan)"},
+      {"MoveWeightInfinite",
+       [](R* r, L*) {
+         r->mutable_options()->set_move_weight_ns_per_byte(std::numeric_limits<double>::infinity());
+       },
+       {"options.move_weight_ns_per_byte"}, "must be finite and >= 0 (got inf)"},
       {"TotalWorkOverflows", [](R*, L* l) { l->max_total_time_ns = 1000; }, {"graph"},
        "the step's work"},
       {"TotalBytesOverflow", [](R*, L* l) { l->max_total_bytes = 100; }, {"graph"},
@@ -432,6 +448,42 @@ TEST(ModelBuilderTest, StopsScanningAListAfterTheCap) {
   EXPECT_EQ(violations[102].field, "graph.edges[104].src");
   EXPECT_EQ(violations.back().field, "graph.edges");
   EXPECT_EQ(violations.back().description, "more than 100 problems; stopped checking graph.edges");
+}
+
+// Unknown ops in a previous placement are reported in byte order of their names (the map has no order
+// of its own), bounded like every list; a device that is not in the cluster is one that left.
+TEST(ModelBuilderTest, PreviousPlacementEntries) {
+  v1::PlaceRequest request = SmallRequest();
+  auto& previous = *request.mutable_options()->mutable_previous_placement();
+  previous["zz"] = "gpu0";
+  previous["a"] = "gpu1";
+  previous["b"] = "retired-gpu";
+  previous["mm"] = "gpu0";
+  EXPECT_THAT(FieldsOf(ViolationsOf(request)),
+              ElementsAre("options.previous_placement[\"mm\"]", "options.previous_placement[\"zz\"]"));
+  previous.erase("zz");
+  previous.erase("mm");
+  request.mutable_options()->set_move_weight_ns_per_byte(0.25);
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(model->has_previous_placement());
+  EXPECT_EQ(model->move_weight_ns_per_byte, 0.25);
+  EXPECT_EQ(model->previous_device[OpNamed(*model, "a")], DeviceNamed(*model, "gpu1"));
+  EXPECT_EQ(model->previous_device[OpNamed(*model, "b")], kDepartedDevice);
+  EXPECT_EQ(model->previous_device[OpNamed(*model, "c")], kNone);
+
+  v1::PlaceRequest many = SmallRequest();
+  for (int i = 0; i < 300; ++i) {
+    (*many.mutable_options()->mutable_previous_placement())[absl::StrCat("missing", 1000 + i)] = "gpu0";
+  }
+  const std::vector<FieldViolation> violations = ViolationsOf(many);
+  ASSERT_THAT(violations, SizeIs(100 + 1));
+  EXPECT_EQ(violations.front().field, "options.previous_placement[\"missing1000\"]");
+  EXPECT_EQ(violations.back().field, "options.previous_placement");
+  // Without one, the model carries none.
+  absl::StatusOr<Model> plain = BuildModel(SmallRequest());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->has_previous_placement());
 }
 
 TEST(ModelBuilderTest, CapIsConfigurable) {
