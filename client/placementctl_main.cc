@@ -23,6 +23,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <grpc/support/log.h>
@@ -59,6 +60,14 @@ ABSL_FLAG(std::string, report, "",
           "place: also write an HTML report of the result here (simulated locally, service/report).");
 ABSL_FLAG(std::string, placement, "",
           "Placement file for evaluate (a Placement, PlaceResponse or EvaluateResponse; JSON or .pb).");
+ABSL_FLAG(std::string, previous, "",
+          "Re-placement, for place, submit and evaluate: the previous placement (a Placement, "
+          "PlaceResponse or EvaluateResponse file); needs --previous_request.");
+ABSL_FLAG(std::string, previous_request, "",
+          "Re-placement: the request the --previous placement answered (names its ops and devices).");
+ABSL_FLAG(double, move_weight, -1,
+          "Re-placement: ns of step traded for one byte moved (-1 = the request's "
+          "options.move_weight_ns_per_byte).");
 ABSL_FLAG(std::string, operation, "", "Operation name (operations/...) for wait, get and cancel.");
 ABSL_FLAG(std::string, output, "json", "What submit prints: json (the Operation) or name.");
 ABSL_FLAG(std::string, service, "", "Service name for health (\"\" = the server as a whole).");
@@ -103,6 +112,8 @@ constexpr char kUsage[] =
     "\n"
     "training plans (api.md §2.1), for place, submit and evaluate: --microbatches=M\n"
     "  --max_in_flight=W --data_parallel=D (0 = the server chooses W or D; default: the request's)\n"
+    "re-placement, for place, submit and evaluate: --previous=FILE --previous_request=FILE (a\n"
+    "  placement and the request it answered) --move_weight=X (ns of step per byte moved)\n"
     "place, wait and evaluate print a short summary when standard output is a terminal, JSON\n"
     "otherwise; --format=json or --format=summary chooses. Other verbs print JSON.\n"
     "\n"
@@ -175,6 +186,25 @@ bool ReadRequest(v1::PlaceRequest* request, int* exit_code) {
   if (absl::GetFlag(FLAGS_data_parallel) >= 0) {
     options->set_data_parallel(absl::GetFlag(FLAGS_data_parallel));
   }
+  // Re-placement: the previous answer, by op and device names, and the price of a moved byte.
+  const std::string previous = absl::GetFlag(FLAGS_previous);
+  if (previous.empty() != absl::GetFlag(FLAGS_previous_request).empty()) {
+    *exit_code = Usage("--previous and --previous_request go together");
+    return false;
+  }
+  if (!previous.empty()) {
+    absl::StatusOr<google::protobuf::Map<std::string, std::string>> entries =
+        engine::ReadPreviousPlacement(previous, absl::GetFlag(FLAGS_previous_request));
+    if (!entries.ok()) {
+      std::fprintf(stderr, "%s\n", StatusLine(entries.status()).c_str());
+      *exit_code = kExitNoInput;
+      return false;
+    }
+    *options->mutable_previous_placement() = *std::move(entries);
+  }
+  if (absl::GetFlag(FLAGS_move_weight) != -1) {
+    options->set_move_weight_ns_per_byte(absl::GetFlag(FLAGS_move_weight));
+  }
   return true;
 }
 
@@ -221,6 +251,7 @@ int EmitAnswer(const google::protobuf::Message& message, const v1::Placement& pl
   if (request != nullptr) {
     context.graph = &request->graph();
     context.cluster = &request->cluster();
+    context.options = &request->options();
   } else {
     context.request_hint = "add --request=FILE for it";
   }

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -12,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "service/engine/io/placement_file.h"
 #include "service/engine/solve/algorithm_registry.h"
 #include "service/engine/solve/solve.h"
 #include "service/offline/offline_commands.h"
@@ -40,6 +42,15 @@ ABSL_FLAG(int32_t, max_in_flight, -1,
           "Training plan: microbatches in flight at most, 0 = the solver chooses (-1 = the request's)");
 ABSL_FLAG(int32_t, data_parallel, -1,
           "Training plan: data-parallel replicas, 0 = the solver chooses (-1 = the request's)");
+
+ABSL_FLAG(std::string, previous, "",
+          "Re-placement: the previous placement (a Placement, PlaceResponse or EvaluateResponse file); "
+          "needs --previous_request");
+ABSL_FLAG(std::string, previous_request, "",
+          "Re-placement: the request the --previous placement answered (names its ops and devices)");
+ABSL_FLAG(double, move_weight, -1,
+          "Re-placement: ns of step traded for one byte moved (-1 = the request's "
+          "options.move_weight_ns_per_byte)");
 
 namespace placement::offline {
 
@@ -72,6 +83,24 @@ void ApplyPlanFlags(v1::PlacementOptions* options) {
   if (absl::GetFlag(FLAGS_data_parallel) >= 0) {
     options->set_data_parallel(absl::GetFlag(FLAGS_data_parallel));
   }
+}
+
+absl::Status ApplyReplacementFlags(v1::PlacementOptions* options) {
+  const std::string previous = absl::GetFlag(FLAGS_previous);
+  const std::string previous_request = absl::GetFlag(FLAGS_previous_request);
+  if (previous.empty() != previous_request.empty()) {
+    return absl::InvalidArgumentError("--previous and --previous_request go together");
+  }
+  if (!previous.empty()) {
+    absl::StatusOr<google::protobuf::Map<std::string, std::string>> entries =
+        engine::ReadPreviousPlacement(previous, previous_request);
+    if (!entries.ok()) return entries.status();
+    *options->mutable_previous_placement() = *std::move(entries);
+  }
+  if (absl::GetFlag(FLAGS_move_weight) != -1) {
+    options->set_move_weight_ns_per_byte(absl::GetFlag(FLAGS_move_weight));
+  }
+  return absl::OkStatus();
 }
 
 int UsageError(const std::string& message) {

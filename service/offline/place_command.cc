@@ -52,6 +52,7 @@ int EmitAnswer(const google::protobuf::Message& message, const v1::Placement& pl
   report::SummaryContext context;
   context.graph = &request.graph();
   context.cluster = &request.cluster();
+  context.options = &request.options();
   context.violations = violations;
   std::cout << report::FormatSummary(placement, context);
   return std::cout.good() ? 0 : 1;
@@ -75,6 +76,9 @@ int RunPlace(const std::vector<std::string>& args) {
   absl::StatusOr<v1::PlaceRequest> request = ReadMessageFile<v1::PlaceRequest>(path);
   if (!request.ok()) return Fail(request.status());
   ApplyPlanFlags(request->mutable_options());
+  if (absl::Status applied = ApplyReplacementFlags(request->mutable_options()); !applied.ok()) {
+    return Fail(applied);
+  }
   v1::PlacementOptions options = request->options();
   if (!absl::GetFlag(FLAGS_algorithm).empty()) options.set_algorithm(absl::GetFlag(FLAGS_algorithm));
   if (absl::GetFlag(FLAGS_seed) != 0) options.set_seed(absl::GetFlag(FLAGS_seed));
@@ -97,6 +101,9 @@ int RunEvaluate(const std::vector<std::string>& args) {
   absl::StatusOr<v1::PlaceRequest> request = ReadMessageFile<v1::PlaceRequest>(request_path);
   if (!request.ok()) return Fail(request.status());
   ApplyPlanFlags(request->mutable_options());
+  if (absl::Status applied = ApplyReplacementFlags(request->mutable_options()); !applied.ok()) {
+    return Fail(applied);
+  }
   absl::StatusOr<v1::Placement> placement = ReadPlacementFile(placement_path);
   if (!placement.ok()) return Fail(placement.status());
 

@@ -347,6 +347,23 @@ std::string FormatSummary(const v1::Placement& placement, const SummaryContext& 
                                        : absl::StrCat(metrics.transfer_count(), " (",
                                                       FormatBytes(metrics.transfer_bytes()), ")")),
                 &out);
+  const bool replaced = context.options != nullptr && !context.options->previous_placement().empty();
+  if (replaced || metrics.ops_moved() > 0 || metrics.bytes_moved() > 0) {
+    std::string moved = metrics.ops_moved() == 0
+                            ? std::string("nothing (every op stayed where it was)")
+                            : absl::StrCat(metrics.ops_moved(), metrics.ops_moved() == 1 ? " op, " : " ops, ",
+                                           FormatBytes(metrics.bytes_moved()), " of weights and state");
+    if (context.graph != nullptr && metrics.bytes_moved() > 0) {
+      int64_t persistent = 0;
+      for (const v1::Op& op : context.graph->ops()) persistent += op.persistent_bytes();
+      if (persistent > 0) {
+        absl::StrAppend(&moved, absl::StrFormat(" (%.1f %% of all)", 100.0 *
+                                                    static_cast<double>(metrics.bytes_moved()) /
+                                                    static_cast<double>(persistent)));
+      }
+    }
+    AppendWrapped(Label("moved", moved), &out);
+  }
   AppendWrapped(Label("algorithm", AlgorithmLine(provenance, metrics.makespan_ns())), &out);
   std::string timing;
   const std::string cache = CacheName(provenance.cache());

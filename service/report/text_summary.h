@@ -1,6 +1,7 @@
 // A short plain-text summary of a placement, for people reading a terminal: outcome and reason, the
 // step time against the lower bound and against the whole step on the fastest single device, one row
-// per device (ops, busy %, peak memory / capacity), transfers, the algorithm (and `auto`'s winner),
+// per device (ops, busy %, peak memory / capacity), transfers, what a re-placement moved, the algorithm
+// (and `auto`'s winner),
 // cache state, queue and solve time.
 //
 // `placementctl place|wait|evaluate` and `placement_offline place|evaluate` print it instead of JSON
@@ -56,6 +57,9 @@ struct SummaryContext {
   // Shown when the single-device comparison is missing for want of the request (e.g.
   // "give --request=FILE"); empty = just "n/a".
   std::string request_hint;
+  // The request's options, when known: with a previous placement (re-placement) the summary says what
+  // moved, even when nothing did. Not owned; may be null (a placement that reports moves still shows them).
+  const v1::PlacementOptions* options = nullptr;
 };
 
 // The summary, lines ended by '\n', none wider than kSummaryWidth.

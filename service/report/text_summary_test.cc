@@ -162,6 +162,26 @@ TEST(FormatSummaryTest, WithoutTheRequestDevicesAreNumbered) {
   EXPECT_THAT(summary, Not(HasSubstr("winner")));
 }
 
+TEST(FormatSummaryTest, ReplacementSaysWhatMoved) {
+  Scored scored = ScoredRequest(4, int64_t{16} << 30);
+  report::SummaryContext context{&scored.request.graph(), &scored.request.cluster(), nullptr, ""};
+  // No previous placement: no line.
+  EXPECT_THAT(FormatSummary(scored.placement, context), Not(HasSubstr("moved")));
+  v1::PlacementOptions options;
+  (*options.mutable_previous_placement())[scored.request.graph().ops(0).name()] = "gpu0";
+  context.options = &options;
+  EXPECT_THAT(FormatSummary(scored.placement, context), HasSubstr("moved       nothing"));
+  int64_t persistent = 0;
+  for (const v1::Op& op : scored.request.graph().ops()) persistent += op.persistent_bytes();
+  ASSERT_GT(persistent, 0);
+  scored.placement.mutable_metrics()->set_ops_moved(3);
+  scored.placement.mutable_metrics()->set_bytes_moved(persistent / 4);
+  const std::string summary = FormatSummary(scored.placement, context);
+  ExpectFits(summary);
+  EXPECT_THAT(summary, HasSubstr("moved       3 ops, "));
+  EXPECT_THAT(summary, HasSubstr(" of weights and state (25.0 % of all)"));
+}
+
 TEST(FormatSummaryTest, ManyDevicesShowTheFullestAndCountTheRest) {
   Scored scored = ScoredRequest(40, int64_t{16} << 30);
   const std::string summary = FormatSummary(

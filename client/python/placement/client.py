@@ -13,7 +13,7 @@ import gzip
 import random
 import time
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 from google.protobuf import json_format
@@ -81,6 +81,9 @@ class PlacementResult:
     solve_ns: int
     plan: TrainingPlan  # what the step was simulated with (the solver's W and D filled in)
     microbatches_per_second: float  # data_parallel x microbatches / step
+    # Re-placement (previous_placement given): ops whose device changed and the persistent bytes they move.
+    ops_moved: int
+    bytes_moved: int
     proto: placement_pb2.Placement = dataclasses.field(repr=False, compare=False)
 
     @staticmethod
@@ -116,6 +119,8 @@ class PlacementResult:
             solve_ns=provenance.solve_ns,
             plan=plan,
             microbatches_per_second=metrics.microbatches_per_second,
+            ops_moved=metrics.ops_moved,
+            bytes_moved=metrics.bytes_moved,
             proto=placement,
         )
 
@@ -279,20 +284,28 @@ class PlacementClient:
     # ---- calls ----
     def place(self, request: RequestLike, algorithm: Optional[str] = None,
               timeout: Optional[float] = None, *, microbatches: Optional[int] = None,
-              max_in_flight: Optional[int] = None, data_parallel: Optional[int] = None) -> PlacementResult:
+              max_in_flight: Optional[int] = None, data_parallel: Optional[int] = None,
+              previous_placement: Optional[Mapping[str, str]] = None,
+              move_weight_ns_per_byte: Optional[float] = None) -> PlacementResult:
         """Places the request and waits for the answer (unary Place). `microbatches`, `max_in_flight`
         and `data_parallel` set the request's training plan (api.md section 2.1; 0 for W or D = the
-        solver chooses); None keeps the request's own."""
-        request = self._request(request, algorithm, microbatches, max_in_flight, data_parallel)
+        solver chooses); None keeps the request's own. Re-placement: `previous_placement` ({op name:
+        device name}, e.g. an earlier result's assignment(request)) and `move_weight_ns_per_byte` (ns of
+        step traded for one byte moved); the result's ops_moved and bytes_moved say what moved."""
+        request = self._request(request, algorithm, microbatches, max_in_flight, data_parallel,
+                                previous_placement, move_weight_ns_per_byte)
         response = self._call(self._stub.Place, request, timeout)
         return PlacementResult.from_proto(response.placement, _device_names(request))
 
     def submit(self, request: RequestLike, algorithm: Optional[str] = None,
                timeout: Optional[float] = None, *, microbatches: Optional[int] = None,
-               max_in_flight: Optional[int] = None, data_parallel: Optional[int] = None) -> Operation:
+               max_in_flight: Optional[int] = None, data_parallel: Optional[int] = None,
+               previous_placement: Optional[Mapping[str, str]] = None,
+               move_weight_ns_per_byte: Optional[float] = None) -> Operation:
         """Starts a long-running placement job; returns its Operation (use .name with wait/watch).
-        The plan arguments are place()'s."""
-        request = self._request(request, algorithm, microbatches, max_in_flight, data_parallel)
+        The plan and re-placement arguments are place()'s."""
+        request = self._request(request, algorithm, microbatches, max_in_flight, data_parallel,
+                                previous_placement, move_weight_ns_per_byte)
         submit = placement_service_pb2.SubmitPlacementRequest(request=request)
         response = self._call(self._stub.SubmitPlacement, submit, timeout)
         return Operation.from_proto(response.operation, _device_names(request))
@@ -384,20 +397,24 @@ class PlacementClient:
 
     # ---- internals ----
     def _request(self, request: RequestLike, algorithm: Optional[str], microbatches: Optional[int] = None,
-                 max_in_flight: Optional[int] = None,
-                 data_parallel: Optional[int] = None) -> placement_pb2.PlaceRequest:
-        """The request to send: read from a file, with the caller's algorithm and plan (on a copy: the
-        caller's message is left as it was)."""
+                 max_in_flight: Optional[int] = None, data_parallel: Optional[int] = None,
+                 previous_placement: Optional[Mapping[str, str]] = None,
+                 move_weight_ns_per_byte: Optional[float] = None) -> placement_pb2.PlaceRequest:
+        """The request to send: read from a file, with the caller's algorithm, plan and previous
+        placement (on a copy: the caller's message is left as it was)."""
         if isinstance(request, (str, Path)):
             request = load_request(request)
         changes = {"algorithm": algorithm or None, "microbatches": microbatches, "max_in_flight": max_in_flight,
-                   "data_parallel": data_parallel}
-        if any(value is not None for value in changes.values()):
+                   "data_parallel": data_parallel, "move_weight_ns_per_byte": move_weight_ns_per_byte}
+        if any(value is not None for value in changes.values()) or previous_placement is not None:
             copy = placement_pb2.PlaceRequest()
             copy.CopyFrom(request)
             for name, value in changes.items():
                 if value is not None:
                     setattr(copy.options, name, value)
+            if previous_placement is not None:
+                copy.options.previous_placement.clear()
+                copy.options.previous_placement.update(previous_placement)
             request = copy
         return request
 

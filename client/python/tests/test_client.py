@@ -104,6 +104,28 @@ def test_evaluate(client, three_ops_path):
     assert any(field.startswith("device") for field, _ in raised.value.field_violations)
 
 
+def test_replacement_passes_the_previous_placement(client, three_ops_path):
+    """Re-placement: the previous placement ({op: device}) and the move weight go out with the request
+    (their own digest); the answer says what moved; the caller's request is not modified."""
+    request = load_request(three_ops_path)
+    fresh = client.place(request)
+    assert fresh.ops_moved == 0 and fresh.bytes_moved == 0
+    previous = fresh.assignment(request)
+    kept = client.place(request, previous_placement=previous, move_weight_ns_per_byte=1e9)
+    assert len(request.options.previous_placement) == 0 and request.options.move_weight_ns_per_byte == 0
+    assert kept.request_digest != fresh.request_digest
+    assert kept.ops_moved == 0 and kept.bytes_moved == 0 and kept.feasible
+    # Every op's device left: all of them move, and each is on a device still there.
+    gone = {op: "retired-" + device for op, device in previous.items()}
+    moved = client.place(request, previous_placement=gone)
+    assert moved.ops_moved == len(request.graph.ops) and moved.feasible
+    assert moved.bytes_moved == sum(op.persistent_bytes for op in request.graph.ops)
+    with pytest.raises(PlacementError) as raised:
+        client.place(request, previous_placement={"no-such-op": "gpu0"}, move_weight_ns_per_byte=-1)
+    fields = {field for field, _ in raised.value.field_violations}
+    assert fields == {'options.previous_placement["no-such-op"]', "options.move_weight_ns_per_byte"}
+
+
 def test_training_plan_options_and_result(client, three_ops_path):
     """Plan options on place, submit and evaluate (api.md section 2.1): the answer says what was used and
     its throughput; the caller's request is not modified."""

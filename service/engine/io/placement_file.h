@@ -6,8 +6,11 @@
 //
 // Example:
 //   absl::StatusOr<v1::Placement> placement = ReadPlacementFile("placement.json");
+//   auto previous = ReadPreviousPlacement("placement.json", "request.json");  // for re-placement
 #ifndef PLACEMENT_SERVICE_ENGINE_IO_PLACEMENT_FILE_H_
 #define PLACEMENT_SERVICE_ENGINE_IO_PLACEMENT_FILE_H_
+
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -19,6 +22,16 @@ namespace placement::engine {
 // EvaluateResponse (tried in that order). When none parses, the error of reading it as a Placement,
 // which names the file.
 absl::StatusOr<v1::Placement> ReadPlacementFile(absl::string_view path);
+
+// Re-placement (`--previous=FILE --previous_request=FILE`): the answer `placement` to
+// `previous_request` as PlacementOptions.previous_placement, op name -> device name. INVALID_ARGUMENT
+// when the placement does not have one device index in range per op of that request.
+absl::StatusOr<google::protobuf::Map<std::string, std::string>> PreviousPlacementOf(
+    const v1::PlaceRequest& previous_request, const v1::Placement& placement);
+// The same from the two files (the placement in any form ReadPlacementFile reads; the request in any
+// format message_io.h reads). Errors name the file.
+absl::StatusOr<google::protobuf::Map<std::string, std::string>> ReadPreviousPlacement(
+    absl::string_view placement_path, absl::string_view previous_request_path);
 
 }  // namespace placement::engine
 

@@ -89,5 +89,51 @@ TEST_F(PlacementFileTest, SomethingElseIsAnErrorNamingTheFile) {
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("missing.json"));
 }
 
+// SamplePlacement answers a request with three ops on two devices: op i goes to device device(i).
+v1::PlaceRequest SampleRequest() {
+  v1::PlaceRequest request;
+  for (const char* name : {"a", "b", "c"}) request.mutable_graph()->add_ops()->set_name(name);
+  for (const char* name : {"gpu0", "gpu1"}) request.mutable_cluster()->add_devices()->set_name(name);
+  return request;
+}
+
+TEST_F(PlacementFileTest, PreviousPlacementMapsOpNamesToDeviceNames) {
+  const std::string placement_path = Path("previous.json");
+  const std::string request_path = Path("previous_request.json");
+  v1::PlaceResponse response;
+  *response.mutable_placement() = SamplePlacement();
+  ASSERT_TRUE(WriteMessageFile(response, placement_path).ok());
+  ASSERT_TRUE(WriteMessageFile(SampleRequest(), request_path).ok());
+  absl::StatusOr<google::protobuf::Map<std::string, std::string>> previous =
+      ReadPreviousPlacement(placement_path, request_path);
+  ASSERT_TRUE(previous.ok()) << previous.status();
+  EXPECT_EQ(previous->size(), 3u);
+  EXPECT_EQ(previous->at("a"), "gpu1");
+  EXPECT_EQ(previous->at("b"), "gpu0");
+  EXPECT_EQ(previous->at("c"), "gpu1");
+}
+
+TEST_F(PlacementFileTest, PreviousPlacementThatDoesNotFitItsRequestIsAnError) {
+  v1::PlaceRequest fewer_ops = SampleRequest();
+  fewer_ops.mutable_graph()->mutable_ops()->RemoveLast();
+  absl::StatusOr<google::protobuf::Map<std::string, std::string>> previous =
+      PreviousPlacementOf(fewer_ops, SamplePlacement());
+  ASSERT_FALSE(previous.ok());
+  EXPECT_THAT(std::string(previous.status().message()), HasSubstr("3 devices for the previous request's 2 ops"));
+  v1::PlaceRequest one_device = SampleRequest();
+  one_device.mutable_cluster()->mutable_devices()->RemoveLast();
+  previous = PreviousPlacementOf(one_device, SamplePlacement());
+  ASSERT_FALSE(previous.ok());
+  EXPECT_THAT(std::string(previous.status().message()), HasSubstr("device[0] = 1 is out of range"));
+
+  const std::string placement_path = Path("bad_previous.json");
+  const std::string request_path = Path("bad_previous_request.json");
+  ASSERT_TRUE(WriteMessageFile(SamplePlacement(), placement_path).ok());
+  ASSERT_TRUE(WriteMessageFile(one_device, request_path).ok());
+  previous = ReadPreviousPlacement(placement_path, request_path);
+  ASSERT_FALSE(previous.ok());
+  EXPECT_THAT(std::string(previous.status().message()), HasSubstr(placement_path));
+}
+
 }  // namespace
 }  // namespace placement::engine
