@@ -17,7 +17,8 @@
 // `BuildModel` reports **every** problem as `FieldViolation{field, description}`; the status is
 // `INVALID_ARGUMENT` whose message is `FormatViolations` (one `field: description` per line). Violations
 // come grouped: `graph.ops…`, `graph.edges…`, `graph`, `cluster.devices…`, `cluster` (default links),
-// `cluster.links…`, `options…`; within a group in request order. Each list (`graph.ops`, `graph.edges`,
+// `cluster.links…`, `options…`, `options.previous_placement…`; within a group in request order (the
+// previous placement's keys in byte order). Each list (`graph.ops`, `graph.edges`,
 // `cluster.devices`, `cluster.links`) stops being checked after `max_violations_per_list` (100)
 // problems; one more violation, with the list's path as its field, says so.
 //
@@ -52,6 +53,8 @@
 // | `options.microbatches` | `< 0`; `> max_microbatches`; microbatches × ops `> max_unrolled_ops` |
 // | `options.max_in_flight` | `< 0`; `9 exceeds microbatches 8` |
 // | `options.data_parallel` | `< 0`; `3 does not divide 8 devices` |
+// | `options.move_weight_ns_per_byte` | NaN, inf or `< 0` |
+// | `options.previous_placement["x"]` | `no op named "x"` (keys in byte order; a device name not in the cluster is a device that left, not an error; the list `options.previous_placement` stops after `max_violations_per_list`) |
 // | `graph.ops[i].pinned_device` | with `data_parallel` D > 1: pinned outside replica group 0 (the first N/D devices) |
 // | `graph.ops[i].allowed_kinds` | with D > 1: no device of replica group 0 has any of the allowed kinds |
 // | `graph.ops[i].once_per_step` | a once op with a per-microbatch ancestor and a per-microbatch descendant (only on an otherwise valid graph) |

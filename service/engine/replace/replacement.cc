@@ -25,26 +25,46 @@ std::pair<const OpId*, const OpId*> UnitOf(const Model& model, const OpId& v) {
 // Builds the seed in two passes: units that keep their previous device, then the rest, greedily.
 class SeedBuilder {
  public:
-  explicit SeedBuilder(const Model& model)
+  // How the units to re-home are placed: `first` kNone = unit by unit (greedy); else in topological
+  // order, the units until `first_ns` of compute has gone to `first` go there, the rest to `second`
+  // (first == second: a departed device's work handed to one device whole), each where allowed, else
+  // greedily.
+  struct Split {
+    DeviceId first = kNone;
+    DeviceId second = kNone;
+    int64_t first_ns = 0;
+  };
+  SeedBuilder(const Model& model, const PlacementRules& rules, Split split)
       : model_(model),
-        rules_(model),
+        rules_(rules),
+        split_(split),
         assignment_(model.num_ops(), kNone),
         queued_ns_(model.num_devices(), 0),
         persistent_(model.num_devices(), 0) {}
 
   Assignment Build() {
-    for (OpId v = 0; v < model_.num_ops(); ++v) {
-      if (assignment_[v] != kNone) continue;
-      const DeviceId kept = KeptDevice(v);
-      if (kept != kNone) Place(v, kept);
-    }
+    PlaceKept();
     for (const OpId v : model_.topo_order) {
       if (assignment_[v] == kNone) Place(v, Rehome(v));
     }
     return std::move(assignment_);
   }
 
+  // The first pass alone: kNone for the ops to re-home.
+  Assignment KeptOnly() {
+    PlaceKept();
+    return std::move(assignment_);
+  }
+
  private:
+  void PlaceKept() {
+    for (OpId v = 0; v < model_.num_ops(); ++v) {
+      if (assignment_[v] != kNone) continue;
+      const DeviceId kept = KeptDevice(v);
+      if (kept != kNone) Place(v, kept);
+    }
+  }
+
   // Where v's unit stays: its pin, else the previous device (still in the cluster) holding most of the
   // unit's persistent bytes (a group split across devices before is joined there; ties: the lower id)
   // when the whole unit may run there; kNone = the unit must be re-homed.
@@ -81,6 +101,11 @@ class SeedBuilder {
   // devices; among the devices whose persistent bytes still fit, else the one least over.
   DeviceId Rehome(OpId v) {
     const auto [begin, end] = UnitOf(model_, v);
+    if (split_.first != kNone) {
+      const DeviceId target = split_done_ns_ < split_.first_ns ? split_.first : split_.second;
+      for (const OpId* m = begin; m != end; ++m) split_done_ns_ += model_.compute_ns[*m];
+      if (rules_.Allowed(v, target)) return target;
+    }
     int64_t unit_persistent = 0;
     for (const OpId* m = begin; m != end; ++m) unit_persistent += model_.persistent_bytes[*m];
     DeviceId best = kNone;
@@ -127,7 +152,9 @@ class SeedBuilder {
   }
 
   const Model& model_;
-  const PlacementRules rules_;
+  const PlacementRules& rules_;
+  const Split split_;
+  int64_t split_done_ns_ = 0;  // compute of the units re-homed so far
   Assignment assignment_;
   std::vector<int64_t> queued_ns_;   // per device: compute of the ops placed so far
   std::vector<int64_t> persistent_;  // per device: persistent bytes of the ops placed so far
@@ -136,7 +163,62 @@ class SeedBuilder {
 
 }  // namespace
 
-Assignment ReplacementSeed(const Model& model) { return SeedBuilder(model).Build(); }
+Assignment ReplacementSeed(const Model& model) {
+  const PlacementRules rules(model);
+  Assignment best = SeedBuilder(model, rules, {}).Build();
+  // Ops to re-home (their device left, or they are new): also try handing them all to one device —
+  // often a device the previous answer left idle, or one whose neighbours they were — and keep the seed
+  // that simulates best (moves cost the same in every candidate: only ops without a valid previous
+  // device change). D + 1 simulations.
+  bool rehomed = false;
+  for (OpId v = 0; v < model.num_ops() && !rehomed; ++v) {
+    const DeviceId previous = model.PreviousDeviceOf(v);
+    rehomed = previous < 0 || best[v] != previous;
+  }
+  if (!rehomed || model.num_devices() < 2) return best;
+  Simulator simulator(model);
+  const SimOptions options = ScoringSimOptions(model);
+  PlacementScore best_score = ScoreSimulation(model, simulator.Run(best, options));
+  auto consider = [&](const SeedBuilder::Split& split) {
+    Assignment candidate = SeedBuilder(model, rules, split).Build();
+    if (candidate == best) return;
+    const PlacementScore score = ScoreSimulation(model, simulator.Run(candidate, options));
+    if (score.BetterThan(best_score)) {
+      best_score = score;
+      best.swap(candidate);
+    }
+  };
+  for (DeviceId d = 0; d < model.num_devices(); ++d) consider({d, d, 0});
+  // A departed stage of a pipeline: its first part to the device that feeds it most, the rest to the
+  // device it feeds most, split where the two devices' compute balances.
+  const std::vector<DeviceId> kept = SeedBuilder(model, rules, {}).KeptOnly();
+  std::vector<int64_t> bytes_in(model.num_devices(), 0), bytes_out(model.num_devices(), 0),
+      load(model.num_devices(), 0);
+  int64_t rehomed_ns = 0;
+  for (OpId v = 0; v < model.num_ops(); ++v) {
+    if (kept[v] != kNone) {
+      load[kept[v]] += model.compute_ns[v];
+      continue;
+    }
+    rehomed_ns += model.compute_ns[v];
+    for (EdgeId e = model.in_begin(v); e < model.in_end(v); ++e) {
+      const DeviceId from = kept[model.in_src[e]];
+      if (from != kNone) bytes_in[from] += model.in_bytes[e] + 1;
+    }
+    for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
+      const DeviceId to = kept[model.out_dst[e]];
+      if (to != kNone) bytes_out[to] += model.out_bytes[e] + 1;
+    }
+  }
+  const DeviceId up = static_cast<DeviceId>(std::max_element(bytes_in.begin(), bytes_in.end()) - bytes_in.begin());
+  const DeviceId down =
+      static_cast<DeviceId>(std::max_element(bytes_out.begin(), bytes_out.end()) - bytes_out.begin());
+  if (up != down && bytes_in[up] > 0 && bytes_out[down] > 0) {
+    const int64_t first_ns = std::clamp<int64_t>((rehomed_ns + load[down] - load[up]) / 2, 0, rehomed_ns);
+    consider({up, down, first_ns});
+  }
+  return best;
+}
 
 absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& context,
                                         const ReplacementOptions& options) {

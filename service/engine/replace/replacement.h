@@ -9,7 +9,8 @@
 //      across devices — are re-homed greedily, in topological order of their first op, to the allowed
 //      device with the least (compute queued there + the unit's own time there + transfers from and to
 //      neighbours already placed elsewhere), among those whose persistent bytes still fit (else the one
-//      least over);
+//      least over); the same with every re-homed unit handed to one device d (where allowed), for each d;
+//      the candidate that simulates best is the seed (D + 1 simulations);
 //   2. **memory**: if the seed overflows, ParDNN's memory repair (../repair/);
 //   3. **search**: the critical-path local search (../pardnn/refinement.h) judging step + move weight ×
 //      bytes moved (RefinementOptions::count_moves), with a simulation budget a quarter of `auto`'s;
@@ -43,8 +44,9 @@ struct ReplacementOptions {
   bool search = true;
 };
 
-// The re-homed previous placement (step 1 above): constraints hold; ops that keep a valid previous
-// device keep it. Precondition: model.has_previous_placement().
+// The re-homed previous placement (step 1 above; the best of its candidates by simulation):
+// constraints hold; ops that keep a valid previous device keep it. Precondition:
+// model.has_previous_placement().
 Assignment ReplacementSeed(const Model& model);
 
 // Steps 1–4. PartitionResult::winner is "previous_placement" and winner_makespan_ns the step of the seed
