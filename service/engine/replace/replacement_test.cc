@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -92,7 +94,6 @@ TEST(ReplacementTest, OpsOfARemovedDeviceMoveAndTheAnswerFits) {
   request.mutable_options()->set_move_weight_ns_per_byte(1e-3);
   const Replaced replaced = ReplaceWithAuto(request);
   EXPECT_EQ(replaced.placement.outcome(), v1::FEASIBLE);
-  EXPECT_EQ(replaced.placement.provenance().winner(), "previous_placement");
   EXPECT_GE(replaced.placement.metrics().ops_moved(), departed_ops);
   EXPECT_GE(replaced.placement.metrics().bytes_moved(), departed_bytes);
   for (int i = 0; i < request.graph().ops_size(); ++i) {
@@ -138,7 +139,12 @@ TEST(ReplacementTest, WithWeightZeroTheStepIsNoWorseThanTheReHomedSeed) {
         ScoreSimulation(replaced.model, simulator.Run(seed_assignment));
     ASSERT_TRUE(seed_score.Fits());
     EXPECT_LE(replaced.placement.metrics().makespan_ns(), seed_score.makespan_ns) << "seed " << seed;
-    EXPECT_EQ(replaced.placement.provenance().winner_makespan_ns(), seed_score.makespan_ns);
+    // The re-homed seed, or a quick member's fresh answer that was better still (moves are free).
+    if (replaced.placement.provenance().winner() == "previous_placement") {
+      EXPECT_EQ(replaced.placement.provenance().winner_makespan_ns(), seed_score.makespan_ns);
+    } else {
+      EXPECT_LT(replaced.placement.provenance().winner_makespan_ns(), seed_score.makespan_ns);
+    }
   }
 }
 
@@ -197,6 +203,68 @@ TEST(ReplacementTest, SeedKeepsValidDevicesAndHonoursPinsGroupsAndKinds) {
   EXPECT_EQ(on("g2"), "gpu1");
   EXPECT_EQ(on("g3"), "gpu1");
   EXPECT_EQ(on("cpu_only"), "cpu0");
+}
+
+// A member that answers with a fixed assignment (device per canonical op).
+class FixedAnswer final : public Partitioner {
+ public:
+  explicit FixedAnswer(Assignment answer) : answer_(std::move(answer)) {}
+  std::string_view name() const override { return "fixed"; }
+  std::string_view version() const override { return "1"; }
+  std::string_view description() const override { return "a fixed answer (test)"; }
+  absl::StatusOr<PartitionResult> Partition(const Model&, const SolveContext&) const override {
+    PartitionResult result;
+    result.assignment = answer_;
+    return result;
+  }
+
+ private:
+  Assignment answer_;
+};
+
+TEST(ReplacementTest, AFreshAnswerIsRenamedTowardsThePreviousPlacement) {
+  // Two chains a1 -> a2 and b1 -> b2 of stateful ops (100 bytes each). Before: a1, a2, b1 on gpu0, b2 on
+  // gpu1 (a 3 ms step). A fresh answer puts chain a on gpu1 and chain b on gpu0 (2 ms): as given it
+  // moves a1, a2 and b2 (300 bytes); renamed (gpu0 <-> gpu1) only b1 (100 bytes), for the same step.
+  v1::PlaceRequest request;
+  for (const char* name : {"a1", "a2", "b1", "b2"}) AddTestOp(request, name, 1'000'000)->set_persistent_bytes(100);
+  for (const auto& [src, dst] : {std::pair{0, 1}, std::pair{2, 3}}) {
+    v1::Edge* edge = request.mutable_graph()->add_edges();
+    edge->set_src(src);
+    edge->set_dst(dst);
+    edge->set_bytes(1000);
+  }
+  for (const char* name : {"gpu0", "gpu1"}) AddTestDevice(request, name, "gpu", 1 << 20);
+  request.mutable_cluster()->mutable_intra_node()->set_bandwidth_bytes_per_second(1'000'000'000);
+  auto& previous = *request.mutable_options()->mutable_previous_placement();
+  previous["a1"] = previous["a2"] = previous["b1"] = "gpu0";
+  previous["b2"] = "gpu1";
+  request.mutable_options()->set_move_weight_ns_per_byte(1.0);
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Assignment fresh(4);
+  fresh[OpNamed(*model, "a1")] = fresh[OpNamed(*model, "a2")] = 1;
+  fresh[OpNamed(*model, "b1")] = fresh[OpNamed(*model, "b2")] = 0;
+  const FixedAnswer member(fresh);
+  ReplacementOptions options;
+  options.search = false;
+  absl::StatusOr<PartitionResult> result = Replace(*model, SolveContext(), options, {&member});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->winner, "fixed");
+  EXPECT_EQ(result->winner_makespan_ns, 2'000'000);
+  EXPECT_EQ(BytesMoved(*model, fresh), 300);
+  EXPECT_EQ(BytesMoved(*model, result->assignment), 100);
+  EXPECT_EQ(result->assignment[OpNamed(*model, "a1")], 0);
+  EXPECT_EQ(result->assignment[OpNamed(*model, "b1")], 1);
+  // With a move weight that makes 100 bytes (2 ms) dearer than the 1 ms the fresh answer saves, the
+  // previous placement stays as it was.
+  request.mutable_options()->set_move_weight_ns_per_byte(20'000.0);
+  absl::StatusOr<Model> dear = BuildModel(request);
+  ASSERT_TRUE(dear.ok());
+  result = Replace(*dear, SolveContext(), options, {&member});
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->winner, "previous_placement");
+  EXPECT_EQ(BytesMoved(*dear, result->assignment), 0);
 }
 
 TEST(ReplacementTest, DeterministicForARequestAndSeed) {
