@@ -359,6 +359,16 @@ absl::StatusOr<v1::EvaluateResponse> PlacementClient::Evaluate(const v1::Evaluat
   return response;
 }
 
+absl::StatusOr<v1::RecommendResponse> PlacementClient::Recommend(const v1::RecommendRequest& request,
+                                                                 absl::Duration timeout) {
+  v1::RecommendResponse response;
+  absl::Status status = CallWithRetries(DeadlineFor(timeout), [&](grpc::ClientContext& context) {
+    return stub_->Recommend(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response;
+}
+
 absl::StatusOr<v1::ListAlgorithmsResponse> PlacementClient::ListAlgorithms() {
   v1::ListAlgorithmsRequest request;
   v1::ListAlgorithmsResponse response;

@@ -131,6 +131,10 @@ class PlacementClient {
   absl::StatusOr<v1::EvaluateResponse> Evaluate(const v1::EvaluateRequest& request,
                                                 absl::Duration timeout = absl::ZeroDuration());
   absl::StatusOr<v1::ListAlgorithmsResponse> ListAlgorithms();
+  // How many devices: every candidate of the pool placed (or, with submit_only, started), the table and
+  // the recommendation. Safe to retry like Place (every candidate is an ordinary cached request).
+  absl::StatusOr<v1::RecommendResponse> Recommend(const v1::RecommendRequest& request,
+                                                  absl::Duration timeout = absl::ZeroDuration());
   // grpc.health.v1 Check; "" = the server as a whole. NOT_FOUND from the server → kServiceUnknown.
   absl::StatusOr<ServingStatus> CheckHealth(const std::string& service,
                                             absl::Duration timeout = absl::Seconds(5));

@@ -5,6 +5,8 @@
 //   placementctl --server=HOST:PORT submit --request=FILE [--output=json|name]
 //   placementctl --server=HOST:PORT wait|get|cancel --operation=NAME   (or the name as an argument)
 //   placementctl --server=HOST:PORT evaluate --request=FILE --placement=FILE
+//   placementctl --server=HOST:PORT recommend --request=FILE [--max_devices=N]
+//                [--objective=fastest|fewest_within|best_per_device] [--within_percent=X]
 //   placementctl --server=HOST:PORT algorithms
 //   placementctl --server=HOST:PORT health [--service=NAME]
 //
@@ -84,6 +86,15 @@ ABSL_FLAG(bool, digest_header, false,
 ABSL_FLAG(std::string, format, "auto",
           "What place, wait and evaluate print: auto (a short summary when standard output is a "
           "terminal, else JSON), json (always; byte for byte what scripts always got), summary.");
+ABSL_FLAG(int32_t, max_devices, 0,
+          "recommend: evaluate 1..N devices of the request's cluster (the pool; 0 = all of them).");
+ABSL_FLAG(std::string, objective, "fastest",
+          "recommend: fastest, fewest_within (the fewest devices within --within_percent of the "
+          "fastest) or best_per_device.");
+ABSL_FLAG(double, within_percent, 0, "recommend: the threshold of --objective=fewest_within, in %.");
+ABSL_FLAG(bool, include_placements, false, "recommend: put each candidate's placement in its row.");
+ABSL_FLAG(bool, submit_only, false,
+          "recommend: start the candidates as operations and return at once (their names in the rows).");
 ABSL_FLAG(std::string, progress, "auto",
           "Progress bar on stderr while a job runs: auto (if stderr is a terminal), always, never.");
 
@@ -107,6 +118,11 @@ constexpr char kUsage[] =
     "  get       --operation=NAME | NAME    print the Operation as it is now\n"
     "  cancel    --operation=NAME | NAME    cancel it, print the Operation\n"
     "  evaluate  --request=FILE --placement=FILE       score a placement (EvaluateResponse)\n"
+    "  recommend --request=FILE [--max_devices=N] [--objective=fastest|fewest_within|best_per_device]\n"
+    "            [--within_percent=X] [--include_placements] [--submit_only]\n"
+    "                                       how many devices of the request's cluster: every count\n"
+    "                                       1..N with every data-parallel split, the table and the\n"
+    "                                       recommendation (RecommendResponse)\n"
     "  algorithms                           list the server's algorithms (JSON)\n"
     "  health    [--service=NAME]           print SERVING / NOT_SERVING / SERVICE_UNKNOWN\n"
     "\n"
@@ -344,6 +360,43 @@ int RunEvaluate(PlacementClient& client) {
   return EmitAnswer(*response, response->placement(), &request, &response->violations());
 }
 
+int RunRecommend(PlacementClient& client) {
+  v1::PlaceRequest place;
+  int exit_code = 0;
+  if (!ReadRequest(&place, &exit_code)) return exit_code;
+  v1::RecommendRequest request;
+  request.mutable_graph()->Swap(place.mutable_graph());
+  request.mutable_cluster()->Swap(place.mutable_cluster());
+  request.mutable_options()->Swap(place.mutable_options());
+  request.set_max_devices(absl::GetFlag(FLAGS_max_devices));
+  const std::string objective = absl::GetFlag(FLAGS_objective);
+  if (objective == "fastest") {
+    request.set_objective(v1::RECOMMEND_OBJECTIVE_FASTEST);
+  } else if (objective == "fewest_within") {
+    request.set_objective(v1::RECOMMEND_OBJECTIVE_FEWEST_DEVICES_WITHIN);
+  } else if (objective == "best_per_device") {
+    request.set_objective(v1::RECOMMEND_OBJECTIVE_BEST_PER_DEVICE);
+  } else {
+    return Usage(absl::StrCat("--objective=", objective,
+                              ": expected fastest, fewest_within or best_per_device"));
+  }
+  request.set_within_percent(absl::GetFlag(FLAGS_within_percent));
+  request.set_include_placements(absl::GetFlag(FLAGS_include_placements));
+  request.set_submit_only(absl::GetFlag(FLAGS_submit_only));
+  absl::StatusOr<v1::RecommendResponse> response = client.Recommend(request, absl::GetFlag(FLAGS_timeout));
+  if (!response.ok()) return Fail(response.status());
+  const placement::report::OutputFormat format =
+      placement::report::ResolveOutputFormat(absl::GetFlag(FLAGS_format),
+                                             placement::report::StdoutIsTerminal())
+          .value_or(placement::report::OutputFormat::kJson);
+  if (format == placement::report::OutputFormat::kJson || WritesAFile()) {
+    const int emitted = Emit(*response);
+    if (emitted != 0 || format == placement::report::OutputFormat::kJson) return emitted;
+  }
+  std::cout << placement::report::FormatRecommendation(*response);
+  return std::cout.good() ? 0 : kExitFailed;
+}
+
 // True when a TCP connection to `target` ("host:port", "dns:///host:port", "[v6]:port") opens within
 // `timeout`; nullopt for targets that are not a host and port (unix sockets, other schemes).
 std::optional<bool> TcpReachable(std::string target, absl::Duration timeout) {
@@ -492,8 +545,8 @@ int main(int argc, char** argv) {
   PlacementClient client(options);
 
   if (verb == "health") return RunHealth(client, options);
-  static const char* const kVerbs[] = {"place", "submit",   "wait",      "get",
-                                       "cancel", "evaluate", "algorithms"};
+  static const char* const kVerbs[] = {"place",    "submit",    "wait",      "get",
+                                       "cancel",   "evaluate",  "recommend", "algorithms"};
   if (std::find(std::begin(kVerbs), std::end(kVerbs), verb) == std::end(kVerbs)) {
     return Usage(absl::StrCat("unknown verb \"", verb, "\""));
   }
@@ -509,6 +562,7 @@ int main(int argc, char** argv) {
   if (verb == "place") return RunPlace(client);
   if (verb == "submit") return RunSubmit(client);
   if (verb == "evaluate") return RunEvaluate(client);
+  if (verb == "recommend") return RunRecommend(client);
   if (verb == "wait") {
     // --request is optional here: it only adds device names and the one-device time to the summary.
     v1::PlaceRequest request;

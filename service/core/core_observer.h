@@ -13,6 +13,8 @@
 #ifndef PLACEMENT_SERVICE_CORE_CORE_OBSERVER_H_
 #define PLACEMENT_SERVICE_CORE_CORE_OBSERVER_H_
 
+#include <cstdint>
+
 #include "absl/strings/string_view.h"
 #include "placement/v1/placement.pb.h"
 
@@ -27,6 +29,8 @@ class CoreObserver {
   // A cached value that did not fit the request it was found for (a miss); reason is one of a fixed
   // few ("ops", "device", "digest", "time_limited").
   virtual void RecordCacheRejected(absl::string_view reason) = 0;
+  // A Recommend call answered: its candidates and how many of them came from the cache.
+  virtual void RecordRecommendation(int32_t candidates, int32_t cache_hits) {}
 };
 
 }  // namespace placement::core

@@ -7,12 +7,12 @@
 
 namespace placement::core {
 
-PendingAnswer::PendingAnswer(jobs::JobManager* jobs, std::shared_ptr<jobs::Job> job, Writer write)
+JobAnswer::JobAnswer(jobs::JobManager* jobs, std::shared_ptr<jobs::Job> job, Writer write)
     : jobs_(jobs), job_(std::move(job)), write_(std::move(write)) {}
 
-PendingAnswer::~PendingAnswer() { Release(); }
+JobAnswer::~JobAnswer() { Release(); }
 
-void PendingAnswer::OnDone(std::function<void()> on_done) {
+void JobAnswer::OnDone(std::function<void()> on_done) {
   {
     absl::MutexLock lock(&mu_);
     if (released_) return;
@@ -34,14 +34,14 @@ void PendingAnswer::OnDone(std::function<void()> on_done) {
   job_->RemoveListener(id);  // released while the listener was being added
 }
 
-absl::Status PendingAnswer::Finish() {
+absl::Status JobAnswer::Finish() {
   Release();
   const jobs::JobResult& result = job_->result();
   if (!result.placement.ok()) return result.placement.status();
   return write_(result);
 }
 
-void PendingAnswer::Release() {
+void JobAnswer::Release() {
   uint64_t listener = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -54,8 +54,8 @@ void PendingAnswer::Release() {
   jobs_->Release(job_);
 }
 
-absl::Duration PendingAnswer::queue_time() const { return job_->result().queue_time; }
+absl::Duration JobAnswer::queue_time() const { return job_->result().queue_time; }
 
-absl::Duration PendingAnswer::solve_time() const { return job_->result().solve_time; }
+absl::Duration JobAnswer::solve_time() const { return job_->result().solve_time; }
 
 }  // namespace placement::core

@@ -29,33 +29,47 @@ struct JobResult;
 
 namespace placement::core {
 
+// A unary call's answer still being computed: one job's (JobAnswer), or several (a Recommend call's
+// candidates, recommend_answer.h).
 class PendingAnswer {
+ public:
+  virtual ~PendingAnswer() = default;
+
+  // Calls `on_done` once the answer is ready: on the thread that finished the (last) job, or here when
+  // it is ready already. At most once per handle, and not after Release(). `on_done` may still run once
+  // after Release() returns (the job finished meanwhile), so it must own what it touches.
+  virtual void OnDone(std::function<void()> on_done) = 0;
+
+  // Once done: writes the answer into the response given to the core (mapped to the caller's op
+  // order) and releases the job(s); or returns why there is none (the job's error).
+  virtual absl::Status Finish() = 0;
+
+  // The caller no longer waits (it went away, or the server is giving up on it). Idempotent.
+  virtual void Release() = 0;
+
+  // Once done: how long the job queued and ran (for the request log).
+  virtual absl::Duration queue_time() const = 0;
+  virtual absl::Duration solve_time() const = 0;
+};
+
+// The answer of one job on the workers (Place, Evaluate).
+class JobAnswer final : public PendingAnswer {
  public:
   // Writes a successful job's answer into the caller's response.
   using Writer = std::function<absl::Status(const jobs::JobResult& result)>;
 
   // The core's: `job` is one the caller waits for (one JobManager::Acquire it owes a Release for).
-  PendingAnswer(jobs::JobManager* jobs, std::shared_ptr<jobs::Job> job, Writer write);
+  JobAnswer(jobs::JobManager* jobs, std::shared_ptr<jobs::Job> job, Writer write);
   // Releases the job if nobody did.
-  ~PendingAnswer();
-  PendingAnswer(const PendingAnswer&) = delete;
-  PendingAnswer& operator=(const PendingAnswer&) = delete;
+  ~JobAnswer() override;
+  JobAnswer(const JobAnswer&) = delete;
+  JobAnswer& operator=(const JobAnswer&) = delete;
 
-  // Calls `on_done` once the answer is ready: on the thread that finished the job, or here when it is
-  // ready already. At most once per handle, and not after Release(). `on_done` may still run once
-  // after Release() returns (the job finished meanwhile), so it must own what it touches.
-  void OnDone(std::function<void()> on_done) ABSL_LOCKS_EXCLUDED(mu_);
-
-  // Once done: writes the answer into the response given to the core (mapped to the caller's op
-  // order) and releases the job; or returns why there is none (the job's error).
-  absl::Status Finish() ABSL_LOCKS_EXCLUDED(mu_);
-
-  // The caller no longer waits (it went away, or the server is giving up on it). Idempotent.
-  void Release() ABSL_LOCKS_EXCLUDED(mu_);
-
-  // Once done: how long the job queued and ran (for the request log).
-  absl::Duration queue_time() const;
-  absl::Duration solve_time() const;
+  void OnDone(std::function<void()> on_done) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Finish() override ABSL_LOCKS_EXCLUDED(mu_);
+  void Release() override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Duration queue_time() const override;
+  absl::Duration solve_time() const override;
 
  private:
   jobs::JobManager* const jobs_;

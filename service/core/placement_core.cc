@@ -9,6 +9,9 @@
 #include "service/cache/canonical_order.h"
 #include "service/core/caller_order.h"
 #include "service/core/log_line.h"
+#include "service/core/recommend_answer.h"
+#include "service/core/sizing.h"
+#include "service/core/status_proto.h"
 #include "service/engine/solve/solve.h"
 
 namespace placement::core {
@@ -222,7 +225,7 @@ absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Place(const PlaceC
   const v1::CacheResult cache = admission->coalesced ? v1::COALESCED : v1::MISS;
   CountLookup(cache);
   notes->cache = cache;
-  return std::make_shared<PendingAnswer>(
+  return std::make_shared<JobAnswer>(
       jobs_, std::move(admission->job),
       [prepared = std::move(prepared), cache, response](const jobs::JobResult& result) {
         WriteInCallerOrder(**result.placement, &prepared->request_index(), cache,
@@ -449,12 +452,103 @@ absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Evaluate(
       jobs_->Acquire(MakeJobSpec(/*key=*/"", "evaluate", options_.max_time_limit, memory, deadline,
                                  tenant, std::move(work)));
   if (!admission.ok()) return admission.status();
-  return std::make_shared<PendingAnswer>(
+  return std::make_shared<JobAnswer>(
       jobs_, std::move(admission->job), [output, response](const jobs::JobResult&) {
         // Nobody else reads the output of an Evaluate job (it is never shared).
         response->Swap(output.get());
         return absl::OkStatus();
       });
+}
+
+absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Recommend(
+    const v1::RecommendRequest& request, absl::Time deadline, const std::string& tenant,
+    v1::RecommendResponse* response, CallNotes* notes) {
+  const absl::Time started = absl::Now();
+  absl::StatusOr<std::vector<SizingCandidate>> candidates =
+      PlanSizingCandidates(request, options_.max_recommend_candidates);
+  if (!candidates.ok()) return candidates.status();
+  // One request object for every candidate: the graph is copied once, and serialized once — each
+  // candidate's bytes are the graph's and its own cluster and options', so a repeat of a candidate is
+  // answered through the repeat index without modelling it again (repeat_index.h).
+  v1::PlaceRequest place;
+  *place.mutable_graph() = request.graph();
+  const std::string graph_bytes = place.SerializeAsString();
+  // The graph and the whole pool as one request: violations named as in a PlaceRequest.
+  *place.mutable_cluster() = request.cluster();
+  *place.mutable_options() = request.options();
+  place.mutable_options()->clear_data_parallel();
+  absl::StatusOr<std::shared_ptr<const PreparedRequest>> pool = Prepare(place);
+  if (!pool.ok()) return pool.status();
+  notes->request_digest = (*pool)->request_digest;
+
+  v1::RecommendRequest settings = request;
+  settings.clear_graph();
+  settings.clear_cluster();
+  std::vector<RecommendAnswer::Part> parts;
+  const auto release_all = [&parts] {
+    for (RecommendAnswer::Part& part : parts) part.pending->Release();
+  };
+  for (const SizingCandidate& candidate : *candidates) {
+    v1::RecommendCandidate* row = response->add_candidates();
+    row->set_devices(candidate.devices);
+    row->set_data_parallel(candidate.data_parallel);
+    for (const int32_t i : candidate.pool_devices) row->add_device_names(request.cluster().devices(i).name());
+    v1::PlaceRequest own;  // the candidate's cluster and options: what its bytes add to the graph's
+    *own.mutable_cluster() = CandidateCluster(request.cluster(), candidate);
+    *own.mutable_options() = request.options();
+    own.mutable_options()->clear_data_parallel();
+    if (candidate.data_parallel > 1) own.mutable_options()->set_data_parallel(candidate.data_parallel);
+    const std::string own_bytes = own.SerializeAsString();
+    place.mutable_cluster()->Swap(own.mutable_cluster());
+    place.mutable_options()->Swap(own.mutable_options());
+    PlaceCall call;
+    call.wire = {graph_bytes, own_bytes};
+    call.decode = [&place]() -> absl::StatusOr<const v1::PlaceRequest*> { return &place; };
+    call.deadline = deadline;
+    call.tenant = tenant;
+    CallNotes candidate_notes;
+    if (request.submit_only()) {
+      v1::Operation operation;
+      const absl::Status submitted = Submit(call, &operation, &candidate_notes);
+      row->set_request_digest(candidate_notes.request_digest);
+      if (!submitted.ok()) {
+        if (submitted.code() != absl::StatusCode::kInvalidArgument) return submitted;
+        *row->mutable_error() = StatusToProto(submitted);
+        continue;
+      }
+      row->set_operation(operation.name());
+      row->set_cache(candidate_notes.cache);
+      if (operation.done() && operation.has_response()) {
+        FillRowFromPlacement(operation.response().placement(), row);
+      }
+      continue;
+    }
+    auto answer = std::make_unique<v1::PlaceResponse>();
+    absl::StatusOr<std::shared_ptr<PendingAnswer>> pending = Place(call, answer.get(), &candidate_notes);
+    row->set_request_digest(candidate_notes.request_digest);
+    if (!pending.ok()) {
+      if (pending.status().code() != absl::StatusCode::kInvalidArgument) {
+        release_all();
+        return pending.status();
+      }
+      *row->mutable_error() = StatusToProto(pending.status());
+      continue;
+    }
+    row->set_cache(candidate_notes.cache);
+    if (*pending == nullptr) {  // from the cache
+      FillRowFromPlacement(answer->placement(), row);
+      if (request.include_placements()) row->mutable_placement()->Swap(answer->mutable_placement());
+      continue;
+    }
+    parts.push_back(RecommendAnswer::Part{*std::move(pending), std::move(answer),
+                                          response->candidates_size() - 1});
+  }
+  if (parts.empty()) {
+    FinishRecommendation(settings, started, observer_, response);
+    return nullptr;
+  }
+  return std::make_shared<RecommendAnswer>(std::move(parts), std::move(settings), response, started,
+                                           observer_);
 }
 
 v1::ListAlgorithmsResponse PlacementCore::ListAlgorithms() const {

@@ -74,6 +74,9 @@ struct PlacementCoreOptions {
   engine::ModelLimits model_limits;
   // A tenant's max_running / max_queued for the jobs it starts (null = unlimited).
   std::function<jobs::TenantJobLimits(const std::string& tenant)> tenant_limits = nullptr;
+  // Most candidates one Recommend call may place (every count 1..max_devices with every
+  // data-parallel split; 8 devices give 20).
+  int32_t max_recommend_candidates = 64;
 };
 
 // A validated request: built once, shared by the handler and the job.
@@ -155,6 +158,19 @@ class PlacementCore {
                                                           v1::EvaluateResponse* response);
 
   v1::ListAlgorithmsResponse ListAlgorithms() const;
+
+  // Recommend: every candidate of the sizing question (sizing.h) placed as an ordinary request on
+  // Place's path (or Submit's, with submit_only) — its own digest, cache, single-flight, a job on the
+  // workers — under `deadline`. Answers at once (null) when every candidate was answered from the
+  // cache (or submitted); else returns the answer being computed (recommend_answer.h). Errors:
+  // INVALID_ARGUMENT for the sizing fields (sizing.h) and for the graph and pool as one request (field
+  // paths as a PlaceRequest's); an admission error of any candidate (UNAVAILABLE, RESOURCE_EXHAUSTED,
+  // DEADLINE_EXCEEDED) ends the call with it and releases the others. A candidate that is invalid only
+  // for its own devices (a pin to a device it does not use) keeps the error in its row.
+  absl::StatusOr<std::shared_ptr<PendingAnswer>> Recommend(const v1::RecommendRequest& request,
+                                                           absl::Time deadline, const std::string& tenant,
+                                                           v1::RecommendResponse* response,
+                                                           CallNotes* notes);
 
   // Validates `request` (INVALID_ARGUMENT with a BadRequest payload listing every violation, including
   // an unknown options.algorithm) and computes its request_digest.

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "service/report/human_units.h"
 
@@ -378,6 +380,41 @@ std::string FormatSummary(const v1::Placement& placement, const SummaryContext& 
   }
   out.push_back('\n');
   AppendDeviceTable(placement, context, &out);
+  return out;
+}
+
+std::string FormatRecommendation(const v1::RecommendResponse& response) {
+  std::string out = absl::StrFormat("%-2s %7s %8s %4s %4s %12s %14s %8s %6s %-4s %s\n", "", "devices",
+                                    "replicas", "M", "W", "step", "microbatches/s", "speed-up",
+                                    "effic.", "fits", "cache");
+  for (int32_t i = 0; i < response.candidates_size(); ++i) {
+    const v1::RecommendCandidate& row = response.candidates(i);
+    const std::string mark = i == response.recommended() ? "=>" : "";
+    if (row.has_error()) {
+      std::string line = absl::StrFormat("%-2s %7d %8d  error: %s", mark, row.devices(), row.data_parallel(),
+                                         row.error().message());
+      if (line.size() > static_cast<size_t>(kSummaryWidth)) line = line.substr(0, kSummaryWidth - 3) + "...";
+      absl::StrAppend(&out, line, "\n");
+      continue;
+    }
+    const std::string cache = !row.operation().empty() && row.step_ns() == 0
+                                  ? "running"
+                                  : absl::AsciiStrToLower(v1::CacheResult_Name(row.cache()));
+    absl::StrAppend(&out, absl::StrFormat("%-2s %7d %8d %4d %4d %12s %14.4g %7.2fx %6.2f %-4s %s\n", mark,
+                                          row.devices(), row.data_parallel(), row.microbatches(),
+                                          row.max_in_flight(), FormatDurationNs(row.step_ns()),
+                                          row.microbatches_per_second(), row.speedup(), row.efficiency(),
+                                          row.feasible() ? "yes" : "no", cache));
+  }
+  if (response.recommended() >= 0 && response.recommended() < response.candidates_size()) {
+    const v1::RecommendCandidate& chosen = response.candidates(response.recommended());
+    AppendWrapped(Label("devices", absl::StrJoin(chosen.device_names(), " ")), &out);
+  }
+  AppendWrapped(Label("recommended", response.reason()), &out);
+  AppendWrapped(Label("answered", absl::StrCat(FormatDurationNs(response.elapsed_ns()), ", ",
+                                               response.cache_hits(), " of ", response.candidates_size(),
+                                               " candidates from the cache")),
+                &out);
   return out;
 }
 

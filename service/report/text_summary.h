@@ -65,6 +65,12 @@ struct SummaryContext {
 // The summary, lines ended by '\n', none wider than kSummaryWidth.
 std::string FormatSummary(const v1::Placement& placement, const SummaryContext& context);
 
+// A Recommend answer as a table, one row per candidate (devices, replicas, M, W, step, microbatches/s,
+// speed-up, efficiency, fits, cache), the recommended row marked, then the reason. Rows whose candidate
+// failed show its error instead. Lines ended by '\n'; the device names are listed for the
+// recommended row only (the JSON has every row's).
+std::string FormatRecommendation(const v1::RecommendResponse& response);
+
 }  // namespace placement::report
 
 #endif  // PLACEMENT_SERVICE_REPORT_TEXT_SUMMARY_H_

@@ -236,6 +236,21 @@ class EvaluateReactor final
   }
 };
 
+class RecommendReactor final
+    : public AnswerWaitReactor<v1::RecommendRequest, v1::RecommendResponse> {
+ public:
+  static constexpr Decoding kDecoding = Decoding::kNow;
+
+  RecommendReactor(PlacementServiceImpl* service, grpc::CallbackServerContext* context)
+      : AnswerWaitReactor(service, context, Method::kRecommend) {}
+
+ private:
+  absl::StatusOr<std::shared_ptr<core::PendingAnswer>> Ask(core::CallNotes* notes) override {
+    return service_->core().Recommend(exchange_->request, deadline_, tenant(), &exchange_->response,
+                                      notes);
+  }
+};
+
 // Opens the call into a new `Reactor` and starts it: on `offload` when given, else on gRPC's thread.
 // A call that does not authenticate or decode is answered at once.
 template <typename Reactor>
@@ -266,6 +281,14 @@ grpc::ServerUnaryReactor* StartPlaceCall(PlacementServiceImpl* service,
                                          const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* response) {
   return StartAnswerCall<PlaceReactor>(service, context, request, response, service->offload());
+}
+
+// Recommend looks its candidates up in the cache like Place: on the offload pool when there is one.
+grpc::ServerUnaryReactor* StartRecommendCall(PlacementServiceImpl* service,
+                                             grpc::CallbackServerContext* context,
+                                             const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response) {
+  return StartAnswerCall<RecommendReactor>(service, context, request, response, service->offload());
 }
 
 // Evaluate never waits on the shared cache tier, so it starts on gRPC's thread (offload_pool.h).

@@ -1,4 +1,4 @@
-// place_reactors.h — Place and Evaluate: unary calls that wait for a job on the workers.
+// place_reactors.h — Place, Evaluate and Recommend: unary calls that wait for jobs on the workers.
 //
 // The reactor asks the core once (on gRPC's thread, or on the service's offload pool
 // when a shared cache tier is configured), then waits for the job without blocking any thread.
@@ -32,6 +32,13 @@ grpc::ServerUnaryReactor* StartEvaluateCall(PlacementServiceImpl* service,
                                             grpc::CallbackServerContext* context,
                                             const grpc::ByteBuffer* request,
                                             grpc::ByteBuffer* response);
+
+// The reactor of one Recommend call (v1::RecommendRequest → v1::RecommendResponse): it waits for every
+// candidate the cache could not answer.
+grpc::ServerUnaryReactor* StartRecommendCall(PlacementServiceImpl* service,
+                                             grpc::CallbackServerContext* context,
+                                             const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response);
 
 }  // namespace placement::server
 

@@ -169,6 +169,12 @@ grpc::ServerUnaryReactor* PlacementServiceImpl::Evaluate(grpc::CallbackServerCon
   return StartEvaluateCall(this, context, request, response);
 }
 
+grpc::ServerUnaryReactor* PlacementServiceImpl::Recommend(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  return StartRecommendCall(this, context, request, response);
+}
+
 grpc::ServerUnaryReactor* PlacementServiceImpl::ListAlgorithms(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {

@@ -75,7 +75,8 @@ using RawPlacementService = v1::PlacementService::WithRawCallbackMethod_Place<
                     v1::PlacementService::WithRawCallbackMethod_WatchOperation<
                         v1::PlacementService::WithRawCallbackMethod_Evaluate<
                             v1::PlacementService::WithRawCallbackMethod_ListAlgorithms<
-                                v1::PlacementService::Service>>>>>>>>;
+                                v1::PlacementService::WithRawCallbackMethod_Recommend<
+                                    v1::PlacementService::Service>>>>>>>>>;
 
 class PlacementServiceImpl final : public RawPlacementService {
  public:
@@ -113,6 +114,9 @@ class PlacementServiceImpl final : public RawPlacementService {
   grpc::ServerUnaryReactor* ListAlgorithms(grpc::CallbackServerContext* context,
                                            const grpc::ByteBuffer* request,
                                            grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Recommend(grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
 
   // Internals shared with the reactors (place_reactors.h, operation_reactors.h, raw_call.h).
   core::PlacementCore& core() { return *core_; }

@@ -141,6 +141,7 @@ absl::string_view MethodName(Method method) {
     case Method::kWatchOperation: return "WatchOperation";
     case Method::kEvaluate: return "Evaluate";
     case Method::kListAlgorithms: return "ListAlgorithms";
+    case Method::kRecommend: return "Recommend";
   }
   return "Unknown";
 }
@@ -374,6 +375,18 @@ ServiceMetrics::ServiceMetrics()
                                   "decoded at once already held --max_decoding_bytes.")
                             .Register(*registry_)
                             .Add({});
+  recommend_candidates_ = &BuildHistogram()
+                               .Name("placement_recommend_candidates")
+                               .Help("Candidates (device counts and data-parallel splits) per "
+                                     "Recommend call answered.")
+                               .Register(*registry_)
+                               .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64});
+  recommend_candidate_hits_ = &BuildCounter()
+                                   .Name("placement_recommend_candidate_cache_hits_total")
+                                   .Help("Candidates of answered Recommend calls that came from the "
+                                         "cache.")
+                                   .Register(*registry_)
+                                   .Add({});
   queue_wait_ = &BuildHistogram()
                      .Name("placement_queue_wait_seconds")
                      .Help("Time jobs waited for a worker.")
@@ -432,6 +445,11 @@ void ServiceMetrics::RecordCacheRejected(absl::string_view reason) {
 }
 
 void ServiceMetrics::RecordDecodingRejected() { decoding_rejected_->Increment(); }
+
+void ServiceMetrics::RecordRecommendation(int32_t candidates, int32_t cache_hits) {
+  recommend_candidates_->Observe(candidates);
+  recommend_candidate_hits_->Increment(cache_hits);
+}
 
 void ServiceMetrics::OnTenantRejected(absl::string_view tenant, absl::string_view reason) {
   // Tenants are authenticated names from the tokens file (or "" without authentication): bounded.

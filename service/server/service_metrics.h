@@ -26,6 +26,10 @@
 //                                                             request (ops | device | digest |
 //                                                             time_limited): treated as misses
 //   placement_decoding_rejections_total             counter   calls refused: --max_decoding_bytes full
+//   placement_recommend_candidates                  histogram candidates per Recommend call answered
+//   placement_recommend_candidate_cache_hits_total  counter   of those, answered from the cache
+//                                                             (the call's time: placement_request_
+//                                                             duration_seconds{method="Recommend"})
 //   with --redis (the shared tier):
 //   placement_cache_tier_lookups_total{result,tier} counter   hit|miss × local|redis
 //   placement_redis_lookups_total{result}           counter   hit | miss | error | skipped (backing off)
@@ -90,8 +94,9 @@ enum class Method {
   kWatchOperation,
   kEvaluate,
   kListAlgorithms,
+  kRecommend,
 };
-inline constexpr int kNumMethods = 8;
+inline constexpr int kNumMethods = 9;
 absl::string_view MethodName(Method method);
 
 class ServiceMetrics : public jobs::JobObserver, public core::CoreObserver {
@@ -125,6 +130,8 @@ class ServiceMetrics : public jobs::JobObserver, public core::CoreObserver {
   // A cached value that did not fit the request it was found for (a miss); reason is one of a fixed
   // few ("ops", "device", "digest", "time_limited").
   void RecordCacheRejected(absl::string_view reason) override;
+  // core::CoreObserver: a Recommend call answered.
+  void RecordRecommendation(int32_t candidates, int32_t cache_hits) override;
   // A call refused because the requests being decoded already hold --max_decoding_bytes.
   void RecordDecodingRejected();
 
@@ -155,6 +162,8 @@ class ServiceMetrics : public jobs::JobObserver, public core::CoreObserver {
   prometheus::Family<prometheus::Counter>* tenant_rejections_;
   prometheus::Family<prometheus::Counter>* cache_rejected_;
   prometheus::Counter* decoding_rejected_;
+  prometheus::Histogram* recommend_candidates_;
+  prometheus::Counter* recommend_candidate_hits_;
   prometheus::Histogram* queue_wait_;
   prometheus::Counter* cache_hit_;
   prometheus::Counter* cache_miss_;

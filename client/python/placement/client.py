@@ -131,6 +131,64 @@ class PlacementResult:
 
 
 @dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One row of a Recommend answer: `devices` of the pool in `data_parallel` replicas."""
+
+    devices: int
+    data_parallel: int
+    microbatches: int
+    max_in_flight: int
+    step_ns: int
+    microbatches_per_second: float
+    speedup: float  # over the one-device candidate
+    efficiency: float  # speedup / devices
+    feasible: bool
+    device_names: List[str]  # the pool's devices it uses, replica group 0 first
+    request_digest: str  # its placement's cache key
+    cache: str  # MISS, HIT, COALESCED
+    winner: str
+    operation: str  # submit_only: its operation's name
+    error: Optional["PlacementError"]  # the candidate had no answer (e.g. a pin outside its devices)
+    placement: Optional[PlacementResult]  # with include_placements
+
+    def request(self, recommend_request: "placement_service_pb2.RecommendRequest") -> placement_pb2.PlaceRequest:
+        """The candidate as a plain PlaceRequest: placing it is answered from the cache."""
+        place = placement_pb2.PlaceRequest(graph=recommend_request.graph, options=recommend_request.options)
+        place.cluster.CopyFrom(recommend_request.cluster)
+        del place.cluster.devices[:]
+        by_name = {d.name: d for d in recommend_request.cluster.devices}
+        for name in self.device_names:
+            place.cluster.devices.append(by_name[name])
+        place.options.ClearField("data_parallel")
+        if self.data_parallel > 1:
+            place.options.data_parallel = self.data_parallel
+        return place
+
+
+@dataclasses.dataclass(frozen=True)
+class Recommendation:
+    """A Recommend answer: every candidate, and the index of the recommended one (None: none fits)."""
+
+    candidates: List[Candidate]
+    recommended: Optional[int]
+    reason: str
+    elapsed_ns: int
+    cache_hits: int
+    proto: "placement_service_pb2.RecommendResponse" = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def best(self) -> Optional[Candidate]:
+        return None if self.recommended is None else self.candidates[self.recommended]
+
+
+_OBJECTIVES = {
+    "fastest": placement_service_pb2.RECOMMEND_OBJECTIVE_FASTEST,
+    "fewest_within": placement_service_pb2.RECOMMEND_OBJECTIVE_FEWEST_DEVICES_WITHIN,
+    "best_per_device": placement_service_pb2.RECOMMEND_OBJECTIVE_BEST_PER_DEVICE,
+}
+
+
+@dataclasses.dataclass(frozen=True)
 class Progress:
     """One progress update of an operation."""
 
@@ -371,6 +429,49 @@ class PlacementClient:
         response = self._call(self._stub.Evaluate, evaluate, timeout)
         violations = [(v.field, v.description) for v in response.violations]
         return PlacementResult.from_proto(response.placement, _device_names(request)), violations
+
+    def recommend_request(self, request: RequestLike, *, max_devices: int = 0, objective: str = "fastest",
+                          within_percent: float = 0.0, include_placements: bool = False,
+                          submit_only: bool = False, algorithm: Optional[str] = None,
+                          microbatches: Optional[int] = None,
+                          max_in_flight: Optional[int] = None) -> "placement_service_pb2.RecommendRequest":
+        """The RecommendRequest recommend() sends: the request's graph, its cluster as the pool, its
+        options (with `algorithm` and the plan arguments applied)."""
+        if objective not in _OBJECTIVES:
+            raise ValueError(f"objective {objective!r}: expected one of {sorted(_OBJECTIVES)}")
+        request = self._request(request, algorithm, microbatches, max_in_flight, None)
+        return placement_service_pb2.RecommendRequest(
+            graph=request.graph, cluster=request.cluster, options=request.options, max_devices=max_devices,
+            objective=_OBJECTIVES[objective], within_percent=within_percent,
+            include_placements=include_placements, submit_only=submit_only)
+
+    def recommend(self, request: Union[RequestLike, "placement_service_pb2.RecommendRequest"],
+                  timeout: Optional[float] = None, **kwargs) -> Recommendation:
+        """How many devices of the request's cluster (the pool) the job should get: every count
+        1..max_devices with every data-parallel split placed (each an ordinary cached request), and the
+        one `objective` recommends: "fastest", "fewest_within" (the fewest devices within
+        `within_percent` % of the fastest) or "best_per_device". Keyword arguments are
+        recommend_request()'s; a RecommendRequest is sent as it is."""
+        if not isinstance(request, placement_service_pb2.RecommendRequest):
+            request = self.recommend_request(request, **kwargs)
+        response = self._call(self._stub.Recommend, request, timeout)
+        rows = []
+        for row in response.candidates:
+            rows.append(Candidate(
+                devices=row.devices, data_parallel=row.data_parallel, microbatches=row.microbatches,
+                max_in_flight=row.max_in_flight, step_ns=row.step_ns,
+                microbatches_per_second=row.microbatches_per_second, speedup=row.speedup,
+                efficiency=row.efficiency, feasible=row.feasible, device_names=list(row.device_names),
+                request_digest=row.request_digest,
+                cache=placement_pb2.CacheResult.Name(row.cache) if row.cache else "", winner=row.winner,
+                operation=row.operation,
+                error=_error_from_status_proto(row.error) if row.HasField("error") else None,
+                placement=(PlacementResult.from_proto(row.placement, list(row.device_names))
+                           if row.HasField("placement") else None)))
+        return Recommendation(candidates=rows,
+                              recommended=response.recommended if response.recommended >= 0 else None,
+                              reason=response.reason, elapsed_ns=response.elapsed_ns,
+                              cache_hits=response.cache_hits, proto=response)
 
     def list_algorithms(self, timeout: Optional[float] = None) -> List[AlgorithmInfo]:
         response = self._call(self._stub.ListAlgorithms, placement_service_pb2.ListAlgorithmsRequest(),

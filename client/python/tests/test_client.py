@@ -6,7 +6,7 @@ import pytest
 grpc = pytest.importorskip("grpc")
 pytest.importorskip("google.protobuf")
 
-from conftest import ServerProcess, binary  # noqa: E402
+from conftest import SOURCE_DIR, ServerProcess, binary  # noqa: E402
 from placement.client import PlacementClient, PlacementError, RetryPolicy, TrainingPlan, load_request  # noqa: E402
 from placement.v1 import placement_pb2  # noqa: E402
 
@@ -166,6 +166,37 @@ def test_training_plan_options_and_result(client, three_ops_path):
     with pytest.raises(PlacementError) as raised:
         client.place(request, data_parallel=3)
     assert [field for field, _ in raised.value.field_violations] == ["options.data_parallel"]
+
+
+def test_recommend_sizes_the_job_and_every_candidate_is_a_cached_placement(client):
+    """Recommend (issue 25) on the real BERT-3 training step: one row per count and data-parallel split,
+    each fetched again by place() from the cache with the same step; the recommendation is the fastest
+    row that fits; an objective without its threshold is INVALID_ARGUMENT naming the field."""
+    step = SOURCE_DIR / "tests" / "data" / "requests" / "bert_l3_training.json.gz"
+    request = client.recommend_request(step, algorithm="round_robin", microbatches=4)
+    answer = client.recommend(request)
+    pool = len(request.cluster.devices)
+    assert len(answer.candidates) == sum(1 for n in range(1, pool + 1) for d in range(1, n + 1) if n % d == 0)
+    for row in answer.candidates:
+        assert row.error is None and len(row.device_names) == row.devices
+        again = client.place(row.request(request))
+        assert again.cache == "HIT" and again.request_digest == row.request_digest
+        assert again.makespan_ns == row.step_ns
+    fitting = [r for r in answer.candidates if r.feasible]
+    assert answer.best is max(fitting, key=lambda r: r.microbatches_per_second)
+    assert answer.candidates[0].speedup == pytest.approx(1.0)
+
+    repeat = client.recommend(step, algorithm="round_robin", microbatches=4, objective="fewest_within",
+                              within_percent=50)
+    assert repeat.cache_hits == len(answer.candidates)
+    assert repeat.best.devices <= answer.best.devices
+
+    with pytest.raises(PlacementError) as raised:
+        client.recommend(step, objective="fewest_within")
+    assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert [field for field, _ in raised.value.field_violations] == ["within_percent"]
+    with pytest.raises(ValueError):
+        client.recommend(step, objective="cheapest")
 
 
 def test_list_algorithms_and_health(client):

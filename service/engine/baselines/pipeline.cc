@@ -74,11 +74,12 @@ class PipelinePlanner {
     // Upper end of the search: everything on the slowest chain device always satisfies the time bound.
     double slowest = std::numeric_limits<double>::infinity();
     for (DeviceId d : chain_) slowest = std::min(slowest, model_.speed[d]);
-    int64_t total_compute = 0;
+    // Each unit's time rounded on its own, as Split adds them: round(total / speed) can be less than
+    // the sum of the rounded times (every unit rounding up), and the bound would then not be met.
+    int64_t high = 1;
     for (int32_t u = 0; u < units_.num_units(); ++u) {
-      total_compute = SaturatingAdd(total_compute, units_.compute_ns[u]);
+      high = SaturatingAdd(high, ScaledComputeNs(units_.compute_ns[u], slowest));
     }
-    int64_t high = SaturatingAdd(ScaledComputeNs(total_compute, slowest), 1);
     // Memory first: the smallest scale of the capacities for which K stages hold everything (1 when the
     // devices suffice). When they do not, the split balances memory as well as it can, and then time.
     double memory_scale = 1.0;
@@ -319,7 +320,7 @@ class PipelinePlanner {
 class PipelinePartitioner final : public Partitioner {
  public:
   std::string_view name() const override { return "pipeline"; }
-  std::string_view version() const override { return "1"; }
+  std::string_view version() const override { return "2"; }
   std::string_view description() const override {
     return "Contiguous split of a topological order into one stage per device, balancing stage time under "
            "memory; stages chained along fast links";

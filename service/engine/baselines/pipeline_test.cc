@@ -83,5 +83,19 @@ TEST(PipelineTest, KeepsAColocationGroupInTheStageOfItsFirstMember) {
   EXPECT_EQ(assignment[3], assignment[0]);
 }
 
+
+// On a device of speed 2, each op's time rounds up (3 ns -> 2 ns): the stage bound starts above the sum
+// of the rounded times, so the split always completes (it once started from round(total / 2) + 1, which
+// the rounded times exceed, and answered no device for every op).
+TEST(PipelineTest, OneFastDeviceWhoseRoundedTimesExceedTheRoundedTotal) {
+  ProblemBuilder p;
+  for (int i = 0; i < 40; ++i) p.AddOp(3, 10);
+  for (int i = 0; i + 1 < 40; ++i) p.AddEdge(i, i + 1, 10);
+  p.AddDevices(1, int64_t{1} << 30, /*speed=*/2.0);
+  const Model model = p.Build();
+  const Assignment a = PlaceWith(*MakePipelinePartitioner(), model);
+  EXPECT_EQ(a, Assignment(40, 0));
+}
+
 }  // namespace
 }  // namespace placement::engine::baselines

@@ -1,0 +1,323 @@
+// Recommend without gRPC: which candidates a sizing question has and which devices each uses
+// (sizing.h), what each objective recommends, and the core placing every candidate as an ordinary
+// request (cached, single-flight, a job each) — a repeat answered from the cache.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "service/cache/lru_cache.h"
+#include "service/core/placement_core.h"
+#include "service/core/sizing.h"
+#include "service/status_payloads/status_payloads.h"
+#include "tests/testutil/random_graph.h"
+
+namespace placement::core {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Hosts "a" (devices a0..a3, speed 1) and "b" (b0..b3, speed 2 for b2, b3), in that cluster order.
+v1::Cluster Pool() {
+  v1::Cluster pool;
+  for (const char* host : {"a", "b"}) {
+    for (int i = 0; i < 4; ++i) {
+      v1::Device* d = pool.add_devices();
+      d->set_name(absl::StrCat(host, i));
+      d->set_kind("gpu");
+      d->set_node(host);
+      d->set_memory_bytes(int64_t{16} << 30);
+      if (std::string(host) == "b" && i >= 2) d->set_speed(2.0);
+    }
+  }
+  pool.mutable_intra_node()->set_bandwidth_bytes_per_second(100'000'000'000);
+  pool.mutable_inter_node()->set_bandwidth_bytes_per_second(10'000'000'000);
+  return pool;
+}
+
+std::vector<std::string> Fields(const absl::Status& status) {
+  std::vector<std::string> fields;
+  if (std::optional<v1::BadRequest> bad = status_payloads::BadRequestOf(status)) {
+    for (const v1::FieldViolation& v : bad->field_violations()) fields.push_back(v.field());
+  }
+  return fields;
+}
+
+TEST(SizingTest, EveryCountWithEverySplitOnTheFewestHosts) {
+  v1::RecommendRequest request;
+  *request.mutable_cluster() = Pool();
+  absl::StatusOr<std::vector<SizingCandidate>> candidates = PlanSizingCandidates(request, 64);
+  ASSERT_TRUE(candidates.ok()) << candidates.status();
+  std::vector<std::pair<int, int>> shape;
+  for (const SizingCandidate& c : *candidates) shape.emplace_back(c.devices, c.data_parallel);
+  EXPECT_THAT(shape, ElementsAre(std::pair(1, 1), std::pair(2, 1), std::pair(2, 2), std::pair(3, 1),
+                                 std::pair(3, 3), std::pair(4, 1), std::pair(4, 2), std::pair(4, 4),
+                                 std::pair(5, 1), std::pair(5, 5), std::pair(6, 1), std::pair(6, 2),
+                                 std::pair(6, 3), std::pair(6, 6), std::pair(7, 1), std::pair(7, 7),
+                                 std::pair(8, 1), std::pair(8, 2), std::pair(8, 4), std::pair(8, 8)));
+  const auto names = [&request](const SizingCandidate& c) {
+    std::vector<std::string> out;
+    for (int32_t i : c.pool_devices) out.push_back(request.cluster().devices(i).name());
+    return out;
+  };
+  // One device: the fastest (host b's fast ones); four: host b alone (faster than a), fastest first.
+  EXPECT_THAT(names((*candidates)[0]), ElementsAre("b2"));
+  EXPECT_THAT(names((*candidates)[5]), ElementsAre("b2", "b3", "b0", "b1"));
+  // Six: all of host b, then two of a.
+  EXPECT_THAT(names((*candidates)[10]), ElementsAre("b2", "b3", "b0", "b1", "a0", "a1"));
+  // A candidate's cluster: its devices in its order, the pool's links.
+  const v1::Cluster cluster = CandidateCluster(request.cluster(), (*candidates)[10]);
+  ASSERT_EQ(cluster.devices_size(), 6);
+  EXPECT_EQ(cluster.devices(4).name(), "a0");
+  EXPECT_EQ(cluster.inter_node().bandwidth_bytes_per_second(), 10'000'000'000);
+
+  // A fixed data_parallel keeps only the counts it divides.
+  request.mutable_options()->set_data_parallel(2);
+  request.set_max_devices(6);
+  candidates = PlanSizingCandidates(request, 64);
+  ASSERT_TRUE(candidates.ok());
+  shape.clear();
+  for (const SizingCandidate& c : *candidates) shape.emplace_back(c.devices, c.data_parallel);
+  EXPECT_THAT(shape, ElementsAre(std::pair(2, 2), std::pair(4, 2), std::pair(6, 2)));
+}
+
+TEST(SizingTest, BadSizingFieldsAreNamed) {
+  v1::RecommendRequest request;
+  *request.mutable_cluster() = Pool();
+  request.set_max_devices(9);
+  request.set_objective(v1::RECOMMEND_OBJECTIVE_FEWEST_DEVICES_WITHIN);
+  absl::StatusOr<std::vector<SizingCandidate>> candidates = PlanSizingCandidates(request, 64);
+  EXPECT_EQ(candidates.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Fields(candidates.status()), ElementsAre("max_devices", "within_percent"));
+
+  request.set_max_devices(0);
+  request.set_objective(v1::RECOMMEND_OBJECTIVE_FASTEST);
+  request.set_within_percent(5);
+  EXPECT_THAT(Fields(PlanSizingCandidates(request, 64).status()), ElementsAre("within_percent"));
+
+  request.set_within_percent(0);
+  candidates = PlanSizingCandidates(request, 19);  // 8 devices give 20 candidates
+  EXPECT_THAT(Fields(candidates.status()), ElementsAre("max_devices"));
+  EXPECT_THAT(std::string(candidates.status().message()), HasSubstr("20 candidates"));
+
+  request.set_objective(static_cast<v1::RecommendObjective>(77));
+  EXPECT_THAT(Fields(PlanSizingCandidates(request, 64).status()), ElementsAre("objective"));
+}
+
+v1::RecommendCandidate Row(int devices, int replicas, double throughput, bool feasible = true) {
+  v1::RecommendCandidate row;
+  row.set_devices(devices);
+  row.set_data_parallel(replicas);
+  row.set_microbatches_per_second(throughput);
+  row.set_feasible(feasible);
+  return row;
+}
+
+TEST(SizingTest, EachObjectiveRecommendsAsDefined) {
+  v1::RecommendResponse table;
+  *table.add_candidates() = Row(1, 1, 10);
+  *table.add_candidates() = Row(2, 1, 19);
+  *table.add_candidates() = Row(2, 2, 18);
+  *table.add_candidates() = Row(3, 1, 24);
+  *table.add_candidates() = Row(4, 1, 30);
+  *table.add_candidates() = Row(4, 2, 40, /*feasible=*/false);  // fastest, but does not fit
+  v1::RecommendRequest request;
+
+  v1::RecommendResponse fastest = table;
+  CompleteRecommendation(request, &fastest);
+  EXPECT_EQ(fastest.recommended(), 4);
+  EXPECT_DOUBLE_EQ(fastest.candidates(4).speedup(), 3.0);
+  EXPECT_DOUBLE_EQ(fastest.candidates(4).efficiency(), 0.75);
+  EXPECT_THAT(fastest.reason(), HasSubstr("fastest: 4 devices"));
+
+  request.set_objective(v1::RECOMMEND_OBJECTIVE_FEWEST_DEVICES_WITHIN);
+  request.set_within_percent(25);  // at least 22.5 microbatches/s
+  v1::RecommendResponse within = table;
+  CompleteRecommendation(request, &within);
+  EXPECT_EQ(within.recommended(), 3);
+
+  request.set_objective(v1::RECOMMEND_OBJECTIVE_BEST_PER_DEVICE);
+  request.set_within_percent(0);
+  v1::RecommendResponse per_device = table;
+  CompleteRecommendation(request, &per_device);
+  EXPECT_EQ(per_device.recommended(), 0);  // 10 per device; 2 devices give 9.5
+
+  v1::RecommendResponse none;
+  *none.add_candidates() = Row(1, 1, 10, /*feasible=*/false);
+  CompleteRecommendation(v1::RecommendRequest(), &none);
+  EXPECT_EQ(none.recommended(), -1);
+}
+
+class RecommendCoreTest : public ::testing::Test {
+ protected:
+  static PlacementCoreOptions CoreOptions() {
+    PlacementCoreOptions options;
+    options.default_time_limit = absl::Seconds(30);
+    return options;
+  }
+
+  // A 4-device pool on two hosts and a layered graph with 4 microbatches.
+  static v1::RecommendRequest Request() {
+    testutil::RandomGraphOptions graph;
+    graph.num_ops = 160;
+    graph.num_devices = 1;
+    graph.seed = 3;
+    v1::RecommendRequest request;
+    *request.mutable_graph() = testutil::RandomLayeredRequest(graph).graph();
+    v1::Cluster pool = Pool();
+    pool.mutable_devices()->DeleteSubrange(2, 4);  // a0, a1, b2, b3
+    *request.mutable_cluster() = pool;
+    request.mutable_options()->set_algorithm("pipeline");
+    request.mutable_options()->set_microbatches(4);
+    return request;
+  }
+
+  absl::StatusOr<v1::RecommendResponse> Recommend(const v1::RecommendRequest& request,
+                                                  bool* answered_at_once = nullptr) {
+    v1::RecommendResponse response;
+    CallNotes notes;
+    absl::StatusOr<std::shared_ptr<PendingAnswer>> pending =
+        core_.Recommend(request, absl::InfiniteFuture(), "", &response, &notes);
+    if (!pending.ok()) return pending.status();
+    if (answered_at_once != nullptr) *answered_at_once = *pending == nullptr;
+    if (*pending != nullptr) {
+      absl::Notification done;
+      (*pending)->OnDone([&done] { done.Notify(); });
+      done.WaitForNotification();
+      absl::Status finished = (*pending)->Finish();
+      if (!finished.ok()) return finished;
+    }
+    return response;
+  }
+
+  // One candidate placed on its own, as a scheduler would fetch it.
+  v1::PlaceResponse PlaceCandidate(const v1::RecommendRequest& request, const v1::RecommendCandidate& row) {
+    v1::PlaceRequest place;
+    *place.mutable_graph() = request.graph();
+    for (const std::string& name : row.device_names()) {
+      for (const v1::Device& d : request.cluster().devices()) {
+        if (d.name() == name) *place.mutable_cluster()->add_devices() = d;
+      }
+    }
+    *place.mutable_cluster()->mutable_intra_node() = request.cluster().intra_node();
+    *place.mutable_cluster()->mutable_inter_node() = request.cluster().inter_node();
+    *place.mutable_options() = request.options();
+    if (row.data_parallel() > 1) place.mutable_options()->set_data_parallel(row.data_parallel());
+    v1::PlaceResponse response;
+    CallNotes notes;
+    absl::StatusOr<std::shared_ptr<PendingAnswer>> pending =
+        core_.Place(PlaceCall::Of(place), &response, &notes);
+    EXPECT_TRUE(pending.ok()) << pending.status();
+    if (pending.ok() && *pending != nullptr) {
+      absl::Notification done;
+      (*pending)->OnDone([&done] { done.Notify(); });
+      done.WaitForNotification();
+      EXPECT_TRUE((*pending)->Finish().ok());
+    }
+    return response;
+  }
+
+  engine::AlgorithmRegistry algorithms_;
+  cache::LruResultCache cache_{{.max_bytes = 64 << 20}};
+  jobs::JobManager jobs_{{.workers = 2}};
+  jobs::OperationRegistry operations_{{}, &jobs_};
+  PlacementCore core_{CoreOptions(), &algorithms_, &cache_, &jobs_, &operations_, nullptr};
+};
+
+TEST_F(RecommendCoreTest, EveryCandidateIsAnOrdinaryCachedPlacementAndTheRepeatIsAllHits) {
+  const v1::RecommendRequest request = Request();
+  bool at_once = true;
+  absl::StatusOr<v1::RecommendResponse> first = Recommend(request, &at_once);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(at_once);
+  ASSERT_EQ(first->candidates_size(), 8);  // 1; 2 (D 1, 2); 3 (D 1, 3); 4 (D 1, 2, 4)
+  for (const v1::RecommendCandidate& row : first->candidates()) {
+    EXPECT_FALSE(row.has_error()) << row.error().message();
+    EXPECT_EQ(row.request_digest().size(), 64u);
+    EXPECT_GT(row.step_ns(), 0);
+    EXPECT_EQ(row.microbatches(), 4);
+    EXPECT_EQ(row.device_names_size(), row.devices());
+    // The same candidate placed on its own is the cached answer, with the same step.
+    const v1::PlaceResponse alone = PlaceCandidate(request, row);
+    EXPECT_EQ(alone.placement().provenance().request_digest(), row.request_digest());
+    EXPECT_EQ(alone.placement().provenance().cache(), v1::HIT);
+    EXPECT_EQ(alone.placement().metrics().makespan_ns(), row.step_ns());
+  }
+  EXPECT_DOUBLE_EQ(first->candidates(0).speedup(), 1.0);
+  // The recommendation is the fastest feasible row, found here by hand.
+  int32_t best = -1;
+  for (int32_t i = 0; i < first->candidates_size(); ++i) {
+    const v1::RecommendCandidate& row = first->candidates(i);
+    if (row.feasible() && (best < 0 || row.microbatches_per_second() >
+                                           first->candidates(best).microbatches_per_second())) {
+      best = i;
+    }
+  }
+  EXPECT_EQ(first->recommended(), best);
+
+  absl::StatusOr<v1::RecommendResponse> again = Recommend(request, &at_once);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(at_once);  // answered from the cache, no job
+  EXPECT_EQ(again->cache_hits(), 8);
+  EXPECT_EQ(again->recommended(), first->recommended());
+  for (int32_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(again->candidates(i).cache(), v1::HIT);
+    EXPECT_EQ(again->candidates(i).step_ns(), first->candidates(i).step_ns());
+    EXPECT_FALSE(again->candidates(i).has_placement());
+  }
+
+  v1::RecommendRequest with_placements = request;
+  with_placements.set_include_placements(true);
+  absl::StatusOr<v1::RecommendResponse> full = Recommend(with_placements);
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->candidates(3).placement().device_size(), request.graph().ops_size());
+}
+
+TEST_F(RecommendCoreTest, APinOutsideACandidateIsThatRowsErrorAndBadInputIsTheCallsError) {
+  v1::RecommendRequest request = Request();
+  request.mutable_graph()->mutable_ops(0)->set_pinned_device("a0");  // not among the fastest devices
+  absl::StatusOr<v1::RecommendResponse> response = Recommend(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->candidates(0).error().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(response->candidates(0).error().message(), HasSubstr("pinned_device"));
+  EXPECT_FALSE(response->candidates(5).has_error());  // all four devices, one replica: a0 is there
+  // Four replicas: a0 is not in replica group 0 (b2), where pins must lie.
+  EXPECT_THAT(response->candidates(7).error().message(), HasSubstr("replica group 0"));
+
+  request.mutable_graph()->mutable_ops(0)->set_pinned_device("nowhere");
+  EXPECT_THAT(Fields(Recommend(request).status()), ElementsAre("graph.ops[0].pinned_device"));
+}
+
+TEST_F(RecommendCoreTest, SubmitOnlyStartsOperationsAndALaterCallIsAnsweredFromTheCache) {
+  v1::RecommendRequest request = Request();
+  request.set_max_devices(2);
+  request.set_submit_only(true);
+  absl::StatusOr<v1::RecommendResponse> submitted = Recommend(request);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  ASSERT_EQ(submitted->candidates_size(), 3);
+  EXPECT_EQ(submitted->recommended(), -1);
+  for (const v1::RecommendCandidate& row : submitted->candidates()) {
+    EXPECT_THAT(row.operation(), HasSubstr("operations/"));
+    absl::StatusOr<OperationHandle> op = core_.FindOperation(row.operation(), "");
+    ASSERT_TRUE(op.ok()) << op.status();
+    auto done = std::make_shared<absl::Notification>();
+    if (op->Subscribe([done](bool finished) {
+          if (finished && !done->HasBeenNotified()) done->Notify();
+        }) != 0) {
+      done->WaitForNotification();
+    }
+  }
+  request.set_submit_only(false);
+  bool at_once = false;
+  absl::StatusOr<v1::RecommendResponse> answered = Recommend(request, &at_once);
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  EXPECT_TRUE(at_once);
+  EXPECT_EQ(answered->cache_hits(), 3);
+  EXPECT_GE(answered->recommended(), 0);
+}
+
+}  // namespace
+}  // namespace placement::core

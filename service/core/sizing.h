@@ -1,0 +1,65 @@
+// sizing.h — what a Recommend call evaluates and what it recommends, without gRPC or jobs.
+//
+// A cluster scheduler asks "how many devices should this job get": the core places the graph on
+// 1..max_devices devices of the pool, each count n with every data-parallel split D × n/D, each
+// candidate an ordinary placement request (placement_core.h runs them), and then this file turns the
+// answers into the table and the recommendation the request's objective asks for.
+//
+// Which devices a count uses: as few hosts as possible — a host that has n devices if there is one
+// (the one whose n fastest devices are fastest, then the first in cluster order), else whole hosts with
+// the most devices first, the last one partly — and on each host the fastest devices first (more
+// memory next, then cluster order). Devices of one host share its fast intra-node link, so fewer hosts
+// means faster links.
+//
+// Example:
+//   absl::StatusOr<std::vector<SizingCandidate>> candidates = PlanSizingCandidates(request, 128);
+//   for (const SizingCandidate& c : *candidates) {
+//     v1::PlaceRequest place = ...; *place.mutable_cluster() = CandidateCluster(request.cluster(), c);
+//     place.mutable_options()->set_data_parallel(c.data_parallel);   // then place it
+//   }
+//   CompleteRecommendation(request, &response);  // rows filled from the placements
+#ifndef PLACEMENT_SERVICE_CORE_SIZING_H_
+#define PLACEMENT_SERVICE_CORE_SIZING_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "placement/v1/cluster.pb.h"
+#include "placement/v1/placement.pb.h"
+#include "placement/v1/placement_service.pb.h"
+
+namespace placement::core {
+
+// One candidate: n devices of the pool in D replicas.
+struct SizingCandidate {
+  int32_t devices = 1;
+  int32_t data_parallel = 1;
+  // Indices into the pool's devices, in the order they form the candidate's cluster.
+  std::vector<int32_t> pool_devices;
+};
+
+// The candidates of `request`, counts ascending and for each count D ascending; INVALID_ARGUMENT (with
+// a BadRequest payload, every problem by field) for max_devices outside 0..pool size, more candidates
+// than `max_candidates`, an objective that is not one of the enum's, within_percent outside (0, 100)
+// with RECOMMEND_OBJECTIVE_FEWEST_DEVICES_WITHIN or non-zero with another objective, a negative
+// options.data_parallel, and an empty pool. The graph and the devices themselves are validated by
+// placing (the pool as one request).
+absl::StatusOr<std::vector<SizingCandidate>> PlanSizingCandidates(const v1::RecommendRequest& request,
+                                                                  int32_t max_candidates);
+
+// The cluster of a candidate: the pool's devices it uses in its order, the pool's intra- and inter-node
+// links, and the pool's per-pair links between two devices it uses.
+v1::Cluster CandidateCluster(const v1::Cluster& pool, const SizingCandidate& candidate);
+
+// Fills a row's plan, step, throughput and feasibility from the candidate's placement.
+void FillRowFromPlacement(const v1::Placement& placement, v1::RecommendCandidate* row);
+
+// With every row filled (or carrying its error): the speed-up over the one-device row, the efficiency,
+// the recommendation for the request's objective and why (response.recommended = -1 when no row is
+// feasible).
+void CompleteRecommendation(const v1::RecommendRequest& request, v1::RecommendResponse* response);
+
+}  // namespace placement::core
+
+#endif  // PLACEMENT_SERVICE_CORE_SIZING_H_
