@@ -1,18 +1,18 @@
-// replace_bench — re-placement after the cluster changed (issue 25's targets), on a corpus of training
-// steps at K accelerators:
-//   * remove: `auto` places the step on K devices; device r leaves (for each r of --remove); `auto`
-//     re-places with the previous answer (--move_weight) and, for reference, solves the K-1 cluster
-//     afresh. Reported: bytes moved / the persistent bytes that were on device r (target <= 1.3), step /
-//     the fresh step (target <= 1.03), re-placement solve time / the fresh solve's (target <= 0.25);
-//   * add: `auto` places the step on the first K-1 devices; device K-1 joins; `auto` re-places on K and
-//     is compared with the fresh K-device solve. Reported: bytes moved / all persistent bytes (target
-//     <= 10 %), step and time ratios as above.
+// replace_bench — re-placement after the cluster changed (issue 25's targets), on a corpus of
+// training steps at K accelerators:
+//   * remove: `auto` places the step on K devices; device r leaves (--remove); `auto` re-places with
+//     the previous answer (--move_weight) and, for reference, solves the K-1 cluster afresh.
+//     Reported: bytes moved / the persistent bytes that were on device r (target <= 1.3), step / the
+//     fresh step (target <= 1.03), re-placement solve time / the fresh solve's (target <= 0.25);
+//   * add: `auto` places the step on the first K-1 devices; device K-1 joins; `auto` re-places on K
+//     and is compared with the fresh K-device solve. Reported: bytes moved / all persistent bytes
+//     (target <= 10 %), step and time ratios as above.
 // Clusters: ResizeCluster (bench/common) makes K accelerators, four per host; a request without an
-// inter-host link gets 25 GB/s and 10 us. Solve times are measured in this one run (each ratio pairs two solves of the same run), through the
+// inter-host link gets 25 GB/s and 10 us. Each ratio pairs two solves of the same run, through the
 // engine's Solve as `placement_offline place` runs it.
 //
-//   replace_bench --corpus=build/plans_corpus --only=.batch --devices=8 --remove=used --move_weight=1e-3
-//       --time_limit_s=60 --out=table.md
+//   replace_bench --corpus=build/plans_corpus --only=.batch --devices=8 --remove=used \
+//       --move_weight=1e-3 --time_limit_s=60 --out=table.md
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -39,9 +39,10 @@
 ABSL_FLAG(std::string, corpus, "", "Folder of request files (recursively)");
 ABSL_FLAG(std::string, only, "", "Only files whose path contains this (e.g. .batch)");
 ABSL_FLAG(int32_t, devices, 8, "Accelerators K of the cluster before a device leaves");
-ABSL_FLAG(std::string, remove, "used",
-          "Devices that leave, one case each: indices < K, or \"used\" = the first, the middle and the "
-          "last of the devices the fresh answer uses (a device it leaves idle is no test)");
+ABSL_FLAG(
+    std::string, remove, "used",
+    "Devices that leave, one case each: indices < K, or \"used\" = the first, the middle and the "
+    "last of the devices the fresh answer uses (a device it leaves idle is no test)");
 ABSL_FLAG(bool, add, true, "Also the case where device K-1 joins K-1 others");
 ABSL_FLAG(double, move_weight, 1e-4, "options.move_weight_ns_per_byte of the re-placements");
 ABSL_FLAG(double, time_limit_s, 60, "Time limit of every solve");
@@ -76,7 +77,8 @@ v1::PlaceRequest WithoutDevice(const v1::PlaceRequest& request, int32_t r) {
   const int32_t n = request.cluster().devices_size();
   const std::string gone = request.cluster().devices(r).name();
   const std::string heir = request.cluster().devices((r + 1) % n).name();
-  out.mutable_cluster()->mutable_devices()->erase(out.mutable_cluster()->mutable_devices()->begin() + r);
+  out.mutable_cluster()->mutable_devices()->erase(
+      out.mutable_cluster()->mutable_devices()->begin() + r);
   for (v1::Op& op : *out.mutable_graph()->mutable_ops()) {
     if (op.pinned_device() == gone) op.set_pinned_device(heir);
   }
@@ -107,9 +109,9 @@ struct Row {
   double fresh_s = 0, replace_s = 0;
   bool feasible = false;
   int64_t ops_moved = 0;
-  std::string fresh_winner;  // auto's winning member on the fresh solve it is compared with
+  std::string fresh_winner;    // auto's winning member on the fresh solve it is compared with
   std::string replace_winner;  // where the re-placement started from
-  bool no_state = false;  // remove: the device that left held no persistent bytes
+  bool no_state = false;       // remove: the device that left held no persistent bytes
 };
 
 double Geomean(const std::vector<double>& values) {
@@ -131,7 +133,8 @@ int Run() {
   const int32_t k = absl::GetFlag(FLAGS_devices);
   const bool remove_used = absl::GetFlag(FLAGS_remove) == "used";
   std::vector<int32_t> fixed_removals;
-  for (absl::string_view piece : absl::StrSplit(absl::GetFlag(FLAGS_remove), ',', absl::SkipEmpty())) {
+  for (absl::string_view piece :
+       absl::StrSplit(absl::GetFlag(FLAGS_remove), ',', absl::SkipEmpty())) {
     int32_t r = 0;
     if (absl::SimpleAtoi(piece, &r) && r >= 0 && r < k) fixed_removals.push_back(r);
   }
@@ -146,32 +149,35 @@ int Run() {
     const std::string name = CaseName(corpus, path);
     v1::PlaceRequest full = ResizeCluster(*read, k, 0);
     full.mutable_options()->clear_time_limit();
-    // K = 8 spans two hosts (ResizeCluster): exports of one host name no inter-host link; a 25 GB/s,
-    // 10 us network then joins them.
+    // K = 8 spans two hosts (ResizeCluster): exports of one host name no inter-host link; a
+    // 25 GB/s, 10 us network then joins them.
     if (full.cluster().inter_node().bandwidth_bytes_per_second() <= 0) {
       full.mutable_cluster()->mutable_inter_node()->set_bandwidth_bytes_per_second(25'000'000'000);
       full.mutable_cluster()->mutable_inter_node()->set_latency_ns(10'000);
     }
-    if (full.cluster().devices_size() != k) continue;  // other kinds besides the accelerators: skipped
+    if (full.cluster().devices_size() != k)
+      continue;  // other kinds besides the accelerators: skipped
     int64_t all_bytes = 0;
     for (const v1::Op& op : full.graph().ops()) all_bytes += op.persistent_bytes();
     absl::StatusOr<Solved> fresh_full = SolveAuto(full);
     if (!fresh_full.ok()) {
-      std::fprintf(stderr, "%s: %s\n", name.c_str(), std::string(fresh_full.status().message()).c_str());
+      std::fprintf(stderr, "%s: %s\n", name.c_str(),
+                   std::string(fresh_full.status().message()).c_str());
       continue;
     }
     auto report = [&](Row row) {
-      std::fprintf(stderr, "%-24s %-8s moved %.3f step %.4f time %.3f (%.2f s / %.2f s, fresh: %s)%s\n",
-                   row.name.c_str(), row.change.c_str(), row.moved_ratio, row.step_ratio, row.time_ratio,
-                   row.replace_s, row.fresh_s, row.fresh_winner.c_str(), row.feasible ? "" : " INFEASIBLE");
+      std::fprintf(
+          stderr, "%-24s %-8s moved %.3f step %.4f time %.3f (%.2f s / %.2f s, fresh: %s)%s\n",
+          row.name.c_str(), row.change.c_str(), row.moved_ratio, row.step_ratio, row.time_ratio,
+          row.replace_s, row.fresh_s, row.fresh_winner.c_str(), row.feasible ? "" : " INFEASIBLE");
       rows.push_back(std::move(row));
     };
     std::vector<int32_t> removals = fixed_removals;
     if (remove_used) {
       std::vector<int32_t> used;
       for (int32_t d = 0; d < k; ++d) {
-        if (std::find(fresh_full->placement.device().begin(), fresh_full->placement.device().end(), d) !=
-            fresh_full->placement.device().end()) {
+        if (std::find(fresh_full->placement.device().begin(), fresh_full->placement.device().end(),
+                      d) != fresh_full->placement.device().end()) {
           used.push_back(d);
         }
       }
@@ -188,7 +194,8 @@ int Run() {
       const v1::PlaceRequest shrunk = WithoutDevice(full, r);
       int64_t lost_bytes = 0;
       for (int i = 0; i < full.graph().ops_size(); ++i) {
-        if (fresh_full->placement.device(i) == r) lost_bytes += full.graph().ops(i).persistent_bytes();
+        if (fresh_full->placement.device(i) == r)
+          lost_bytes += full.graph().ops(i).persistent_bytes();
       }
       v1::PlaceRequest replace = shrunk;
       SetPrevious(full, fresh_full->placement, &replace);
@@ -204,7 +211,8 @@ int Run() {
       row.no_state = lost_bytes == 0;
       row.moved_ratio = !row.no_state ? static_cast<double>(moved) / static_cast<double>(lost_bytes)
                         : moved == 0  ? 1.0
-                                      : static_cast<double>(moved) / static_cast<double>(std::max<int64_t>(all_bytes, 1));
+                                      : static_cast<double>(moved) /
+                                           static_cast<double>(std::max<int64_t>(all_bytes, 1));
       row.step_ratio = static_cast<double>(replaced->placement.metrics().makespan_ns()) /
                        static_cast<double>(fresh->placement.metrics().makespan_ns());
       row.time_ratio = replaced->seconds / std::max(fresh->seconds, 1e-9);
@@ -227,9 +235,10 @@ int Run() {
       Row row;
       row.name = name;
       row.change = absl::StrCat("+", full.cluster().devices(k - 1).name());
-      row.moved_ratio = all_bytes > 0 ? static_cast<double>(replaced->placement.metrics().bytes_moved()) /
-                                            static_cast<double>(all_bytes)
-                                      : 0.0;
+      row.moved_ratio = all_bytes > 0
+                            ? static_cast<double>(replaced->placement.metrics().bytes_moved()) /
+                                  static_cast<double>(all_bytes)
+                            : 0.0;
       row.step_ratio = static_cast<double>(replaced->placement.metrics().makespan_ns()) /
                        static_cast<double>(fresh_full->placement.metrics().makespan_ns());
       row.time_ratio = replaced->seconds / std::max(fresh_full->seconds, 1e-9);
@@ -245,7 +254,8 @@ int Run() {
 
   std::string table = absl::StrFormat(
       "K = %d, move weight %g ns/byte, time limit %g s\n\n"
-      "| case | change | bytes moved / removed device's (add: / all) | step / fresh | solve time / fresh | "
+      "| case | change | bytes moved / removed device's (add: / all) | step / fresh | solve time / "
+      "fresh | "
       "fresh s | re-place s | ops moved | fits | fresh winner | re-placed from |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|\n",
       k, absl::GetFlag(FLAGS_move_weight), absl::GetFlag(FLAGS_time_limit_s));
@@ -253,22 +263,26 @@ int Run() {
   int32_t remove_hits[3] = {0, 0, 0}, add_hits[3] = {0, 0, 0};
   for (const Row& row : rows) {
     const bool add = row.change[0] == '+';
-    const std::string moved = add ? absl::StrFormat("%.1f %%", 100 * row.moved_ratio)
-                              : row.no_state
-                                  ? (row.moved_ratio == 1.0 ? std::string("(no state) 0")
-                                                            : absl::StrFormat("(no state) %.1f %% of all",
-                                                                              100 * row.moved_ratio))
-                                  : absl::StrFormat("%.3f", row.moved_ratio);
-    absl::StrAppend(&table, absl::StrFormat("| %s | %s | %s | %.4f | %.3f | %.2f | %.2f | %d | %s | %s | %s |\n",
-                                            row.name, row.change, moved, row.step_ratio, row.time_ratio,
-                                            row.fresh_s, row.replace_s, row.ops_moved,
-                                            row.feasible ? "yes" : "NO", row.fresh_winner, row.replace_winner));
+    const std::string moved =
+        add            ? absl::StrFormat("%.1f %%", 100 * row.moved_ratio)
+        : row.no_state ? (row.moved_ratio == 1.0
+                              ? std::string("(no state) 0")
+                              : absl::StrFormat("(no state) %.1f %% of all", 100 * row.moved_ratio))
+                       : absl::StrFormat("%.3f", row.moved_ratio);
+    absl::StrAppend(
+        &table,
+        absl::StrFormat("| %s | %s | %s | %.4f | %.3f | %.2f | %.2f | %d | %s | %s | %s |\n",
+                        row.name, row.change, moved, row.step_ratio, row.time_ratio, row.fresh_s,
+                        row.replace_s, row.ops_moved, row.feasible ? "yes" : "NO", row.fresh_winner,
+                        row.replace_winner));
 
     if (add || !row.no_state) (add ? add_moved : remove_moved).push_back(row.moved_ratio);
     (add ? add_step : remove_step).push_back(row.step_ratio);
     (add ? add_time : remove_time).push_back(row.time_ratio);
     int32_t* hits = add ? add_hits : remove_hits;
-    hits[0] += add ? row.moved_ratio <= 0.10 : row.no_state ? row.moved_ratio == 1.0 : row.moved_ratio <= 1.3;
+    hits[0] += add            ? row.moved_ratio <= 0.10
+               : row.no_state ? row.moved_ratio == 1.0
+                              : row.moved_ratio <= 1.3;
     hits[1] += row.step_ratio <= 1.03;
     hits[2] += row.time_ratio <= 0.25;
   }
@@ -277,18 +291,20 @@ int Run() {
   };
   absl::StrAppend(
       &table,
-      absl::StrFormat("\nremove (%d cases): bytes moved ratio geomean %.3f, max %.3f (devices with state), "
-                      "<= 1.3 in %d; step "
-                      "ratio geomean %.4f, max %.4f, <= 1.03 in %d; time ratio geomean %.3f, max %.3f, "
-                      "<= 0.25 in %d\n",
-                      static_cast<int>(remove_step.size()), Geomean(remove_moved), max_of(remove_moved),
-                      remove_hits[0], Geomean(remove_step), max_of(remove_step), remove_hits[1],
-                      Geomean(remove_time), max_of(remove_time), remove_hits[2]),
-      absl::StrFormat("add (%d cases): bytes moved / all max %.1f %%, <= 10 %% in %d; step ratio geomean "
-                      "%.4f, max %.4f, <= 1.03 in %d; time ratio geomean %.3f, max %.3f, <= 0.25 in %d\n",
-                      static_cast<int>(add_step.size()), 100 * max_of(add_moved), add_hits[0],
-                      Geomean(add_step), max_of(add_step), add_hits[1], Geomean(add_time), max_of(add_time),
-                      add_hits[2]));
+      absl::StrFormat(
+          "\nremove (%d cases): bytes moved ratio geomean %.3f, max %.3f (devices with state), "
+          "<= 1.3 in %d; step "
+          "ratio geomean %.4f, max %.4f, <= 1.03 in %d; time ratio geomean %.3f, max %.3f, "
+          "<= 0.25 in %d\n",
+          static_cast<int>(remove_step.size()), Geomean(remove_moved), max_of(remove_moved),
+          remove_hits[0], Geomean(remove_step), max_of(remove_step), remove_hits[1],
+          Geomean(remove_time), max_of(remove_time), remove_hits[2]),
+      absl::StrFormat(
+          "add (%d cases): bytes moved / all max %.1f %%, <= 10 %% in %d; step ratio geomean "
+          "%.4f, max %.4f, <= 1.03 in %d; time ratio geomean %.3f, max %.3f, <= 0.25 in %d\n",
+          static_cast<int>(add_step.size()), 100 * max_of(add_moved), add_hits[0],
+          Geomean(add_step), max_of(add_step), add_hits[1], Geomean(add_time), max_of(add_time),
+          add_hits[2]));
   std::fputs(table.c_str(), stdout);
   if (!absl::GetFlag(FLAGS_out).empty()) std::ofstream(absl::GetFlag(FLAGS_out)) << table;
   return 0;
@@ -298,7 +314,8 @@ int Run() {
 }  // namespace placement::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("replace_bench --corpus=DIR [--only=.batch] [--devices=8] [--remove=0,4,7]");
+  absl::SetProgramUsageMessage(
+      "replace_bench --corpus=DIR [--only=.batch] [--devices=8] [--remove=0,4,7]");
   absl::ParseCommandLine(argc, argv);
   return placement::bench::Run();
 }

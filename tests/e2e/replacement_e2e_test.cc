@@ -1,8 +1,8 @@
 // End-to-end test of re-placement (PlacementOptions.previous_placement) through the real
-// placement_server and its clients: place a step on four GPUs, lose the busiest one, re-place with the
-// previous answer — the ops of the lost GPU move, little else does, the answer fits and reports what
-// moved, it is cached under its own digest; placementctl's --previous flags send the same request; a
-// previous placement naming an unknown op is INVALID_ARGUMENT naming the entry.
+// placement_server and its clients: place a step on four GPUs, lose the busiest one, re-place with
+// the previous answer — the ops of the lost GPU move, little else does, the answer fits and reports
+// what moved, it is cached under its own digest; placementctl's --previous flags send the same
+// request; a previous placement naming an unknown op is INVALID_ARGUMENT naming the entry.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -58,7 +58,8 @@ TEST_F(ReplacementE2ETest, LosingAGpuMovesItsOpsAndLittleElse) {
   // The busiest GPU leaves.
   std::vector<int> ops_on(4, 0);
   for (const int32_t d : before.device()) ++ops_on[d];
-  const int lost = static_cast<int>(std::max_element(ops_on.begin(), ops_on.end()) - ops_on.begin());
+  const int lost =
+      static_cast<int>(std::max_element(ops_on.begin(), ops_on.end()) - ops_on.begin());
   const std::string lost_name = request_.cluster().devices(lost).name();
   int64_t lost_bytes = 0, all_bytes = 0;
   for (int i = 0; i < request_.graph().ops_size(); ++i) {
@@ -67,8 +68,8 @@ TEST_F(ReplacementE2ETest, LosingAGpuMovesItsOpsAndLittleElse) {
   }
 
   v1::PlaceRequest shrunk = request_;
-  shrunk.mutable_cluster()->mutable_devices()->erase(shrunk.mutable_cluster()->mutable_devices()->begin() +
-                                                     lost);
+  shrunk.mutable_cluster()->mutable_devices()->erase(
+      shrunk.mutable_cluster()->mutable_devices()->begin() + lost);
   v1::PlaceRequest replace = shrunk;
   for (int i = 0; i < request_.graph().ops_size(); ++i) {
     (*replace.mutable_options()->mutable_previous_placement())[request_.graph().ops(i).name()] =
@@ -85,7 +86,8 @@ TEST_F(ReplacementE2ETest, LosingAGpuMovesItsOpsAndLittleElse) {
   for (const int32_t d : after.device()) EXPECT_LT(d, 3);
   EXPECT_GE(after.metrics().ops_moved(), ops_on[lost]);
   EXPECT_GE(after.metrics().bytes_moved(), lost_bytes);
-  // The moves the caller priced: well under everything, the lost GPU's state and a little more at most.
+  // The moves the caller priced: well under everything, the lost GPU's state and a little more at
+  // most.
   EXPECT_LE(after.metrics().bytes_moved(), lost_bytes + all_bytes / 10);
   // The ops moved are those whose device name changed.
   int64_t moved = 0;
@@ -99,7 +101,8 @@ TEST_F(ReplacementE2ETest, LosingAGpuMovesItsOpsAndLittleElse) {
   // re-placement again is a hit with the same answer.
   absl::StatusOr<v1::PlaceResponse> fresh_shrunk = client_->Place(shrunk);
   ASSERT_TRUE(fresh_shrunk.ok()) << fresh_shrunk.status();
-  EXPECT_NE(fresh_shrunk->placement().provenance().request_digest(), after.provenance().request_digest());
+  EXPECT_NE(fresh_shrunk->placement().provenance().request_digest(),
+            after.provenance().request_digest());
   EXPECT_EQ(fresh_shrunk->placement().metrics().ops_moved(), 0);
   absl::StatusOr<v1::PlaceResponse> again = client_->Place(replace);
   ASSERT_TRUE(again.ok()) << again.status();
@@ -114,9 +117,13 @@ TEST_F(ReplacementE2ETest, LosingAGpuMovesItsOpsAndLittleElse) {
   ASSERT_TRUE(engine::WriteMessageFile(request_, old_request).ok());
   ASSERT_TRUE(engine::WriteMessageFile(*fresh, old_answer).ok());
   ASSERT_TRUE(engine::WriteMessageFile(shrunk, new_request).ok());
-  const std::vector<std::string> ctl = {PlacementctlBinary(), "--server=" + server_->address(), "place",
-                                        "--request=" + new_request, "--previous=" + old_answer,
-                                        "--previous_request=" + old_request, "--move_weight=0.001",
+  const std::vector<std::string> ctl = {PlacementctlBinary(),
+                                        "--server=" + server_->address(),
+                                        "place",
+                                        "--request=" + new_request,
+                                        "--previous=" + old_answer,
+                                        "--previous_request=" + old_request,
+                                        "--move_weight=0.001",
                                         "--progress=never"};
   std::vector<std::string> as_json = ctl;
   as_json.push_back("--format=json");
@@ -134,9 +141,13 @@ TEST_F(ReplacementE2ETest, LosingAGpuMovesItsOpsAndLittleElse) {
   EXPECT_THAT(summary.out, HasSubstr("moved "));
   EXPECT_THAT(summary.out, HasSubstr("of weights and state"));
   // The offline tool takes the same flags and computes the same digest.
-  std::vector<std::string> offline = {OfflineBinary(), "place", "--request=" + new_request,
-                                      "--previous=" + old_answer, "--previous_request=" + old_request,
-                                      "--move_weight=0.001", "--format=json"};
+  std::vector<std::string> offline = {OfflineBinary(),
+                                      "place",
+                                      "--request=" + new_request,
+                                      "--previous=" + old_answer,
+                                      "--previous_request=" + old_request,
+                                      "--move_weight=0.001",
+                                      "--format=json"};
   CommandResult local = RunCommand(offline);
   ASSERT_EQ(local.exit_status, 0) << local.err;
   v1::Placement from_offline;
@@ -144,8 +155,9 @@ TEST_F(ReplacementE2ETest, LosingAGpuMovesItsOpsAndLittleElse) {
   EXPECT_EQ(from_offline.provenance().request_digest(), after.provenance().request_digest());
   EXPECT_EQ(from_offline.outcome(), v1::FEASIBLE);
   // One flag without its partner is a usage error.
-  CommandResult lonely = RunCommand({PlacementctlBinary(), "--server=" + server_->address(), "place",
-                                     "--request=" + new_request, "--previous=" + old_answer});
+  CommandResult lonely =
+      RunCommand({PlacementctlBinary(), "--server=" + server_->address(), "place",
+                  "--request=" + new_request, "--previous=" + old_answer});
   EXPECT_NE(lonely.exit_status, 0);
   EXPECT_THAT(lonely.err, HasSubstr("--previous and --previous_request go together"));
 }
@@ -159,10 +171,12 @@ TEST_F(ReplacementE2ETest, UnknownOpAndBadWeightAreNamedByField) {
   EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(answer.status().message()),
               HasSubstr("options.previous_placement[\"no-such-op\"]: no op named \"no-such-op\""));
-  EXPECT_THAT(std::string(answer.status().message()), HasSubstr("options.move_weight_ns_per_byte: "));
+  EXPECT_THAT(std::string(answer.status().message()),
+              HasSubstr("options.move_weight_ns_per_byte: "));
   // A device that left is not an error.
   v1::PlaceRequest departed = request_;
-  (*departed.mutable_options()->mutable_previous_placement())[request_.graph().ops(0).name()] = "gone";
+  (*departed.mutable_options()->mutable_previous_placement())[request_.graph().ops(0).name()] =
+      "gone";
   absl::StatusOr<v1::PlaceResponse> placed = client_->Place(departed);
   ASSERT_TRUE(placed.ok()) << placed.status();
   EXPECT_EQ(placed->placement().metrics().ops_moved(), 1);

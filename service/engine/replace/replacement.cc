@@ -29,8 +29,8 @@ class SeedBuilder {
  public:
   // How the units to re-home are placed: `first` kNone = unit by unit (greedy); else in topological
   // order, the units until `first_ns` of compute has gone to `first` go there, the rest to `second`
-  // (first == second: a departed device's work handed to one device whole), each where allowed, else
-  // greedily.
+  // (first == second: a departed device's work handed to one device whole), each where allowed,
+  // else greedily.
   struct Split {
     DeviceId first = kNone;
     DeviceId second = kNone;
@@ -67,9 +67,9 @@ class SeedBuilder {
     }
   }
 
-  // Where v's unit stays: its pin, else the previous device (still in the cluster) holding most of the
-  // unit's persistent bytes (a group split across devices before is joined there; ties: the lower id)
-  // when the whole unit may run there; kNone = the unit must be re-homed.
+  // Where v's unit stays: its pin, else the previous device (still in the cluster) holding most of
+  // the unit's persistent bytes (a group split across devices before is joined there; ties: the
+  // lower id) when the whole unit may run there; kNone = the unit must be re-homed.
   DeviceId KeptDevice(OpId v) {
     const DeviceId fixed = rules_.FixedDevice(v);
     if (fixed != kNone) return fixed;
@@ -98,9 +98,9 @@ class SeedBuilder {
     return best;
   }
 
-  // The allowed device where v's unit adds the least to the step, roughly: compute already queued there
-  // plus the unit's own time there plus the transfers from and to neighbours already placed on other
-  // devices; among the devices whose persistent bytes still fit, else the one least over.
+  // The allowed device where v's unit adds the least to the step, roughly: compute already queued
+  // there plus the unit's own time there plus the transfers from and to neighbours already placed
+  // on other devices; among the devices whose persistent bytes still fit, else the one least over.
   DeviceId Rehome(OpId v) {
     const auto [begin, end] = UnitOf(model_, v);
     if (split_.first != kNone) {
@@ -127,12 +127,13 @@ class SeedBuilder {
           if (to != kNone && to != d) cost += model_.TransferNs(d, to, model_.out_bytes[e]);
         }
       }
-      const int64_t over = std::max<int64_t>(0, persistent_[d] + unit_persistent - model_.capacity_bytes[d]);
+      const int64_t over =
+          std::max<int64_t>(0, persistent_[d] + unit_persistent - model_.capacity_bytes[d]);
       const bool fits = over == 0;
       const bool better = best == kNone || (fits && !best_fits) ||
-                          (fits == best_fits && (fits ? cost < best_cost
-                                                      : (over < best_over ||
-                                                         (over == best_over && cost < best_cost))));
+                          (fits == best_fits &&
+                           (fits ? cost < best_cost
+                                 : (over < best_over || (over == best_over && cost < best_cost))));
       if (better) {
         best = d;
         best_fits = fits;
@@ -140,7 +141,8 @@ class SeedBuilder {
         best_over = over;
       }
     }
-    // Validation guarantees every unit an allowed device; the first one is a safe fallback regardless.
+    // Validation guarantees every unit an allowed device; the first one is a safe fallback
+    // regardless.
     return best != kNone ? best : rules_.FirstAllowedFrom(v, 0);
   }
 
@@ -163,8 +165,8 @@ class SeedBuilder {
   std::vector<std::pair<DeviceId, int64_t>> tally_;
 };
 
-// True when devices a and b are alike for every op: same kind, speed and capacity (renaming one as the
-// other changes no op's time, kinds or room; links may differ, the simulation judges that).
+// True when devices a and b are alike for every op: same kind, speed and capacity (renaming one as
+// the other changes no op's time, kinds or room; links may differ, the simulation judges that).
 bool Interchangeable(const Model& model, DeviceId a, DeviceId b) {
   return model.device_kind[a] == model.device_kind[b] && model.speed[a] == model.speed[b] &&
          model.capacity_bytes[a] == model.capacity_bytes[b];
@@ -172,14 +174,16 @@ bool Interchangeable(const Model& model, DeviceId a, DeviceId b) {
 
 // A fresh answer says which ops share a device, not which device: rename its devices (among
 // interchangeable ones) so that as much state as possible stays where it was — greedily, the pair
-// (answer's device, previous device) sharing the most persistent bytes (+ 1 per op) first; ties by ids.
-// The renamed answer is kept only when every op may still run where it lands (pins).
-void RenameTowardsPrevious(const Model& model, const PlacementRules& rules, Assignment& assignment) {
+// (answer's device, previous device) sharing the most persistent bytes (+ 1 per op) first; ties by
+// ids. The renamed answer is kept only when every op may still run where it lands (pins).
+void RenameTowardsPrevious(const Model& model, const PlacementRules& rules,
+                           Assignment& assignment) {
   const int32_t n = model.num_devices();
   std::vector<int64_t> overlap(static_cast<size_t>(n) * n, 0);
   for (OpId v = 0; v < model.num_ops(); ++v) {
     const DeviceId previous = model.PreviousDeviceOf(v);
-    if (previous >= 0) overlap[static_cast<size_t>(assignment[v]) * n + previous] += model.persistent_bytes[v] + 1;
+    if (previous >= 0)
+      overlap[static_cast<size_t>(assignment[v]) * n + previous] += model.persistent_bytes[v] + 1;
   }
   std::vector<DeviceId> rename(n, kNone), taken_by(n, kNone);
   while (true) {
@@ -226,9 +230,9 @@ Assignment ReplacementSeed(const Model& model) {
   const PlacementRules rules(model);
   Assignment best = SeedBuilder(model, rules, {}).Build();
   // Ops to re-home (their device left, or they are new): also try handing them all to one device —
-  // often a device the previous answer left idle, or one whose neighbours they were — and keep the seed
-  // that simulates best (moves cost the same in every candidate: only ops without a valid previous
-  // device change). D + 1 simulations.
+  // often a device the previous answer left idle, or one whose neighbours they were — and keep the
+  // seed that simulates best (moves cost the same in every candidate: only ops without a valid
+  // previous device change). D + 1 simulations.
   bool rehomed = false;
   for (OpId v = 0; v < model.num_ops() && !rehomed; ++v) {
     const DeviceId previous = model.PreviousDeviceOf(v);
@@ -248,8 +252,8 @@ Assignment ReplacementSeed(const Model& model) {
     }
   };
   for (DeviceId d = 0; d < model.num_devices(); ++d) consider({d, d, 0});
-  // A departed stage of a pipeline: its first part to the device that feeds it most, the rest to the
-  // device it feeds most, split where the two devices' compute balances.
+  // A departed stage of a pipeline: its first part to the device that feeds it most, the rest to
+  // the device it feeds most, split where the two devices' compute balances.
   const std::vector<DeviceId> kept = SeedBuilder(model, rules, {}).KeptOnly();
   std::vector<int64_t> bytes_in(model.num_devices(), 0), bytes_out(model.num_devices(), 0),
       load(model.num_devices(), 0);
@@ -269,11 +273,13 @@ Assignment ReplacementSeed(const Model& model) {
       if (to != kNone) bytes_out[to] += model.out_bytes[e] + 1;
     }
   }
-  const DeviceId up = static_cast<DeviceId>(std::max_element(bytes_in.begin(), bytes_in.end()) - bytes_in.begin());
-  const DeviceId down =
-      static_cast<DeviceId>(std::max_element(bytes_out.begin(), bytes_out.end()) - bytes_out.begin());
+  const DeviceId up =
+      static_cast<DeviceId>(std::max_element(bytes_in.begin(), bytes_in.end()) - bytes_in.begin());
+  const DeviceId down = static_cast<DeviceId>(std::max_element(bytes_out.begin(), bytes_out.end()) -
+                                              bytes_out.begin());
   if (up != down && bytes_in[up] > 0 && bytes_out[down] > 0) {
-    const int64_t first_ns = std::clamp<int64_t>((rehomed_ns + load[down] - load[up]) / 2, 0, rehomed_ns);
+    const int64_t first_ns =
+        std::clamp<int64_t>((rehomed_ns + load[down] - load[up]) / 2, 0, rehomed_ns);
     consider({up, down, first_ns});
   }
   return best;
@@ -300,15 +306,18 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
     PlacementScore objective = seed;
     objective.makespan_ns += MoveCostNs(model, assignment);
     for (size_t i = 0; i < fresh_members.size() && !context.ShouldStop(); ++i) {
-      SolveContext member_context = context.WithShareOfTimeLeft(0.5 / static_cast<double>(fresh_members.size() - i));
+      SolveContext member_context =
+          context.WithShareOfTimeLeft(0.5 / static_cast<double>(fresh_members.size() - i));
       member_context.on_progress = nullptr;
       absl::StatusOr<PartitionResult> fresh = fresh_members[i]->Partition(model, member_context);
-      if (!fresh.ok() || !CheckAssignmentComplete(model, fresh->assignment, fresh_members[i]->name()).ok() ||
+      if (!fresh.ok() ||
+          !CheckAssignmentComplete(model, fresh->assignment, fresh_members[i]->name()).ok() ||
           !CheckConstraints(model, fresh->assignment).empty()) {
         continue;
       }
       RenameTowardsPrevious(model, rules, fresh->assignment);
-      const PlacementScore score = ScoreSimulation(model, simulator.Run(fresh->assignment, scoring));
+      const PlacementScore score =
+          ScoreSimulation(model, simulator.Run(fresh->assignment, scoring));
       PlacementScore with_moves = score;
       with_moves.makespan_ns += MoveCostNs(model, fresh->assignment);
       if (with_moves.BetterThan(objective)) {

@@ -16,7 +16,7 @@
 //   2. **memory**: if the seed overflows, ParDNN's memory repair (../repair/);
 //   3. **search**: the critical-path local search (../pardnn/refinement.h) judging step + move weight ×
 //      bytes moved (RefinementOptions::count_moves), with a simulation budget a quarter of `auto`'s;
-//   4. **window**: when the request leaves W open, the answer's fastest W that fits.
+// (When the request leaves W open, Solve then picks the answer's fastest window that fits.)
 // Deterministic for a model and seed (the search's restarts draw from the context's seed).
 //
 // Example:
@@ -52,7 +52,7 @@ struct ReplacementOptions {
 // model.has_previous_placement().
 Assignment ReplacementSeed(const Model& model);
 
-// Steps 1–4. `fresh_members` (quick algorithms; `auto` passes its members but pardnn) each answer
+// Steps 1–3. `fresh_members` (quick algorithms; `auto` passes its members but pardnn) each answer
 // afresh within half the time left in turn; each answer, its devices renamed (among devices of the same
 // kind, speed and capacity) to keep as much state where it was as possible, competes with the seed on
 // step + move cost. PartitionResult::winner is "previous_placement" or the member whose answer won, and

@@ -31,7 +31,8 @@ v1::PlaceRequest StepOnFourGpus(uint64_t seed) {
   return RandomLayeredRequest(options);
 }
 
-// Solves `request` with auto and returns the answer as a previous placement (op name -> device name).
+// Solves `request` with auto and returns the answer as a previous placement (op name -> device
+// name).
 google::protobuf::Map<std::string, std::string> PlaceFresh(const v1::PlaceRequest& request) {
   absl::StatusOr<Model> model = BuildModel(request);
   EXPECT_TRUE(model.ok()) << model.status();
@@ -138,7 +139,8 @@ TEST(ReplacementTest, WithWeightZeroTheStepIsNoWorseThanTheReHomedSeed) {
     const PlacementScore seed_score =
         ScoreSimulation(replaced.model, simulator.Run(seed_assignment));
     ASSERT_TRUE(seed_score.Fits());
-    EXPECT_LE(replaced.placement.metrics().makespan_ns(), seed_score.makespan_ns) << "seed " << seed;
+    EXPECT_LE(replaced.placement.metrics().makespan_ns(), seed_score.makespan_ns)
+        << "seed " << seed;
     // The re-homed seed, or a quick member's fresh answer that was better still (moves are free).
     if (replaced.placement.provenance().winner() == "previous_placement") {
       EXPECT_EQ(replaced.placement.provenance().winner_makespan_ns(), seed_score.makespan_ns);
@@ -149,8 +151,8 @@ TEST(ReplacementTest, WithWeightZeroTheStepIsNoWorseThanTheReHomedSeed) {
 }
 
 TEST(ReplacementTest, AnAddedDeviceMayBeUsed) {
-  // Three independent ops of equal work on two GPUs; a third GPU arrives: with free moves one of the
-  // two ops sharing a GPU goes to it and the step halves.
+  // Three independent ops of equal work on two GPUs; a third GPU arrives: with free moves one of
+  // the two ops sharing a GPU goes to it and the step halves.
   v1::PlaceRequest request;
   AddTestOp(request, "a", 1'000'000);
   AddTestOp(request, "b", 1'000'000);
@@ -223,11 +225,13 @@ class FixedAnswer final : public Partitioner {
 };
 
 TEST(ReplacementTest, AFreshAnswerIsRenamedTowardsThePreviousPlacement) {
-  // Two chains a1 -> a2 and b1 -> b2 of stateful ops (100 bytes each). Before: a1, a2, b1 on gpu0, b2 on
-  // gpu1 (a 3 ms step). A fresh answer puts chain a on gpu1 and chain b on gpu0 (2 ms): as given it
-  // moves a1, a2 and b2 (300 bytes); renamed (gpu0 <-> gpu1) only b1 (100 bytes), for the same step.
+  // Two chains a1 -> a2 and b1 -> b2 of stateful ops (100 bytes each). Before: a1, a2, b1 on gpu0,
+  // b2 on gpu1 (a 3 ms step). A fresh answer puts chain a on gpu1 and chain b on gpu0 (2 ms): as
+  // given it moves a1, a2 and b2 (300 bytes); renamed (gpu0 <-> gpu1) only b1 (100 bytes), for the
+  // same step.
   v1::PlaceRequest request;
-  for (const char* name : {"a1", "a2", "b1", "b2"}) AddTestOp(request, name, 1'000'000)->set_persistent_bytes(100);
+  for (const char* name : {"a1", "a2", "b1", "b2"})
+    AddTestOp(request, name, 1'000'000)->set_persistent_bytes(100);
   for (const auto& [src, dst] : {std::pair{0, 1}, std::pair{2, 3}}) {
     v1::Edge* edge = request.mutable_graph()->add_edges();
     edge->set_src(src);
