@@ -21,6 +21,14 @@ absl::Duration FromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
 }
 
+google::protobuf::Duration DurationProto(absl::Duration d) {
+  const int64_t ns = absl::ToInt64Nanoseconds(d);
+  google::protobuf::Duration proto;
+  proto.set_seconds(ns / 1'000'000'000);
+  proto.set_nanos(static_cast<int32_t>(ns % 1'000'000'000));
+  return proto;
+}
+
 // Why the cached `placement` cannot answer a request (digest, ops, devices, time limit), or null.
 // Nothing here trusts the value: it may come from the shared tier, written by anyone.
 const char* Mismatch(const v1::Placement& placement, absl::string_view request_digest,
@@ -481,6 +489,15 @@ absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Recommend(
   if (!pool.ok()) return pool.status();
   notes->request_digest = (*pool)->request_digest;
 
+  // One budget for the whole call, the request's time limit (or the default), shared out so that the
+  // candidates end together on the workers; the caller's deadline caps each of them as it caps a Place.
+  // (Not derived from the deadline: a candidate's bytes, and so its repeat, must not change with it.)
+  const absl::Duration budget = TimeLimitOf(request.options());
+  const int64_t share_ns = absl::ToInt64Nanoseconds(budget) * std::max(1, jobs_->workers()) /
+                           static_cast<int64_t>(candidates->size());
+  const absl::Duration share =
+      std::min(budget, std::max(absl::Milliseconds(1), absl::Nanoseconds(share_ns)));
+
   v1::RecommendRequest settings = request;
   settings.clear_graph();
   settings.clear_cluster();
@@ -493,11 +510,25 @@ absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Recommend(
     row->set_devices(candidate.devices);
     row->set_data_parallel(candidate.data_parallel);
     for (const int32_t i : candidate.pool_devices) row->add_device_names(request.cluster().devices(i).name());
+  }
+  // The largest placement problems (devices per replica) first: the workers take jobs in order, and
+  // the long ones started early end with the short ones.
+  std::vector<size_t> order(candidates->size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&candidates](size_t a, size_t b) {
+    const SizingCandidate& x = (*candidates)[a];
+    const SizingCandidate& y = (*candidates)[b];
+    return x.devices / x.data_parallel > y.devices / y.data_parallel;
+  });
+  for (const size_t k : order) {
+    const SizingCandidate& candidate = (*candidates)[k];
+    v1::RecommendCandidate* row = response->mutable_candidates(static_cast<int>(k));
     v1::PlaceRequest own;  // the candidate's cluster and options: what its bytes add to the graph's
     *own.mutable_cluster() = CandidateCluster(request.cluster(), candidate);
     *own.mutable_options() = request.options();
     own.mutable_options()->clear_data_parallel();
     if (candidate.data_parallel > 1) own.mutable_options()->set_data_parallel(candidate.data_parallel);
+    *own.mutable_options()->mutable_time_limit() = DurationProto(share);
     const std::string own_bytes = own.SerializeAsString();
     place.mutable_cluster()->Swap(own.mutable_cluster());
     place.mutable_options()->Swap(own.mutable_options());
@@ -540,8 +571,7 @@ absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Recommend(
       if (request.include_placements()) row->mutable_placement()->Swap(answer->mutable_placement());
       continue;
     }
-    parts.push_back(RecommendAnswer::Part{*std::move(pending), std::move(answer),
-                                          response->candidates_size() - 1});
+    parts.push_back(RecommendAnswer::Part{*std::move(pending), std::move(answer), static_cast<int32_t>(k)});
   }
   if (parts.empty()) {
     FinishRecommendation(settings, started, observer_, response);

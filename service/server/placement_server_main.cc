@@ -46,6 +46,9 @@ ABSL_FLAG(int64_t, cache_bytes, int64_t{256} << 20,
           "Bound of the in-process result cache in bytes (0 disables it).");
 ABSL_FLAG(int, max_queued_jobs, 64,
           "Jobs that may wait for a worker; one more gets UNAVAILABLE with a retry hint.");
+ABSL_FLAG(int, max_recommend_candidates, 64,
+          "Candidates one Recommend call may place (every count 1..max_devices with every "
+          "data-parallel split: 8 devices give 20); more is INVALID_ARGUMENT naming max_devices.");
 ABSL_FLAG(int64_t, job_memory_budget_bytes, int64_t{4} << 30,
           "Budget for the estimated memory of all queued and running jobs; a job that would "
           "exceed it gets UNAVAILABLE (a job alone is always admitted).");
@@ -222,6 +225,7 @@ absl::StatusOr<placement::server::PlacementServerOptions> OptionsFromFlags() {
   read.Int(FLAGS_workers, 0, 4096, &o.workers, " (0 = the CPU quota)");
   read.Int(FLAGS_cache_bytes, 0, kInt64Max, &o.cache_bytes, " (0 = no cache)");
   read.Int(FLAGS_max_queued_jobs, 1, kInt32Max, &o.max_queued_jobs);
+  read.Int(FLAGS_max_recommend_candidates, 1, 4096, &o.core.max_recommend_candidates);
   read.Int(FLAGS_job_memory_budget_bytes, 1, kInt64Max, &o.job_memory_budget_bytes);
   read.DurationAtLeast(FLAGS_default_time_limit, absl::Milliseconds(1),
                        &o.core.default_time_limit);

@@ -756,6 +756,18 @@ RepairOutcome RepairMemory(const Model& model, const SolveContext& context,
 
 RepairOutcome RepairMemory(const Model& model, const SolveContext& context,
                            const RepairOptions& options, Assignment& assignment) {
+  if (MemoryCannotFit(model)) {
+    // No move can make it fit (placement_score.h): the assignment is scored as it is.
+    Simulator simulator(model);
+    const SimResult& simulated = simulator.Run(assignment);
+    const PlacementScore score = ScoreSimulation(model, simulated);
+    RepairOutcome outcome;
+    outcome.fits = score.Fits();
+    outcome.overflow_bytes = score.overflow_bytes;
+    outcome.makespan_ns = score.makespan_ns;
+    outcome.reason = "no placement fits: the ops' persistent bytes exceed the devices' memory together";
+    return outcome;
+  }
   Repairer repairer(model, context, options);
   return repairer.Run(assignment);
 }

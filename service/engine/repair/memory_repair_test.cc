@@ -40,6 +40,23 @@ TEST(MemoryRepairTest, SpreadsPersistentStateOverDevices) {
   EXPECT_EQ(std::count(assignment.begin(), assignment.end(), 1), 2);
 }
 
+// 6 x 40 persistent bytes on two devices of 100: no placement fits, so nothing is moved and the outcome
+// says why at once (the stage used to run all its rounds for nothing).
+TEST(MemoryRepairTest, NothingMovesWhenNoPlacementCanFit) {
+  TestModel t;
+  for (int i = 0; i < 6; ++i) t.AddOp(100, 0, /*persistent=*/40);
+  t.AddDevices(2, 100);
+  const Model model = t.Build();
+  Assignment assignment(6, 0);
+  const RepairOutcome outcome = RepairMemory(model, SolveContext(), assignment);
+  EXPECT_FALSE(outcome.fits);
+  EXPECT_EQ(outcome.moves, 0);
+  EXPECT_EQ(outcome.rounds, 0);
+  EXPECT_EQ(outcome.overflow_bytes, 240 - 100);
+  EXPECT_THAT(outcome.reason, HasSubstr("no placement fits"));
+  EXPECT_EQ(assignment, Assignment(6, 0));
+}
+
 TEST(MemoryRepairTest, MovesTheFreeOpRatherThanCuttingAnExpensiveChain) {
   TestModel t;
   // A chain with heavy edges (cutting it costs 1 ms per edge) and an independent op of the same size.
@@ -94,9 +111,11 @@ TEST(MemoryRepairTest, ColocationGroupsMoveTogetherAndPinsStay) {
   EXPECT_TRUE(CheckConstraints(model, assignment).empty());
 }
 
+// Three ops of 60 persistent bytes on two devices of 100: 180 bytes would fit both together, but one
+// device must hold two of them.
 TEST(MemoryRepairTest, ImpossibleCaseReportsDeviceTimeAndBytesShort) {
   TestModel t;
-  for (int i = 0; i < 3; ++i) t.AddOp(100, 0, 80);
+  for (int i = 0; i < 3; ++i) t.AddOp(100, 0, 60);
   t.AddDevices(2, 100);
   const Model model = t.Build();
   Assignment assignment(3, 0);
@@ -105,12 +124,12 @@ TEST(MemoryRepairTest, ImpossibleCaseReportsDeviceTimeAndBytesShort) {
   EXPECT_THAT(outcome.reason, HasSubstr("bytes short"));
   EXPECT_THAT(outcome.reason, HasSubstr("dev"));
   EXPECT_THAT(outcome.reason, HasSubstr("t="));
-  EXPECT_EQ(outcome.overflow_bytes, 60);  // the best it can do: 160 on one device, 80 on the other
+  EXPECT_EQ(outcome.overflow_bytes, 20);  // the best it can do: 120 on one device, 60 on the other
 }
 
 TEST(MemoryRepairTest, StopsAtTheDeadline) {
   TestModel t;
-  for (int i = 0; i < 3; ++i) t.AddOp(100, 0, 80);
+  for (int i = 0; i < 3; ++i) t.AddOp(100, 0, 60);
   t.AddDevices(2, 100);
   const Model model = t.Build();
   SolveContext context;

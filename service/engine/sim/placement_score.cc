@@ -26,6 +26,25 @@ SimOptions ScoringSimOptions(const Model& model) {
   return options;
 }
 
+bool MemoryCannotFit(const Model& model) {
+  if (model.num_devices() == 0 || model.num_ops() == 0) return false;
+  // In long double: sums of int64 byte counts may exceed the int64 range.
+  long double capacity = 0, largest = 0;
+  for (DeviceId d = 0; d < model.num_devices(); ++d) {
+    capacity += model.capacity_bytes[d];
+    largest = std::max<long double>(largest, model.capacity_bytes[d]);
+  }
+  long double persistent = 0;
+  for (OpId v = 0; v < model.num_ops(); ++v) {
+    persistent += model.persistent_bytes[v];
+    const long double own = static_cast<long double>(model.persistent_bytes[v]) + model.temp_bytes[v] +
+                            model.output_bytes[v];
+    // An op that takes no time holds nothing (its intervals are empty), so it never overflows.
+    if (own > largest && model.compute_ns[v] > 0) return true;
+  }
+  return persistent > capacity;
+}
+
 bool MemoryCanBind(const Model& model) {
   if (model.num_devices() == 0) return false;
   // In double: sums of int64 byte counts may exceed the int64 range; only the comparison matters.

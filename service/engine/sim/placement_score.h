@@ -44,6 +44,12 @@ struct PlacementScore {
 // the memory bookkeeping (SimOptions::compute_memory = false) without changing any score.
 bool MemoryCanBind(const Model& model);
 
+// True when no assignment of `model` can fit: the persistent bytes of all ops (each held on its device
+// for the whole step) exceed every device's capacity together, or one op's own persistent, temporary
+// and output bytes (all held while it runs) exceed the largest capacity. Then the memory stages cannot
+// succeed and are skipped (the answer is INFEASIBLE either way, with its reason).
+bool MemoryCannotFit(const Model& model);
+
 // The score of a simulation of an assignment of `model` (its peaks against model.capacity_bytes).
 PlacementScore ScoreSimulation(const Model& model, const SimResult& simulated);
 

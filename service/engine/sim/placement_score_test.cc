@@ -89,6 +89,22 @@ Model TwoDeviceModel() {
   return *std::move(model);
 }
 
+// 3,100 persistent bytes against 2,550 bytes of memory: no placement fits. With 3,200 bytes they might;
+// one op of 1,600 bytes (its persistent, temp and output bytes) is too big for either device, unless it
+// takes no time (it then holds nothing).
+TEST(PlacementScoreTest, MemoryCannotFitWhenThePersistentBytesExceedEveryDeviceTogether) {
+  Model model = TwoDeviceModel();
+  EXPECT_TRUE(MemoryCannotFit(model));
+  model.capacity_bytes = {1600, 1600};
+  EXPECT_FALSE(MemoryCannotFit(model));
+  model.temp_bytes[0] = 100;  // a: 1500 + 100 = 1600, still fits the larger device
+  EXPECT_FALSE(MemoryCannotFit(model));
+  model.output_bytes[0] = 1;
+  EXPECT_TRUE(MemoryCannotFit(model));
+  model.compute_ns[0] = 0;
+  EXPECT_FALSE(MemoryCannotFit(model));
+}
+
 TEST(ScoreSimulationTest, SumsWhatEachDeviceIsShortAndTakesTheMakespan) {
   const Model model = TwoDeviceModel();  // canonical ids follow names: a = 0, b = 1, c = 2
   Simulator simulator(model);
