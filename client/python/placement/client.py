@@ -433,13 +433,14 @@ class PlacementClient:
     def recommend_request(self, request: RequestLike, *, max_devices: int = 0, objective: str = "fastest",
                           within_percent: float = 0.0, include_placements: bool = False,
                           submit_only: bool = False, algorithm: Optional[str] = None,
-                          microbatches: Optional[int] = None,
-                          max_in_flight: Optional[int] = None) -> "placement_service_pb2.RecommendRequest":
+                          microbatches: Optional[int] = None, max_in_flight: Optional[int] = None,
+                          data_parallel: Optional[int] = None) -> "placement_service_pb2.RecommendRequest":
         """The RecommendRequest recommend() sends: the request's graph, its cluster as the pool, its
-        options (with `algorithm` and the plan arguments applied)."""
+        options (with `algorithm` and the plan arguments applied; a fixed `data_parallel` keeps only the
+        counts it divides, 1 = no replicas)."""
         if objective not in _OBJECTIVES:
             raise ValueError(f"objective {objective!r}: expected one of {sorted(_OBJECTIVES)}")
-        request = self._request(request, algorithm, microbatches, max_in_flight, None)
+        request = self._request(request, algorithm, microbatches, max_in_flight, data_parallel)
         return placement_service_pb2.RecommendRequest(
             graph=request.graph, cluster=request.cluster, options=request.options, max_devices=max_devices,
             objective=_OBJECTIVES[objective], within_percent=within_percent,
