@@ -82,7 +82,7 @@ class PortfolioPartitioner final : public Partitioner {
  public:
   PortfolioPartitioner(std::vector<const Partitioner*> members, PortfolioOptions options)
       : members_(std::move(members)), options_(options) {
-    version_ = "2";
+    version_ = "3";
     for (const Partitioner* member : members_) {
       absl::StrAppend(&version_, member == members_.front() ? ":" : ",", std::string(member->name()), "@",
                       std::string(member->version()));
@@ -117,6 +117,7 @@ class PortfolioRun {
 
   absl::StatusOr<PartitionResult> Run() {
     if (members_.empty()) return absl::FailedPreconditionError("auto: the portfolio has no members");
+    if (model_.num_devices() == 1) return OneDevice();
     const absl::Status seeded = RunSeeds();
     if (!seeded.ok()) return seeded;
     RepairOverflowingSeeds();
@@ -128,6 +129,26 @@ class PortfolioRun {
   }
 
  private:
+  // One device has one placement, every op on it: what every member would answer, without running
+  // them (a sizing question asks this of every candidate with one device per replica). Its window, when
+  // the solver chooses it, is chosen here as for any answer.
+  absl::StatusOr<PartitionResult> OneDevice() {
+    out_.assignment.assign(model_.num_ops(), 0);
+    out_.winner = std::string(members_.front()->name());
+    for (const Partitioner* member : members_) {
+      if (member->name() == "single_device") out_.winner = "single_device";
+    }
+    if (model_.solver_chooses_window) {
+      const WindowChoice choice = ChooseWindow(model_, out_.assignment, simulator_, context_);
+      out_.max_in_flight = choice.max_in_flight;
+      out_.winner_makespan_ns = choice.score.makespan_ns;
+    } else {
+      out_.winner_makespan_ns = portfolio::Score(simulator_, model_, out_.assignment, 0).makespan_ns;
+    }
+    context_.Report("done", 1.0);
+    return std::move(out_);
+  }
+
   void NoteFeasible(const PortfolioScore& s) {
     if (s.feasible && (best_feasible_ == 0 || s.makespan_ns < best_feasible_)) {
       best_feasible_ = s.makespan_ns;

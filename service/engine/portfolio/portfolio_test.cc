@@ -131,11 +131,28 @@ TEST(PortfolioTest, RunsOnlyTheFirstMemberAfterTheDeadline) {
   EXPECT_TRUE(result->time_limited);
 }
 
+// One device has one placement: the portfolio answers it without running a member (this one would fail)
+// and names single_device when it is a member, else the first.
+TEST(PortfolioTest, OneDeviceIsAnsweredWithoutRunningTheMembers) {
+  ProblemBuilder p;
+  p.AddOp(100, 10);
+  p.AddOp(200, 10);
+  p.AddEdge(0, 1, 10);
+  p.AddDevices(1, 1000);
+  const Model model = p.Build();
+  const FixedPartitioner broken("broken", Assignment{0, 0}, /*fail=*/true);
+  absl::StatusOr<PartitionResult> result = MakePortfolioPartitioner({&broken})->Partition(model, SolveContext());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->assignment, (Assignment{0, 0}));
+  EXPECT_EQ(result->winner, "broken");
+  EXPECT_EQ(result->winner_makespan_ns, 300);
+}
+
 TEST(PortfolioTest, VersionNamesItsMembers) {
   FixedPartitioner a("a", {}), b("b", {});
   auto portfolio = MakePortfolioPartitioner({&a, &b});
   EXPECT_EQ(portfolio->name(), "auto");
-  EXPECT_EQ(portfolio->version(), "2:a@7,b@7");
+  EXPECT_EQ(portfolio->version(), "3:a@7,b@7");
 }
 
 // `auto` over pardnn and the real baselines is never worse than any member, on random graphs with tight
