@@ -24,6 +24,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "google/protobuf/util/time_util.h"
 #include "service/cache/lru_cache.h"
 #include "service/core/placement_core.h"
 #include "service/core/sizing.h"
@@ -43,13 +44,6 @@ namespace {
 namespace v1 = placement::v1;
 namespace core = placement::core;
 
-google::protobuf::Duration ToProto(absl::Duration d) {
-  google::protobuf::Duration proto;
-  const int64_t ns = absl::ToInt64Nanoseconds(d);
-  proto.set_seconds(ns / 1'000'000'000);
-  proto.set_nanos(static_cast<int32_t>(ns % 1'000'000'000));
-  return proto;
-}
 
 void Await(const std::shared_ptr<core::PendingAnswer>& pending) {
   absl::Notification done;
@@ -71,7 +65,8 @@ int main(int argc, char** argv) {
   *request.mutable_cluster() = place.cluster();
   *request.mutable_options() = place.options();
   if (absl::GetFlag(FLAGS_microbatches) > 0) request.mutable_options()->set_microbatches(absl::GetFlag(FLAGS_microbatches));
-  *request.mutable_options()->mutable_time_limit() = ToProto(absl::GetFlag(FLAGS_budget));
+  *request.mutable_options()->mutable_time_limit() = google::protobuf::util::TimeUtil::NanosecondsToDuration(
+      absl::ToInt64Nanoseconds(absl::GetFlag(FLAGS_budget)));
   request.set_max_devices(absl::GetFlag(FLAGS_max_devices));
 
   core::PlacementCoreOptions options;
@@ -130,18 +125,14 @@ int main(int argc, char** argv) {
     v1::RecommendCandidate* full_row = exhaustive.add_candidates();
     full_row->set_devices(row.devices());
     full_row->set_data_parallel(row.data_parallel());
-    v1::PlaceRequest alone;
-    *alone.mutable_graph() = request.graph();
-    *alone.mutable_cluster() = request.cluster();
-    alone.mutable_cluster()->clear_devices();
-    for (const std::string& name : row.device_names()) {
-      for (const v1::Device& d : request.cluster().devices()) {
-        if (d.name() == name) *alone.mutable_cluster()->add_devices() = d;
-      }
+    absl::StatusOr<v1::PlaceRequest> candidate = core::CandidatePlaceRequest(request, row);
+    if (!candidate.ok()) {
+      std::fprintf(stderr, "%s\n", candidate.status().ToString().c_str());
+      return 1;
     }
-    *alone.mutable_options() = request.options();
-    if (row.data_parallel() > 1) alone.mutable_options()->set_data_parallel(row.data_parallel());
-    *alone.mutable_options()->mutable_time_limit() = ToProto(absl::GetFlag(FLAGS_full_time_limit));
+    v1::PlaceRequest& alone = *candidate;
+    *alone.mutable_options()->mutable_time_limit() = google::protobuf::util::TimeUtil::NanosecondsToDuration(
+        absl::ToInt64Nanoseconds(absl::GetFlag(FLAGS_full_time_limit)));
     alone.mutable_options()->set_skip_cache(true);
     v1::PlaceResponse answer;
     core::CallNotes notes;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/util/time_util.h"
 #include "service/engine/model/model_builder.h"
 #include "service/cache/canonical_order.h"
 #include "service/core/caller_order.h"
@@ -19,14 +20,6 @@ namespace {
 
 absl::Duration FromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
-
-google::protobuf::Duration DurationProto(absl::Duration d) {
-  const int64_t ns = absl::ToInt64Nanoseconds(d);
-  google::protobuf::Duration proto;
-  proto.set_seconds(ns / 1'000'000'000);
-  proto.set_nanos(static_cast<int32_t>(ns % 1'000'000'000));
-  return proto;
 }
 
 // Why the cached `placement` cannot answer a request (digest, ops, devices, time limit), or null.
@@ -528,7 +521,8 @@ absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Recommend(
     *own.mutable_options() = request.options();
     own.mutable_options()->clear_data_parallel();
     if (candidate.data_parallel > 1) own.mutable_options()->set_data_parallel(candidate.data_parallel);
-    *own.mutable_options()->mutable_time_limit() = DurationProto(share);
+    *own.mutable_options()->mutable_time_limit() =
+        google::protobuf::util::TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(share));
     const std::string own_bytes = own.SerializeAsString();
     place.mutable_cluster()->Swap(own.mutable_cluster());
     place.mutable_options()->Swap(own.mutable_options());

@@ -245,7 +245,14 @@ TEST_F(RecommendCoreTest, EveryCandidateIsAnOrdinaryCachedPlacementAndTheRepeatI
     EXPECT_EQ(alone.placement().provenance().request_digest(), row.request_digest());
     EXPECT_EQ(alone.placement().provenance().cache(), v1::HIT);
     EXPECT_EQ(alone.placement().metrics().makespan_ns(), row.step_ns());
+    // The library's own way from a row to its request: the same digest.
+    absl::StatusOr<v1::PlaceRequest> fetched = CandidatePlaceRequest(request, row);
+    ASSERT_TRUE(fetched.ok()) << fetched.status();
+    EXPECT_EQ(core_.Prepare(*fetched).value()->request_digest, row.request_digest());
   }
+  v1::RecommendCandidate stranger = first->candidates(0);
+  stranger.set_device_names(0, "nowhere");
+  EXPECT_EQ(CandidatePlaceRequest(request, stranger).status().code(), absl::StatusCode::kNotFound);
   EXPECT_DOUBLE_EQ(first->candidates(0).speedup(), 1.0);
   // The recommendation is the fastest feasible row, found here by hand.
   int32_t best = -1;

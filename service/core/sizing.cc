@@ -159,6 +159,25 @@ v1::Cluster CandidateCluster(const v1::Cluster& pool, const SizingCandidate& can
   return cluster;
 }
 
+absl::StatusOr<v1::PlaceRequest> CandidatePlaceRequest(const v1::RecommendRequest& request,
+                                                       const v1::RecommendCandidate& row) {
+  SizingCandidate candidate{row.devices(), row.data_parallel(), {}};
+  std::map<std::string, int32_t> index;
+  for (int32_t i = 0; i < request.cluster().devices_size(); ++i) index.emplace(request.cluster().devices(i).name(), i);
+  for (const std::string& name : row.device_names()) {
+    auto it = index.find(name);
+    if (it == index.end()) return absl::NotFoundError(absl::StrCat("device \"", name, "\" is not in the pool"));
+    candidate.pool_devices.push_back(it->second);
+  }
+  v1::PlaceRequest place;
+  *place.mutable_graph() = request.graph();
+  *place.mutable_cluster() = CandidateCluster(request.cluster(), candidate);
+  *place.mutable_options() = request.options();
+  place.mutable_options()->clear_data_parallel();
+  if (row.data_parallel() > 1) place.mutable_options()->set_data_parallel(row.data_parallel());
+  return place;
+}
+
 void FillRowFromPlacement(const v1::Placement& placement, v1::RecommendCandidate* row) {
   row->set_microbatches(placement.plan().microbatches());
   row->set_max_in_flight(placement.plan().max_in_flight());

@@ -52,6 +52,12 @@ absl::StatusOr<std::vector<SizingCandidate>> PlanSizingCandidates(const v1::Reco
 // links, and the pool's per-pair links between two devices it uses.
 v1::Cluster CandidateCluster(const v1::Cluster& pool, const SizingCandidate& candidate);
 
+// A row of a Recommend answer as a plain PlaceRequest (its devices of the pool in its order, their links,
+// its data-parallel split, the request's other options): placing it is answered from the cache the
+// Recommend filled. NOT_FOUND when the row names a device the pool does not have.
+absl::StatusOr<v1::PlaceRequest> CandidatePlaceRequest(const v1::RecommendRequest& request,
+                                                       const v1::RecommendCandidate& row);
+
 // Fills a row's plan, step, throughput and feasibility from the candidate's placement.
 void FillRowFromPlacement(const v1::Placement& placement, v1::RecommendCandidate* row);
 
