@@ -229,22 +229,15 @@ class PortfolioRun {
   // turn one that overflows into the winner.
   void ScoreTheOthers(const std::vector<int32_t>& unscored) {
     const bool may_skip = options_.skip_by_bound && !MemoryCanBind(model_);
-    int64_t best_fitting = 0;  // 0 = none yet
-    const auto note = [&](const PortfolioScore& s) {
-      if (s.feasible && (best_fitting == 0 || s.makespan_ns < best_fitting)) best_fitting = s.makespan_ns;
-    };
-    for (const std::optional<Candidate>& seed : seeds_) {
-      if (seed) note(seed->score);  // the unscored ones are not feasible yet
-    }
     for (const int32_t i : unscored) {
       Candidate& c = *seeds_[i];
-      if (may_skip && best_fitting != 0 && AssignedLowerBoundNs(model_, c.assignment) > best_fitting) {
+      // best_feasible_: the best fitting step among the answers scored so far (NoteFeasible).
+      if (may_skip && best_feasible_ != 0 && AssignedLowerBoundNs(model_, c.assignment) > best_feasible_) {
         seeds_[i].reset();
         continue;
       }
       c.score = portfolio::Score(simulator_, model_, c.assignment, i);
       NoteFeasible(c.score);
-      note(c.score);
     }
   }
 
@@ -383,7 +376,7 @@ class PortfolioRun {
   PartitionResult out_;
   std::vector<std::optional<Candidate>> seeds_;
   std::optional<Candidate> best_;
-  int64_t best_feasible_ = 0;  // best feasible makespan so far, for progress reports (0 = none)
+  int64_t best_feasible_ = 0;  // best feasible makespan so far: progress reports, skips (0 = none)
   int32_t window_ = 1;
 };
 
