@@ -131,6 +131,26 @@ class Repairer {
   // The memory charges of moving `unit` from `from` to `to` (removals negative).
   void BuildCharges(int32_t unit, DeviceId from, DeviceId to, const Assignment& assignment,
                     std::vector<Charge>* charges);
+  // What the charges in charges_ can do to the peaks, without touching the trees.
+  struct ChargeBounds {
+    bool to_only_adds = true;  // no charge lowers `to`'s timeline
+    int64_t removed_from = 0;  // bytes the charges take off `from` at most, at any one time
+  };
+  ChargeBounds BoundCharges(DeviceId from, DeviceId to) const {
+    ChargeBounds bounds;
+    for (const Charge& ch : charges_) {
+      if (ch.until_ns <= ch.from_ns || ch.bytes == 0) continue;  // Apply skips these
+      if (ch.device == to && ch.bytes < 0) bounds.to_only_adds = false;
+      if (ch.device == from && ch.bytes < 0) bounds.removed_from -= ch.bytes;
+    }
+    return bounds;
+  }
+  // EstimateMove's cost of moving `unit` from `from` to `to`, from the cache when still valid.
+  double MoveCost(int32_t unit, DeviceId from, DeviceId to, const Assignment& assignment);
+  // Drops the cached costs a move of `unit` can change: those of the units next to its members (their
+  // producers' and consumers' devices changed) and of the units that read the slack of an op the move
+  // delayed (the op's own unit and its producers').
+  void InvalidateAround(int32_t unit, const std::vector<std::pair<OpId, int64_t>>& delays);
   bool UnitMovable(int32_t unit) const { return rules_.FixedDevice(FirstMember(unit)) == kNone; }
 
   void ReportProgress(double fraction, int64_t best) const {
@@ -175,10 +195,23 @@ class Repairer {
   std::vector<int32_t> op_stamp_;
   int32_t stamp_ = 0;
   int32_t round_ = 0;
+  // Work done, for RepairOutcome.
+  int64_t move_estimates_ = 0;
+  int64_t room_checks_ = 0;
   std::vector<Candidate> candidates_;
   std::vector<HeapEntry> heap_;
   std::vector<int32_t> candidate_version_;
   std::vector<int64_t> slack_used_;
+  // Estimated move costs (EstimateMove's impact + weighted transfer) per unit and target, valid while
+  // nothing EstimateMove reads for that unit has changed: a scan re-keys up to thousands of candidates
+  // and usually moves one, so most estimates are the same as in the previous scan. Slots are handed out
+  // on first use within a round (cost_slot_ indexes cost_pool_ in steps of num_devices); a move drops
+  // the entries it can change (InvalidateAround). Exact: a valid entry equals a fresh estimate.
+  std::vector<int32_t> cost_epoch_;   // by unit: the epoch its entries were computed in
+  std::vector<int64_t> cost_slot_;    // by unit: offset into cost_pool_ (valid with cost_epoch_)
+  std::vector<DeviceId> cost_from_;   // by unit: the device the entries move it from
+  std::vector<double> cost_pool_;     // NaN: not computed yet
+  int32_t cost_round_epoch_ = 0;      // bumped by IndexRound (new schedule, slack, busy lists)
   std::vector<std::pair<OpId, int64_t>> delays_;
   std::vector<Charge> charges_;
   std::vector<int64_t> values_;
@@ -190,6 +223,8 @@ void Repairer::IndexRound(const SimResult& result, const Assignment& assignment)
   result_ = &result;
   makespan_ = result.makespan_ns;
   slack_used_.assign(model_.num_ops(), 0);
+  ++cost_round_epoch_;
+  cost_pool_.clear();
   const int32_t n = model_.num_ops();
   const int32_t devices = model_.num_devices();
   const std::vector<MemoryInterval>& intervals = result.memory_intervals;
@@ -347,6 +382,38 @@ void Repairer::EstimateMove(int32_t unit, DeviceId from, DeviceId to, const Assi
   });
   *impact_ns = std::max<int64_t>(0, impact);
   *transfer_ns = std::max<int64_t>(0, transfer);
+}
+
+double Repairer::MoveCost(int32_t unit, DeviceId from, DeviceId to, const Assignment& assignment) {
+  const int32_t devices = model_.num_devices();
+  if (cost_epoch_[unit] != cost_round_epoch_ || cost_from_[unit] != from) {
+    cost_epoch_[unit] = cost_round_epoch_;
+    cost_from_[unit] = from;
+    cost_slot_[unit] = static_cast<int64_t>(cost_pool_.size());
+    cost_pool_.resize(cost_pool_.size() + devices, std::numeric_limits<double>::quiet_NaN());
+  }
+  double& cost = cost_pool_[cost_slot_[unit] + to];
+  if (cost != cost || !options_.reuse_move_estimates) {  // NaN: not computed since the last change
+    int64_t impact, transfer;
+    EstimateMove(unit, from, to, assignment, &impact, &transfer);
+    ++move_estimates_;
+    cost = static_cast<double>(impact) + options_.transfer_weight * static_cast<double>(transfer);
+  }
+  return cost;
+}
+
+void Repairer::InvalidateAround(int32_t unit,
+                                const std::vector<std::pair<OpId, int64_t>>& delays) {
+  auto drop = [&](OpId v) { cost_epoch_[UnitOf(v)] = -1; };
+  ForEachMember(unit, [&](OpId u) {
+    drop(u);
+    for (EdgeId e = model_.out_begin(u); e < model_.out_end(u); ++e) drop(model_.out_dst[e]);
+    for (EdgeId e = model_.in_begin(u); e < model_.in_end(u); ++e) drop(model_.in_src[e]);
+  });
+  for (const auto& [op, delay] : delays) {
+    drop(op);
+    for (EdgeId e = model_.in_begin(op); e < model_.in_end(op); ++e) drop(model_.in_src[e]);
+  }
 }
 
 void Repairer::BuildCharges(int32_t unit, DeviceId from, DeviceId to, const Assignment& assignment,
@@ -525,10 +592,7 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
       double best = std::numeric_limits<double>::infinity();
       for (DeviceId to = 0; to < devices; ++to) {
         if (to == d || !rules_.Allowed(FirstMember(c.unit), to)) continue;
-        int64_t impact, transfer;
-        EstimateMove(c.unit, d, to, assignment, &impact, &transfer);
-        best = std::min(best, static_cast<double>(impact) +
-                                  options_.transfer_weight * static_cast<double>(transfer));
+        best = std::min(best, MoveCost(c.unit, d, to, assignment));
       }
       const double useful =
           static_cast<double>(std::max<int64_t>(1, std::min(c.freed_bytes, still_needed)));
@@ -575,21 +639,35 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
             round_ - unit_moved_round_[c.unit] <= options_.tabu_rounds) {
           continue;
         }
-        int64_t impact, transfer;
-        EstimateMove(c.unit, d, to, assignment, &impact, &transfer);
-        const double cost =
-            static_cast<double>(impact) + options_.transfer_weight * static_cast<double>(transfer);
+        const double cost = MoveCost(c.unit, d, to, assignment);
         if (cost > best_cost) continue;
         const int64_t cap_to = model_.capacity_bytes[to];
         const int64_t over_to = std::max<int64_t>(0, trees_[to].Max() - cap_to);
         BuildCharges(c.unit, d, to, assignment, &charges_);
+        const int64_t fill_to =
+            static_cast<int64_t>(options_.target_fill * static_cast<double>(cap_to));
+        // Most tries on a nearly full target end with no room and no lower overflow; bounds from the
+        // charges alone (no tree update) rule those out exactly, which is most of the work on large
+        // graphs. Charges on `to` only add bytes, so its peak cannot fall; `from`'s peak falls by at most
+        // the bytes removed there. A target that surely has no room can still be a spill (a lower total
+        // overflow) or, in a stuck round, the forced move's target: only the first is bounded here.
+        if (options_.bound_room_checks && !(stuck_ && !forced) && trees_[to].Max() > fill_to) {
+          const ChargeBounds bounds = BoundCharges(d, to);
+          if (bounds.to_only_adds) {
+            const int64_t delta_at_least =
+                (trees_[to].Max() - fill_to) - over_to +
+                std::max<int64_t>(0, trees_[d].Max() - bounds.removed_from - capacity) - over_from;
+            if (best_to != kNone || delta_at_least >= spill_delta) {
+              continue;
+            }
+          }
+        }
+        ++room_checks_;
         for (const Charge& ch : charges_) Apply(ch, +1);
         // Room is judged against a slightly lower fill than the capacity: the re-simulation after the
         // batch shifts the schedule (new transfers delay ops, buffers live longer), and a target
         // filled to the brim overflows next round.
-        const int64_t room =
-            static_cast<int64_t>(options_.target_fill * static_cast<double>(cap_to)) -
-            trees_[to].Max();
+        const int64_t room = fill_to - trees_[to].Max();
         const int64_t delta = std::max<int64_t>(0, -room) - over_to +
                               std::max<int64_t>(0, trees_[d].Max() - capacity) - over_from;
         for (const Charge& ch : charges_) Apply(ch, -1);
@@ -631,6 +709,7 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
         assignment[u] = best_to;
         ++moved;
       });
+      InvalidateAround(c.unit, delays_);
       unit_moved_round_[c.unit] = round_;
       unit_left_device_[c.unit] = d;
       moved_here = true;
@@ -670,6 +749,9 @@ RepairOutcome Repairer::Run(Assignment& assignment) {
   unit_moved_round_.assign(num_units_, -1000000);
   unit_left_device_.assign(num_units_, kNone);
   op_stamp_.assign(model_.num_ops(), 0);
+  cost_epoch_.assign(num_units_, -1);
+  cost_slot_.assign(num_units_, 0);
+  cost_from_.assign(num_units_, kNone);
 
   SimOptions sim_options;
   sim_options.compute_memory = true;
@@ -743,6 +825,8 @@ RepairOutcome Repairer::Run(Assignment& assignment) {
   outcome.fits = best_score.Fits();
   outcome.overflow_bytes = best_score.overflow_bytes;
   outcome.makespan_ns = best_score.makespan_ns;
+  outcome.move_estimates = move_estimates_;
+  outcome.room_checks = room_checks_;
   if (!outcome.fits) outcome.reason = best_reason;
   return outcome;
 }

@@ -91,6 +91,10 @@ struct RepairOutcome {
   int32_t rounds = 0;               // simulate-and-move rounds run
   int64_t overflow_bytes = 0;       // sum over devices of max(0, peak - capacity) of the result
   int64_t makespan_ns = 0;          // simulated makespan of the returned assignment
+  // Work done (what RepairOptions' shortcuts save): move costs estimated, and tentative moves charged
+  // to the trees and rolled back to check a target's room.
+  int64_t move_estimates = 0;
+  int64_t room_checks = 0;
 };
 
 struct RepairOptions {
@@ -110,6 +114,12 @@ struct RepairOptions {
   // Weight of the transfer time a move creates, relative to its estimated makespan increase, in the
   // candidate order (keeps cut edges few when several moves look free).
   double transfer_weight = 1.0 / 16;
+  // Shortcuts that change nothing in the answer (tests turn them off to check that): keep each
+  // candidate's estimated move costs until a move changes what they read, and skip the room check of a
+  // target whose bounds (its peak cannot fall, the source's falls by at most the bytes removed) already
+  // show no room and no lower total overflow than the best spill so far.
+  bool reuse_move_estimates = true;
+  bool bound_room_checks = true;
   // Progress reports go out under this stage name with fractions mapped into [from, to].
   const char* progress_stage = "memory";
   double progress_from = 0.0;
