@@ -151,6 +151,13 @@ class Repairer {
   // producers' and consumers' devices changed) and of the units that read the slack of an op the move
   // delayed (the op's own unit and its producers').
   void InvalidateAround(int32_t unit, const std::vector<std::pair<OpId, int64_t>>& delays);
+  // What moving `unit` anywhere can take off its device at most, this round: its own buffers, its
+  // producers' outputs and their received copies (independent of where the neighbours are).
+  struct UnitBound {
+    bool only_adds = true;   // every own buffer has non-negative bytes (charges on a target only add)
+    int64_t removable = 0;   // bytes
+  };
+  const UnitBound& BoundUnit(int32_t unit);
   bool UnitMovable(int32_t unit) const { return rules_.FixedDevice(FirstMember(unit)) == kNone; }
 
   void ReportProgress(double fraction, int64_t best) const {
@@ -211,6 +218,8 @@ class Repairer {
   std::vector<int64_t> cost_slot_;    // by unit: offset into cost_pool_ (valid with cost_epoch_)
   std::vector<DeviceId> cost_from_;   // by unit: the device the entries move it from
   std::vector<double> cost_pool_;     // NaN: not computed yet
+  std::vector<UnitBound> unit_bound_;        // by unit, valid when unit_bound_epoch_ is this round's
+  std::vector<int32_t> unit_bound_epoch_;
   int32_t cost_round_epoch_ = 0;      // bumped by IndexRound (new schedule, slack, busy lists)
   std::vector<std::pair<OpId, int64_t>> delays_;
   std::vector<Charge> charges_;
@@ -400,6 +409,31 @@ double Repairer::MoveCost(int32_t unit, DeviceId from, DeviceId to, const Assign
     cost = static_cast<double>(impact) + options_.transfer_weight * static_cast<double>(transfer);
   }
   return cost;
+}
+
+const Repairer::UnitBound& Repairer::BoundUnit(int32_t unit) {
+  UnitBound& bound = unit_bound_[unit];
+  if (unit_bound_epoch_[unit] == cost_round_epoch_) return bound;
+  unit_bound_epoch_[unit] = cost_round_epoch_;
+  bound = UnitBound();
+  const std::vector<MemoryInterval>& intervals = result_->memory_intervals;
+  ForEachMember(unit, [&](OpId u) {
+    for (int64_t k = own_offset_[u]; k < own_offset_[u + 1]; ++k) {
+      const int64_t bytes = intervals[own_index_[k]].bytes;
+      if (bytes < 0) bound.only_adds = false;
+      bound.removable += std::max<int64_t>(0, bytes);
+    }
+    // A producer shared by several members is counted once per edge: an over-estimate, still a bound.
+    for (EdgeId e = model_.in_begin(u); e < model_.in_end(u); ++e) {
+      const OpId p = model_.in_src[e];
+      if (UnitOf(p) == unit) continue;
+      bound.removable += std::max<int64_t>(0, model_.output_bytes[p]);
+      for (int64_t k = received_offset_[p]; k < received_offset_[p + 1]; ++k) {
+        bound.removable += std::max<int64_t>(0, intervals[received_index_[k]].bytes);
+      }
+    }
+  });
+  return bound;
 }
 
 void Repairer::InvalidateAround(int32_t unit,
@@ -643,23 +677,44 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
         if (cost > best_cost) continue;
         const int64_t cap_to = model_.capacity_bytes[to];
         const int64_t over_to = std::max<int64_t>(0, trees_[to].Max() - cap_to);
-        BuildCharges(c.unit, d, to, assignment, &charges_);
         const int64_t fill_to =
             static_cast<int64_t>(options_.target_fill * static_cast<double>(cap_to));
-        // Most tries on a nearly full target end with no room and no lower overflow; bounds from the
-        // charges alone (no tree update) rule those out exactly, which is most of the work on large
-        // graphs. Charges on `to` only add bytes, so its peak cannot fall; `from`'s peak falls by at most
-        // the bytes removed there. A target that surely has no room can still be a spill (a lower total
-        // overflow) or, in a stuck round, the forced move's target: only the first is bounded here.
-        if (options_.bound_room_checks && !(stuck_ && !forced) && trees_[to].Max() > fill_to) {
+        // Most tries on a nearly full target end with no room and no lower overflow; bounds (no tree
+        // update) rule those out exactly, which is most of the work on large graphs. When the unit's
+        // buffers are all non-negative, charges on `to` only add bytes, so its peak cannot fall;
+        // `from`'s peak falls by at most the bytes removed there, which the unit's removable bytes
+        // bound before its charges are even built, and the charges themselves bound after. A target
+        // that surely has no room can still be a spill (a lower total overflow) or, in a stuck round,
+        // the forced move's target: only the first is bounded here, so stuck rounds check them all.
+        const bool may_bound = options_.bound_room_checks && !(stuck_ && !forced);
+        // `to_peak_at_least`: a lower bound of `to`'s peak after the move, above fill_to.
+        auto surely_useless = [&](int64_t to_peak_at_least, int64_t removed_from) {
+          const int64_t delta_at_least =
+              (to_peak_at_least - fill_to) - over_to +
+              std::max<int64_t>(0, trees_[d].Max() - removed_from - capacity) - over_from;
+          return best_to != kNone || delta_at_least >= spill_delta;
+        };
+        if (may_bound && trees_[to].Max() > fill_to) {
+          const UnitBound& unit_bound = BoundUnit(c.unit);
+          if (unit_bound.only_adds && surely_useless(trees_[to].Max(), unit_bound.removable)) {
+            continue;
+          }
+        }
+        BuildCharges(c.unit, d, to, assignment, &charges_);
+        if (may_bound) {
+          // With the charges known, `to`'s peak after is at least each added interval's bytes on top of
+          // the most its range holds now (range queries, no updates).
           const ChargeBounds bounds = BoundCharges(d, to);
           if (bounds.to_only_adds) {
-            const int64_t delta_at_least =
-                (trees_[to].Max() - fill_to) - over_to +
-                std::max<int64_t>(0, trees_[d].Max() - bounds.removed_from - capacity) - over_from;
-            if (best_to != kNone || delta_at_least >= spill_delta) {
-              continue;
+            int64_t to_peak = trees_[to].Max();
+            for (const Charge& ch : charges_) {
+              if (ch.device != to || ch.until_ns <= ch.from_ns || ch.bytes <= 0) continue;
+              to_peak = std::max(to_peak, trees_[to].RangeMax(SlotContaining(to, ch.from_ns),
+                                                              SlotFrom(to, ch.until_ns)) +
+                                              ch.bytes);
+              if (to_peak > fill_to && surely_useless(to_peak, bounds.removed_from)) break;
             }
+            if (to_peak > fill_to && surely_useless(to_peak, bounds.removed_from)) continue;
           }
         }
         ++room_checks_;
@@ -752,6 +807,8 @@ RepairOutcome Repairer::Run(Assignment& assignment) {
   cost_epoch_.assign(num_units_, -1);
   cost_slot_.assign(num_units_, 0);
   cost_from_.assign(num_units_, kNone);
+  unit_bound_.assign(num_units_, UnitBound());
+  unit_bound_epoch_.assign(num_units_, -1);
 
   SimOptions sim_options;
   sim_options.compute_memory = true;
