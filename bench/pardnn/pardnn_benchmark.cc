@@ -15,6 +15,12 @@
 //                 needs ../shared/workloads (skipped otherwise); memory ample.
 //   RnnScaled/N   synthetic structure, roofline costs: an unrolled 4-layer LSTM training step
 //                 (importers/scaled_graphs.h); memory ample.
+//
+// BM_RepairRequest/S: the memory stage alone (RepairMemory, 8 rounds, from everything on the first
+// device) on the request named by $PLACEMENT_REPAIR_REQUEST (skipped when unset), with its exact
+// shortcuts off (S = 0) and on (S = 1): the cpu_s ratio of the two rows is the speed-up, and both rows
+// must show the same moves, overflow and makespan. The tight-memory corpus writes such requests
+// (bench/tight_memory/README.md, `placement_compare_bench --dump_dir`).
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -33,6 +39,8 @@
 #include "service/engine/io/message_io.h"
 #include "service/engine/model/model_builder.h"
 #include "service/engine/pardnn/pardnn_partitioner.h"
+#include "service/engine/partition/simple_partitioners.h"
+#include "service/engine/repair/memory_repair.h"
 #include "bench/pardnn/quality_cases.h"
 #include "service/engine/sim/simulator.h"
 #include "service/engine/solve/algorithm_registry.h"
@@ -176,6 +184,41 @@ void RunAlgorithm(benchmark::State& state, const std::string& kind, const std::s
       static_cast<double>(r.makespan_ns) / static_cast<double>(LowerBoundNs(*model));
 }
 
+void BM_RepairRequest(benchmark::State& state) {
+  const char* path = std::getenv("PLACEMENT_REPAIR_REQUEST");
+  if (path == nullptr || *path == '\0') {
+    state.SkipWithError("PLACEMENT_REPAIR_REQUEST is not set");
+    return;
+  }
+  absl::StatusOr<v1::PlaceRequest> request = ReadMessageFile<v1::PlaceRequest>(path);
+  if (!request.ok()) {
+    state.SkipWithError(std::string(request.status().message()).c_str());
+    return;
+  }
+  const std::unique_ptr<Model> model = Build(*request);
+  RepairOptions options;
+  options.max_rounds = 8;
+  options.max_stalled_rounds = options.max_rounds;
+  options.reuse_move_estimates = state.range(0) != 0;
+  options.bound_room_checks = state.range(0) != 0;
+  double cpu = 0;
+  RepairOutcome outcome;
+  for (auto _ : state) {
+    Assignment assignment = SingleDeviceAssignment(*model);
+    const double cpu0 = ThreadCpuSeconds();
+    outcome = RepairMemory(*model, SolveContext(), options, assignment);
+    cpu += ThreadCpuSeconds() - cpu0;
+  }
+  state.counters["ops"] = model->num_ops();
+  state.counters["cpu_s"] = cpu / static_cast<double>(state.iterations());
+  state.counters["rounds"] = outcome.rounds;
+  state.counters["moves"] = outcome.moves;
+  state.counters["overflow_MB"] = static_cast<double>(outcome.overflow_bytes) / 1e6;
+  state.counters["makespan_ms"] = static_cast<double>(outcome.makespan_ns) / 1e6;
+  state.counters["estimates"] = static_cast<double>(outcome.move_estimates);
+  state.counters["room_checks"] = static_cast<double>(outcome.room_checks);
+}
+
 void BM_Layered(benchmark::State& state) { RunAlgorithm(state, "Layered", "pardnn"); }
 void BM_LayeredTight(benchmark::State& state) { RunAlgorithm(state, "LayeredTight", "pardnn"); }
 void BM_BertScaled(benchmark::State& state) { RunAlgorithm(state, "BertScaled", "pardnn"); }
@@ -194,6 +237,7 @@ BENCHMARK(BM_AutoLayered)->Arg(100'000)->Arg(1'000'000)->Iterations(1)->Unit(ben
 BENCHMARK(BM_AutoBertScaled)->Arg(100'000)->Arg(1'000'000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 BENCHMARK(BM_AutoRnnScaled)->Arg(100'000)->Arg(1'000'000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 BENCHMARK(BM_MEtfBertScaled)->Arg(100'000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK(BM_RepairRequest)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 BENCHMARK(BM_MEtfRnnScaled)->Arg(100'000)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
 }  // namespace

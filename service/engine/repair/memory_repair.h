@@ -71,6 +71,23 @@
 // Per round: one simulation O((V + E) log V); indexing O(I log I) for I memory intervals; per examined peak
 // a scan of the device's intervals O(I_d) and, per candidate and target, O(deg(U)) for the estimate and
 // O(|charges| log T) for the room check. Rounds ≤ `max_rounds` (200).
+//
+// Two shortcuts keep large graphs cheap without changing a single move (RepairOptions turns them off,
+// and the tests compare both ways). On a 20K-op transformer step at K = 2 a peak holds ~1,000 units, a
+// scan usually moves one of them before the peak shifts to a neighbouring slot, and the target is
+// nearly full, so nearly every try fails its room check:
+//   * **Estimates are reused.** A unit's estimated cost per target stays valid until a move changes
+//     what the estimate reads (a neighbour's device, the slack an earlier move consumed on one of its
+//     ops or consumers); a move drops exactly those units' entries. Re-keying a peak's candidates then
+//     costs O(1) for most of them.
+//   * **Hopeless tries are ruled out by bounds.** Charges on a target only add bytes (when the unit's
+//     buffers are non-negative), so the target's peak after a move is at least its current peak, and at
+//     least each added interval on top of its range's current maximum (a range query, no update); the
+//     source's peak falls by at most the bytes removed there (bounded per unit before its charges are
+//     built, and by the charges after). A try whose target surely ends above `target_fill` and whose
+//     total overflow surely does not fall below the best spill so far is skipped without charging the
+//     trees and rolling back. Stuck rounds (where the forced move takes the roomiest target) are not
+//     bounded.
 #ifndef PLACEMENT_SERVICE_ENGINE_REPAIR_MEMORY_REPAIR_H_
 #define PLACEMENT_SERVICE_ENGINE_REPAIR_MEMORY_REPAIR_H_
 
