@@ -718,14 +718,29 @@ int32_t Repairer::FixDevice(DeviceId d, Assignment& assignment) {
           }
         }
         ++room_checks_;
-        for (const Charge& ch : charges_) Apply(ch, +1);
+        // The target's side first: the source's side only matters for a spill (no room and no
+        // target with room yet), so it is charged only then.
+        for (const Charge& ch : charges_) {
+          if (ch.device == to) Apply(ch, +1);
+        }
         // Room is judged against a slightly lower fill than the capacity: the re-simulation after the
         // batch shifts the schedule (new transfers delay ops, buffers live longer), and a target
         // filled to the brim overflows next round.
         const int64_t room = fill_to - trees_[to].Max();
-        const int64_t delta = std::max<int64_t>(0, -room) - over_to +
-                              std::max<int64_t>(0, trees_[d].Max() - capacity) - over_from;
-        for (const Charge& ch : charges_) Apply(ch, -1);
+        int64_t delta = 0;
+        if (room < 0 && best_to == kNone) {
+          for (const Charge& ch : charges_) {
+            if (ch.device != to) Apply(ch, +1);
+          }
+          delta = std::max<int64_t>(0, -room) - over_to +
+                  std::max<int64_t>(0, trees_[d].Max() - capacity) - over_from;
+          for (const Charge& ch : charges_) {
+            if (ch.device != to) Apply(ch, -1);
+          }
+        }
+        for (const Charge& ch : charges_) {
+          if (ch.device == to) Apply(ch, -1);
+        }
         if (room < 0) {
           if (best_to == kNone && delta < spill_delta) {
             spill_to = to;
