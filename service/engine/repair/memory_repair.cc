@@ -1,6 +1,7 @@
 #include "service/engine/repair/memory_repair.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <utility>
@@ -402,7 +403,7 @@ double Repairer::MoveCost(int32_t unit, DeviceId from, DeviceId to, const Assign
     cost_pool_.resize(cost_pool_.size() + devices, std::numeric_limits<double>::quiet_NaN());
   }
   double& cost = cost_pool_[cost_slot_[unit] + to];
-  if (cost != cost || !options_.reuse_move_estimates) {  // NaN: not computed since the last change
+  if (std::isnan(cost) || !options_.reuse_move_estimates) {  // NaN: not computed since the last change
     int64_t impact, transfer;
     EstimateMove(unit, from, to, assignment, &impact, &transfer);
     ++move_estimates_;
