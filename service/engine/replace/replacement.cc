@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -224,6 +225,119 @@ void RenameTowardsPrevious(const Model& model, const PlacementRules& rules,
   assignment.swap(renamed);
 }
 
+// One unit the pull-back may return to its previous device.
+struct PullBackMove {
+  OpId unit = kNone;         // any op of the unit
+  DeviceId previous = kNone;  // where it goes back to
+  int64_t bytes_saved = 0;    // persistent bytes that then no longer move
+};
+
+// The units worth returning: not on their previous device (the one KeptDevice would choose: the
+// surviving device holding most of the unit's state, allowed for the whole unit), and moving back
+// saves persistent bytes. Largest saving first; ties by op id.
+std::vector<PullBackMove> PullBackMoves(const Model& model, const PlacementRules& rules,
+                                        const Assignment& assignment) {
+  std::vector<PullBackMove> moves;
+  std::vector<char> seen(model.num_ops(), 0);
+  for (OpId v = 0; v < model.num_ops(); ++v) {
+    if (seen[v]) continue;
+    const auto [begin, end] = UnitOf(model, v);
+    for (const OpId* m = begin; m != end; ++m) seen[*m] = 1;
+    if (rules.FixedDevice(v) != kNone) continue;
+    const DeviceId current = assignment[v];
+    std::vector<std::pair<DeviceId, int64_t>> tally;
+    for (const OpId* m = begin; m != end; ++m) {
+      const DeviceId previous = model.PreviousDeviceOf(*m);
+      if (previous < 0 || model.persistent_bytes[*m] == 0) continue;
+      auto it = std::find_if(tally.begin(), tally.end(),
+                             [previous](const auto& entry) { return entry.first == previous; });
+      if (it == tally.end()) {
+        tally.emplace_back(previous, 0);
+        it = tally.end() - 1;
+      }
+      it->second += model.persistent_bytes[*m];
+    }
+    PullBackMove best;
+    for (const auto& [device, bytes] : tally) {
+      if (device == current || !rules.Allowed(v, device)) continue;
+      if (bytes > best.bytes_saved || (bytes == best.bytes_saved && device < best.previous)) {
+        best = {v, device, bytes};
+      }
+    }
+    // Ops of the unit already on `current` by their previous placement would move instead.
+    if (best.unit != kNone) {
+      for (const OpId* m = begin; m != end; ++m) {
+        if (model.PreviousDeviceOf(*m) == current) best.bytes_saved -= model.persistent_bytes[*m];
+      }
+      if (best.bytes_saved > 0) moves.push_back(best);
+    }
+  }
+  std::stable_sort(moves.begin(), moves.end(), [](const PullBackMove& a, const PullBackMove& b) {
+    return a.bytes_saved > b.bytes_saved;
+  });
+  return moves;
+}
+
+// The pull-back (step 4 of replacement.h): the search only moves what the critical path touches, so
+// an answer that started from a fresh member's schedule keeps moving state the step does not need
+// moved. Return units to their previous device while the objective (step + move cost, overflow
+// first) gets no worse: a group test — all candidates at once, and where that is worse, each half in
+// turn, down to single units — so that a well-placed answer costs one simulation and k units that
+// must stay cost O(k log n). Ends at `max_simulations` or when the context says stop.
+int64_t PullBack(const Model& model, const PlacementRules& rules, const SolveContext& context,
+                 int64_t max_simulations, double step_tolerance, Simulator& simulator,
+                 Assignment& assignment) {
+  const std::vector<PullBackMove> moves = PullBackMoves(model, rules, assignment);
+  if (moves.empty() || max_simulations <= 0) return 0;
+  const SimOptions scoring = ScoringSimOptions(model);
+  // step: the simulated score; objective: the same with the move cost added to its makespan.
+  auto score = [&](const Assignment& a, PlacementScore& step, PlacementScore& objective) {
+    step = ScoreSimulation(model, simulator.Run(a, scoring));
+    objective = step;
+    objective.makespan_ns += MoveCostNs(model, a);
+  };
+  PlacementScore step, objective;
+  score(assignment, step, objective);
+  const double step_bound = static_cast<double>(step.makespan_ns) * (1.0 + step_tolerance);
+  int64_t simulations = 1;
+  std::vector<DeviceId> undo;
+  // Ranges [begin, end) of `moves` still to test, last on top (the larger savings are tested first).
+  std::vector<std::pair<size_t, size_t>> pending = {{0, moves.size()}};
+  while (!pending.empty() && simulations < max_simulations && !context.ShouldStop()) {
+    const auto [first, last] = pending.back();
+    pending.pop_back();
+    undo.clear();
+    for (size_t i = first; i < last; ++i) {
+      const auto [begin, end] = UnitOf(model, moves[i].unit);
+      undo.push_back(assignment[moves[i].unit]);
+      for (const OpId* m = begin; m != end; ++m) assignment[*m] = moves[i].previous;
+    }
+    PlacementScore trial_step, trial_objective;
+    score(assignment, trial_step, trial_objective);
+    ++simulations;
+    // Kept: no worse on the objective, or within the step tolerance of where the pass started
+    // (never overflowing more).
+    const bool keep = !objective.BetterThan(trial_objective) ||
+                      (trial_step.overflow_bytes <= step.overflow_bytes &&
+                       static_cast<double>(trial_step.makespan_ns) <= step_bound);
+    if (keep) {
+      step = trial_step;
+      objective = trial_objective;
+      continue;
+    }
+    for (size_t i = first; i < last; ++i) {
+      const auto [begin, end] = UnitOf(model, moves[i].unit);
+      for (const OpId* m = begin; m != end; ++m) assignment[*m] = undo[i - first];
+    }
+    if (last - first > 1) {
+      const size_t middle = first + (last - first) / 2;
+      pending.emplace_back(middle, last);
+      pending.emplace_back(first, middle);
+    }
+  }
+  return simulations;
+}
+
 }  // namespace
 
 Assignment ReplacementSeed(const Model& model) {
@@ -301,10 +415,34 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
     out.winner_makespan_ns = seed.makespan_ns;
     // Fresh answers of the quick members, renamed towards the previous placement, compete with the
     // re-homed seed on step + move cost: where the previous structure cannot be repaired cheaply (a
-    // fine-grained schedule that lost a device), a fresh one may be worth its moves.
+    // fine-grained schedule that lost a device), a fresh one may be worth its moves. With each, its
+    // hybrid: the previous placement where it survives, the member's choice for the units it must
+    // re-home (a fine-grained schedule's answer for them, without moving the rest).
+    // A candidate that moves more bytes than the incumbent must beat it by more than
+    // keep_in_place_tolerance × the incumbent's step (see ReplacementOptions).
     const PlacementRules rules(model);
+    const Assignment kept = SeedBuilder(model, rules, {}).KeptOnly();
+    int64_t incumbent_bytes = BytesMoved(model, assignment);
     PlacementScore objective = seed;
     objective.makespan_ns += MoveCostNs(model, assignment);
+    auto offer = [&](Assignment& candidate, std::string_view name) {
+      const PlacementScore score = ScoreSimulation(model, simulator.Run(candidate, scoring));
+      const int64_t bytes = BytesMoved(model, candidate);
+      PlacementScore with_moves = score;
+      with_moves.makespan_ns += MoveCostNs(model, candidate);
+      if (bytes > incumbent_bytes) {
+        with_moves.makespan_ns += std::llround(options.keep_in_place_tolerance *
+                                               static_cast<double>(seed.makespan_ns));
+      }
+      if (!with_moves.BetterThan(objective)) return;
+      objective = score;
+      objective.makespan_ns += MoveCostNs(model, candidate);
+      incumbent_bytes = bytes;
+      seed = score;
+      assignment = candidate;
+      out.winner = std::string(name);
+      out.winner_makespan_ns = score.makespan_ns;
+    };
     for (size_t i = 0; i < fresh_members.size() && !context.ShouldStop(); ++i) {
       SolveContext member_context =
           context.WithShareOfTimeLeft(0.5 / static_cast<double>(fresh_members.size() - i));
@@ -316,17 +454,15 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
         continue;
       }
       RenameTowardsPrevious(model, rules, fresh->assignment);
-      const PlacementScore score =
-          ScoreSimulation(model, simulator.Run(fresh->assignment, scoring));
-      PlacementScore with_moves = score;
-      with_moves.makespan_ns += MoveCostNs(model, fresh->assignment);
-      if (with_moves.BetterThan(objective)) {
-        objective = with_moves;
-        seed = score;
-        assignment = std::move(fresh->assignment);
-        out.winner = std::string(fresh_members[i]->name());
-        out.winner_makespan_ns = score.makespan_ns;
+      // Kept units are whole colocation groups on allowed devices, and so are the member's: the
+      // hybrid keeps every constraint.
+      Assignment hybrid = kept;
+      for (OpId v = 0; v < model.num_ops(); ++v) {
+        if (hybrid[v] == kNone) hybrid[v] = fresh->assignment[v];
       }
+      const std::string name(fresh_members[i]->name());
+      if (hybrid != assignment) offer(hybrid, "previous_placement+" + name);
+      offer(fresh->assignment, name);
     }
     context.Report("replace", 0.1, seed.Fits() ? seed.makespan_ns : 0);
     if (!seed.Fits()) {
@@ -339,14 +475,15 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
       out.winner_makespan_ns = outcome.makespan_ns;
     }
   }
+  const int64_t copies = std::max(1, model.plan.microbatches);
+  const int64_t budget = pardnn::SimulationBudget(
+      options.search_scale, options.search_exponent,
+      (static_cast<int64_t>(model.num_ops()) + model.num_edges()) * copies,
+      options.search_min_simulations, options.search_max_simulations);
   if (options.search && model.num_devices() > 1 && !context.ShouldStop()) {
     Simulator simulator(model);
-    const int64_t copies = std::max(1, model.plan.microbatches);
     pardnn::RefinementOptions search;
-    search.max_simulations = pardnn::SimulationBudget(
-        options.search_scale, options.search_exponent,
-        (static_cast<int64_t>(model.num_ops()) + model.num_edges()) * copies,
-        options.search_min_simulations, options.search_max_simulations);
+    search.max_simulations = budget;
     search.max_restarts_without_improvement = options.search_restarts_without_improvement;
     search.memory_can_bind = memory_can_bind;
     search.count_moves = true;
@@ -358,6 +495,13 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
     out.time_limited |= r.time_limited;
   } else if (context.ShouldStop()) {
     out.time_limited = true;
+  }
+  if (options.pull_back && model.num_devices() > 1 && !context.ShouldStop()) {
+    Simulator simulator(model);
+    PullBack(model, PlacementRules(model), context,
+             std::min(options.pull_back_max_simulations, std::max<int64_t>(budget, 2)),
+             options.pull_back_step_tolerance, simulator, assignment);
+    out.time_limited |= context.ShouldStop();
   }
   out.assignment = std::move(assignment);
   return out;

@@ -45,6 +45,19 @@ struct ReplacementOptions {
   int32_t search_restarts_without_improvement = 15;
   // Off: seed and memory repair only (tests, measurements).
   bool search = true;
+  // Step 1's choice among the re-homed seed, the members' fresh answers and their hybrids: a
+  // candidate that moves more persistent bytes than the best so far must be better on step + move
+  // cost by more than this fraction of that one's step (the step the search then starts from is
+  // within this of the faster candidate's; the search recovers most of it, the bytes stay put).
+  double keep_in_place_tolerance = 0.02;
+  // Step 4, the pull-back: units returned to their previous device while step + move cost gets no
+  // worse, in at most min(this, the search's budget) simulations. Off: tests, measurements.
+  bool pull_back = true;
+  int64_t pull_back_max_simulations = 256;
+  // A unit is also returned when the step stays within (1 + this) × the step the pass started from
+  // (the searched answer's), whatever the move weight says: a scheduler asks for re-placement to
+  // keep state where it is, and a step within noise of the best is not worth gigabytes moved.
+  double pull_back_step_tolerance = 0.005;
 };
 
 // The re-homed previous placement (step 1 above; the best of its candidates by simulation):
