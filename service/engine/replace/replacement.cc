@@ -166,11 +166,32 @@ class SeedBuilder {
   std::vector<std::pair<DeviceId, int64_t>> tally_;
 };
 
-// True when devices a and b are alike for every op: same kind, speed and capacity (renaming one as
-// the other changes no op's time, kinds or room; links may differ, the simulation judges that).
+bool SameLink(const LinkCost& x, const LinkCost& y) {
+  return x.bandwidth_bytes_per_second == y.bandwidth_bytes_per_second &&
+         x.latency_ns == y.latency_ns;
+}
+
+// True when devices a and b are alike for every op and every transfer: same kind, speed and capacity,
+// and the same links to and from every other device (and between them both ways), so that any
+// renaming within such classes leaves every op's time, kinds, room and every transfer's time as they
+// were: the renamed answer simulates exactly as the member's. (Alike devices on different hosts are
+// not interchangeable: swapping one pair across hosts would split a member's schedule over slow
+// links.)
 bool Interchangeable(const Model& model, DeviceId a, DeviceId b) {
-  return model.device_kind[a] == model.device_kind[b] && model.speed[a] == model.speed[b] &&
-         model.capacity_bytes[a] == model.capacity_bytes[b];
+  if (model.device_kind[a] != model.device_kind[b] || model.speed[a] != model.speed[b] ||
+      model.capacity_bytes[a] != model.capacity_bytes[b]) {
+    return false;
+  }
+  if (a == b) return true;
+  if (!SameLink(model.Link(a, b), model.Link(b, a))) return false;
+  for (DeviceId c = 0; c < model.num_devices(); ++c) {
+    if (c == a || c == b) continue;
+    if (!SameLink(model.Link(a, c), model.Link(b, c)) ||
+        !SameLink(model.Link(c, a), model.Link(c, b))) {
+      return false;
+    }
+  }
+  return true;
 }
 
 // A fresh answer says which ops share a device, not which device: rename its devices (among
