@@ -429,11 +429,18 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
   context.Report("replace", 0.05, 0);
 
   const bool memory_can_bind = MemoryCanBind(model);
+  bool near_bound = false;
   {
     Simulator simulator(model);
     const SimOptions scoring = ScoringSimOptions(model);
     PlacementScore seed = ScoreSimulation(model, simulator.Run(assignment, scoring));
     out.winner_makespan_ns = seed.makespan_ns;
+    // A seed that fits within skip_near_lower_bound of LowerBoundNs leaves any other answer at most
+    // that fraction to gain: no fresh answer, hybrid or search is worth its time (on small steps the
+    // members' fresh answers would be most of a re-placement's time).
+    near_bound = seed.Fits() && static_cast<double>(seed.makespan_ns) <=
+                                    static_cast<double>(LowerBoundNs(model)) *
+                                        (1.0 + options.skip_near_lower_bound);
     // Fresh answers of the quick members, renamed towards the previous placement, compete with the
     // re-homed seed on step + move cost: where the previous structure cannot be repaired cheaply (a
     // fine-grained schedule that lost a device), a fresh one may be worth its moves. With each, its
@@ -464,7 +471,7 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
       out.winner = std::string(name);
       out.winner_makespan_ns = score.makespan_ns;
     };
-    for (size_t i = 0; i < fresh_members.size() && !context.ShouldStop(); ++i) {
+    for (size_t i = 0; i < fresh_members.size() && !near_bound && !context.ShouldStop(); ++i) {
       SolveContext member_context =
           context.WithShareOfTimeLeft(0.5 / static_cast<double>(fresh_members.size() - i));
       member_context.on_progress = nullptr;
@@ -501,7 +508,7 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
       options.search_scale, options.search_exponent,
       (static_cast<int64_t>(model.num_ops()) + model.num_edges()) * copies,
       options.search_min_simulations, options.search_max_simulations);
-  if (options.search && model.num_devices() > 1 && !context.ShouldStop()) {
+  if (options.search && !near_bound && model.num_devices() > 1 && !context.ShouldStop()) {
     Simulator simulator(model);
     pardnn::RefinementOptions search;
     search.max_simulations = budget;

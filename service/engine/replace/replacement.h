@@ -50,6 +50,9 @@ struct ReplacementOptions {
   // cost by more than this fraction of that one's step (the step the search then starts from is
   // within this of the faster candidate's; the search recovers most of it, the bytes stay put).
   double keep_in_place_tolerance = 0.02;
+  // When the seed fits and its step is within (1 + this) × LowerBoundNs (simulator.h), the members'
+  // fresh answers and the search are skipped: none could gain more than this fraction.
+  double skip_near_lower_bound = 0.01;
   // Step 4, the pull-back: units returned to their previous device while step + move cost gets no
   // worse, in at most min(this, the search's budget) simulations. Off: tests, measurements.
   bool pull_back = true;

@@ -211,10 +211,12 @@ TEST(ReplacementTest, SeedKeepsValidDevicesAndHonoursPinsGroupsAndKinds) {
 class FixedAnswer final : public Partitioner {
  public:
   explicit FixedAnswer(Assignment answer) : answer_(std::move(answer)) {}
+  int calls() const { return calls_; }
   std::string_view name() const override { return "fixed"; }
   std::string_view version() const override { return "1"; }
   std::string_view description() const override { return "a fixed answer (test)"; }
   absl::StatusOr<PartitionResult> Partition(const Model&, const SolveContext&) const override {
+    ++calls_;
     PartitionResult result;
     result.assignment = answer_;
     return result;
@@ -222,6 +224,7 @@ class FixedAnswer final : public Partitioner {
 
  private:
   Assignment answer_;
+  mutable int calls_ = 0;
 };
 
 TEST(ReplacementTest, AFreshAnswerIsRenamedTowardsThePreviousPlacement) {
@@ -303,6 +306,7 @@ TEST(ReplacementTest, AnAnswerThatMovesMoreBytesMustBeatTheIncumbentByTheToleran
   ReplacementOptions options;
   options.search = false;
   options.pull_back = false;
+  options.skip_near_lower_bound = 0;  // the seed is within 1 % of the lower bound
   absl::StatusOr<PartitionResult> kept = Replace(*model, SolveContext(), options, {&member});
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ(kept->winner, "previous_placement");  // 0.5 % < the default 2 %
@@ -313,6 +317,38 @@ TEST(ReplacementTest, AnAnswerThatMovesMoreBytesMustBeatTheIncumbentByTheToleran
   EXPECT_EQ(moved->winner, "fixed");
   EXPECT_EQ(moved->winner_makespan_ns, 100'500'000);
   EXPECT_EQ(BytesMoved(*model, moved->assignment), 1000);
+}
+
+TEST(ReplacementTest, ASeedNearTheLowerBoundSkipsTheMembersAndTheSearch) {
+  // Four independent 100 ms ops, two of them on gpu0 before, one on gpu1 and one on gpu2, which
+  // leaves: the seed re-homes its op to gpu1, a 200 ms step, which is the lower bound (400 ms of work
+  // on two GPUs). Nothing can beat it: the member is not asked, nor is the search run; with the
+  // margin below zero (never near) the member is asked.
+  v1::PlaceRequest request = IndependentOps({{"a", 100'000'000},
+                                             {"b", 100'000'000},
+                                             {"c", 100'000'000},
+                                             {"d", 100'000'000}});
+  auto& previous = *request.mutable_options()->mutable_previous_placement();
+  previous["a"] = previous["b"] = "gpu0";
+  previous["c"] = "gpu1";
+  previous["d"] = "gpu2";
+  RemoveDevice(request, "gpu2");
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ(LowerBoundNs(*model), 200'000'000);
+  const Assignment seed = ReplacementSeed(*model);
+  const FixedAnswer member(seed);
+  ReplacementOptions options;
+  options.skip_near_lower_bound = 0.01;
+  absl::StatusOr<PartitionResult> skipped = Replace(*model, SolveContext(), options, {&member});
+  ASSERT_TRUE(skipped.ok()) << skipped.status();
+  EXPECT_EQ(member.calls(), 0);
+  EXPECT_EQ(skipped->winner, "previous_placement");
+  EXPECT_EQ(skipped->assignment, seed);
+  options.skip_near_lower_bound = -1;  // never near enough
+  absl::StatusOr<PartitionResult> asked = Replace(*model, SolveContext(), options, {&member});
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  EXPECT_EQ(member.calls(), 1);
 }
 
 TEST(ReplacementTest, ThePullBackReturnsStateTheStepDoesNotNeedMoved) {
