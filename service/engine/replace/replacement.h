@@ -11,11 +11,20 @@
 //      neighbours already placed elsewhere), among those whose persistent bytes still fit (else the one
 //      least over); the same with every re-homed unit handed to one device d (where allowed), for each d;
 //      the candidate that simulates best is the seed (D + 1 simulations);
-//      the quick members' fresh answers, renamed towards the previous placement, compete with that seed
-//      on step + move cost (a fine-grained schedule that lost a device may not repair cheaply);
-//   2. **memory**: if the seed overflows, ParDNN's memory repair (../repair/);
+//      when the seed fits within skip_near_lower_bound of LowerBoundNs, nothing could gain more: the
+//      members and the search below are skipped (small steps, where they would be most of the time);
+//      else the quick members' fresh answers, renamed towards the previous placement (only among
+//      devices alike in kind, speed, capacity and links, so a renamed answer simulates as the member's
+//      own), compete with that seed on step + move cost, and so does each answer's hybrid (the previous
+//      placement where it survives, the member's devices for the units to re-home); a candidate moving
+//      more bytes than the best so far must beat it by keep_in_place_tolerance of its step;
+//   2. **memory**: if the chosen start overflows, ParDNN's memory repair (../repair/);
 //   3. **search**: the critical-path local search (../pardnn/refinement.h) judging step + move weight ×
 //      bytes moved (RefinementOptions::count_moves), with a simulation budget a quarter of `auto`'s;
+//   4. **pull-back**: units the answer moves but the step does not need moved (the search only touches
+//      the critical path) go back to their previous device — a group test, largest saving first —
+//      when step + move cost gets no worse, or the step stays within pull_back_step_tolerance of the
+//      searched answer's;
 // (When the request leaves W open, Solve then picks the answer's fastest window that fits.)
 // Deterministic for a model and seed (the search's restarts draw from the context's seed).
 //
@@ -68,11 +77,12 @@ struct ReplacementOptions {
 // model.has_previous_placement().
 Assignment ReplacementSeed(const Model& model);
 
-// Steps 1–3. `fresh_members` (quick algorithms; `auto` passes its members but pardnn) each answer
-// afresh within half the time left in turn; each answer, its devices renamed (among devices of the same
-// kind, speed and capacity) to keep as much state where it was as possible, competes with the seed on
-// step + move cost. PartitionResult::winner is "previous_placement" or the member whose answer won, and
-// winner_makespan_ns that seed's step before memory repair and search. Precondition:
+// Steps 1–4. `fresh_members` (quick algorithms; `auto` passes its members but pardnn) each answer
+// afresh within half the time left in turn (unless the seed is near the lower bound); each answer, its
+// devices renamed (among alike devices) to keep as much state where it was as possible, and its hybrid
+// compete with the seed as step 1 says. PartitionResult::winner is "previous_placement", the member
+// whose answer won, or "previous_placement+" and the member whose hybrid won; winner_makespan_ns is
+// that start's step before memory repair, search and pull-back. Precondition:
 // model.has_previous_placement().
 absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& context,
                                         const ReplacementOptions& options = ReplacementOptions(),
