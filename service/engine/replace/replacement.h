@@ -50,8 +50,10 @@ struct ReplacementOptions {
   double search_exponent = 2.0;
   int64_t search_min_simulations = 0;
   int64_t search_max_simulations = 5000;
-  // Random restarts in a row without improvement that end the search.
-  int32_t search_restarts_without_improvement = 15;
+  // Random restarts in a row without improvement that end the search (6: where a search gains, it
+  // gains within the first few restarts; the rest were a quarter of a re-placement's time on the
+  // bench's steps for no step gained).
+  int32_t search_restarts_without_improvement = 6;
   // Off: seed and memory repair only (tests, measurements).
   bool search = true;
   // Step 1's choice among the re-homed seed, the members' fresh answers and their hybrids: a
