@@ -306,8 +306,8 @@ std::vector<PullBackMove> PullBackMoves(const Model& model, const PlacementRules
 // turn, down to single units — so that a well-placed answer costs one simulation and k units that
 // must stay cost O(k log n). Ends at `max_simulations` or when the context says stop.
 int64_t PullBack(const Model& model, const PlacementRules& rules, const SolveContext& context,
-                 int64_t max_simulations, double step_tolerance, Simulator& simulator,
-                 Assignment& assignment) {
+                 int64_t max_simulations, double step_tolerance, int64_t step_cap,
+                 Simulator& simulator, Assignment& assignment) {
   const std::vector<PullBackMove> moves = PullBackMoves(model, rules, assignment);
   if (moves.empty() || max_simulations <= 0) return 0;
   const SimOptions scoring = ScoringSimOptions(model);
@@ -319,7 +319,9 @@ int64_t PullBack(const Model& model, const PlacementRules& rules, const SolveCon
   };
   PlacementScore step, objective;
   score(assignment, step, objective);
-  const double step_bound = static_cast<double>(step.makespan_ns) * (1.0 + step_tolerance);
+  // Never above `step_cap` (the start's step, which the answer's step must not exceed).
+  const double step_bound = std::min(static_cast<double>(step.makespan_ns) * (1.0 + step_tolerance),
+                                     static_cast<double>(step_cap));
   int64_t simulations = 1;
   std::vector<DeviceId> undo;
   // Ranges [begin, end) of `moves` still to test, last on top (the larger savings are tested first).
@@ -528,7 +530,7 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
     Simulator simulator(model);
     PullBack(model, PlacementRules(model), context,
              std::min(options.pull_back_max_simulations, std::max<int64_t>(budget, 2)),
-             options.pull_back_step_tolerance, simulator, assignment);
+             options.pull_back_step_tolerance, out.winner_makespan_ns, simulator, assignment);
     out.time_limited |= context.ShouldStop();
   }
   out.assignment = std::move(assignment);

@@ -24,7 +24,7 @@
 //   4. **pull-back**: units the answer moves but the step does not need moved (the search only touches
 //      the critical path) go back to their previous device — a group test, largest saving first —
 //      when step + move cost gets no worse, or the step stays within pull_back_step_tolerance of the
-//      searched answer's;
+//      searched answer's (and not above the start's, winner_makespan_ns);
 // (When the request leaves W open, Solve then picks the answer's fastest window that fits.)
 // Deterministic for a model and seed (the search's restarts draw from the context's seed).
 //

@@ -385,6 +385,14 @@ TEST(ReplacementTest, ThePullBackReturnsStateTheStepDoesNotNeedMoved) {
   EXPECT_EQ(with->assignment[OpNamed(*model, "b")], 0);
   Simulator simulator(*model);
   EXPECT_EQ(ScoreSimulation(*model, simulator.Run(with->assignment)).makespan_ns, 2'100'000);
+  // However wide the tolerance, the step never ends above the start's (winner_makespan_ns): a back
+  // on gpu0 (4 ms, within 2 × 2.1 ms) stays where the fresh answer put it.
+  options.pull_back_step_tolerance = 1.0;
+  absl::StatusOr<PartitionResult> wide = Replace(*model, SolveContext(), options, {&member});
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_EQ(ScoreSimulation(*model, simulator.Run(wide->assignment)).makespan_ns,
+            wide->winner_makespan_ns);
+  EXPECT_EQ(BytesMoved(*model, wide->assignment), 100);
 }
 
 TEST(ReplacementTest, RenamingKeepsAMembersDevicesOnTheirHosts) {
