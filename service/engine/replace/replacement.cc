@@ -194,12 +194,30 @@ bool Interchangeable(const Model& model, DeviceId a, DeviceId b) {
   return true;
 }
 
+// Classes of interchangeable devices, by comparing each device with the first device of every class
+// so far: O(D × classes × D) once per re-placement, instead of a comparison per pair that the
+// renaming asks about (D up to 1024).
+std::vector<int32_t> InterchangeableClasses(const Model& model) {
+  std::vector<int32_t> class_of(model.num_devices(), kNone);
+  std::vector<DeviceId> first_of_class;
+  for (DeviceId d = 0; d < model.num_devices(); ++d) {
+    for (size_t c = 0; c < first_of_class.size() && class_of[d] == kNone; ++c) {
+      if (Interchangeable(model, first_of_class[c], d)) class_of[d] = static_cast<int32_t>(c);
+    }
+    if (class_of[d] == kNone) {
+      class_of[d] = static_cast<int32_t>(first_of_class.size());
+      first_of_class.push_back(d);
+    }
+  }
+  return class_of;
+}
+
 // A fresh answer says which ops share a device, not which device: rename its devices (among
-// interchangeable ones) so that as much state as possible stays where it was — greedily, the pair
+// interchangeable ones, `class_of`) so that as much state as possible stays where it was — greedily, the pair
 // (answer's device, previous device) sharing the most persistent bytes (+ 1 per op) first; ties by
 // ids. The renamed answer is kept only when every op may still run where it lands (pins).
 void RenameTowardsPrevious(const Model& model, const PlacementRules& rules,
-                           Assignment& assignment) {
+                           const std::vector<int32_t>& class_of, Assignment& assignment) {
   const int32_t n = model.num_devices();
   std::vector<int64_t> overlap(static_cast<size_t>(n) * n, 0);
   for (OpId v = 0; v < model.num_ops(); ++v) {
@@ -215,7 +233,7 @@ void RenameTowardsPrevious(const Model& model, const PlacementRules& rules,
       if (rename[a] != kNone) continue;
       for (DeviceId b = 0; b < n; ++b) {
         const int64_t o = overlap[static_cast<size_t>(a) * n + b];
-        if (taken_by[b] == kNone && o > best && Interchangeable(model, a, b)) {
+        if (taken_by[b] == kNone && o > best && class_of[a] == class_of[b]) {
           best = o;
           from = a;
           to = b;
@@ -232,7 +250,7 @@ void RenameTowardsPrevious(const Model& model, const PlacementRules& rules,
     if (rename[a] != kNone) continue;
     DeviceId to = taken_by[a] == kNone ? a : kNone;
     for (DeviceId b = 0; b < n && to == kNone; ++b) {
-      if (taken_by[b] == kNone && Interchangeable(model, a, b)) to = b;
+      if (taken_by[b] == kNone && class_of[a] == class_of[b]) to = b;
     }
     if (to == kNone) return;
     rename[a] = to;
@@ -452,6 +470,8 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
     // keep_in_place_tolerance × the incumbent's step (see ReplacementOptions).
     const PlacementRules rules(model);
     const Assignment kept = SeedBuilder(model, rules, {}).KeptOnly();
+    const std::vector<int32_t> class_of =
+        fresh_members.empty() || near_bound ? std::vector<int32_t>() : InterchangeableClasses(model);
     int64_t incumbent_bytes = BytesMoved(model, assignment);
     PlacementScore objective = seed;
     objective.makespan_ns += MoveCostNs(model, assignment);
@@ -483,7 +503,7 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
           !CheckConstraints(model, fresh->assignment).empty()) {
         continue;
       }
-      RenameTowardsPrevious(model, rules, fresh->assignment);
+      RenameTowardsPrevious(model, rules, class_of, fresh->assignment);
       // Kept units are whole colocation groups on allowed devices, and so are the member's: the
       // hybrid keeps every constraint.
       Assignment hybrid = kept;
