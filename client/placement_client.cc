@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "placement/v1/operation.pb.h"
+#include "service/engine/io/placement_file.h"
 
 namespace placement::client {
 namespace {
@@ -400,6 +401,17 @@ absl::StatusOr<ServingStatus> PlacementClient::CheckHealth(const std::string& se
       return ServingStatus::kServiceUnknown;
     default: return ServingStatus::kUnknown;
   }
+}
+
+absl::StatusOr<v1::PlaceRequest> ReplacementRequest(v1::PlaceRequest request,
+                                                    const v1::PlaceRequest& previous_request,
+                                                    const v1::Placement& previous_answer,
+                                                    double move_weight_ns_per_byte) {
+  const absl::Status set = engine::SetPreviousPlacement(previous_request, previous_answer, request.cluster(),
+                                                        request.mutable_options());
+  if (!set.ok()) return set;
+  request.mutable_options()->set_move_weight_ns_per_byte(move_weight_ns_per_byte);
+  return request;
 }
 
 }  // namespace placement::client

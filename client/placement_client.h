@@ -193,6 +193,18 @@ absl::Status FromStatusProto(const v1::Status& status);
 using status_payloads::FieldViolationsOf;
 using status_payloads::RetryDelayOf;
 
+// Re-placement after the cluster changed: `request` (the job on its new cluster) with the answer it had,
+// `previous_answer` to `previous_request`, as options.previous_placement (op name -> device name), the
+// previous cluster's devices that the new one lacks as options.departed_devices, and the price of a
+// moved byte (ns of step; 0 = moves are free but the previous placement still seeds the solve).
+// INVALID_ARGUMENT when the answer does not fit `previous_request` (one device in range per op).
+//   auto again = client::ReplacementRequest(on_seven_gpus, on_eight_gpus, answer.placement(), 1e-3);
+//   if (again.ok()) auto replaced = client.Place(*again);  // metrics.ops_moved / bytes_moved
+absl::StatusOr<v1::PlaceRequest> ReplacementRequest(v1::PlaceRequest request,
+                                                    const v1::PlaceRequest& previous_request,
+                                                    const v1::Placement& previous_answer,
+                                                    double move_weight_ns_per_byte);
+
 // "CODE_NAME: message" — how placementctl prints errors.
 std::string StatusLine(const absl::Status& status);
 

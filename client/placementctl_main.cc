@@ -66,7 +66,8 @@ ABSL_FLAG(std::string, previous, "",
           "Re-placement, for place, submit and evaluate: the previous placement (a Placement, "
           "PlaceResponse or EvaluateResponse file); needs --previous_request.");
 ABSL_FLAG(std::string, previous_request, "",
-          "Re-placement: the request the --previous placement answered (names its ops and devices).");
+          "Re-placement: the request the --previous placement answered (names its ops and devices; its "
+          "devices missing from --request's cluster are sent as options.departed_devices).");
 ABSL_FLAG(double, move_weight, -1,
           "Re-placement: ns of step traded for one byte moved (-1 = the request's "
           "options.move_weight_ns_per_byte).");
@@ -209,14 +210,13 @@ bool ReadRequest(v1::PlaceRequest* request, int* exit_code) {
     return false;
   }
   if (!previous.empty()) {
-    absl::StatusOr<google::protobuf::Map<std::string, std::string>> entries =
-        engine::ReadPreviousPlacement(previous, absl::GetFlag(FLAGS_previous_request));
-    if (!entries.ok()) {
-      std::fprintf(stderr, "%s\n", StatusLine(entries.status()).c_str());
+    const absl::Status set = engine::ReadPreviousPlacement(previous, absl::GetFlag(FLAGS_previous_request),
+                                                           request->cluster(), options);
+    if (!set.ok()) {
+      std::fprintf(stderr, "%s\n", StatusLine(set).c_str());
       *exit_code = kExitNoInput;
       return false;
     }
-    *options->mutable_previous_placement() = *std::move(entries);
   }
   if (absl::GetFlag(FLAGS_move_weight) != -1) {
     options->set_move_weight_ns_per_byte(absl::GetFlag(FLAGS_move_weight));

@@ -518,9 +518,7 @@ absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Recommend(
     v1::RecommendCandidate* row = response->mutable_candidates(static_cast<int>(k));
     v1::PlaceRequest own;  // the candidate's cluster and options: what its bytes add to the graph's
     *own.mutable_cluster() = CandidateCluster(request.cluster(), candidate);
-    *own.mutable_options() = request.options();
-    own.mutable_options()->clear_data_parallel();
-    if (candidate.data_parallel > 1) own.mutable_options()->set_data_parallel(candidate.data_parallel);
+    *own.mutable_options() = CandidateOptions(request.options(), own.cluster(), candidate.data_parallel);
     *own.mutable_options()->mutable_time_limit() =
         google::protobuf::util::TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(share));
     const std::string own_bytes = own.SerializeAsString();

@@ -116,6 +116,28 @@ v1::RecommendCandidate Row(int devices, int replicas, double throughput, bool fe
   return row;
 }
 
+// A re-sizing question (a previous placement): each candidate lists as departed the devices the previous
+// placement names outside its own cluster, with those the caller listed; its split is its own.
+TEST(SizingTest, CandidateOptionsListTheDevicesOutsideTheCandidateAsDeparted) {
+  v1::PlacementOptions options;
+  options.set_data_parallel(0);
+  (*options.mutable_previous_placement())["x"] = "a0";
+  (*options.mutable_previous_placement())["y"] = "b1";
+  (*options.mutable_previous_placement())["z"] = "gone";
+  options.add_departed_devices("gone");
+  v1::Cluster cluster;
+  cluster.add_devices()->set_name("a0");
+  cluster.add_devices()->set_name("a1");
+  const v1::PlacementOptions own = CandidateOptions(options, cluster, 2);
+  EXPECT_EQ(own.data_parallel(), 2);
+  EXPECT_THAT(own.departed_devices(), ElementsAre("b1", "gone"));
+  EXPECT_EQ(own.previous_placement().size(), 3);
+  const v1::PlacementOptions single = CandidateOptions(options, cluster, 1);
+  EXPECT_FALSE(single.has_data_parallel());
+  v1::PlacementOptions fresh;
+  EXPECT_TRUE(CandidateOptions(fresh, cluster, 1).departed_devices().empty());
+}
+
 TEST(SizingTest, EachObjectiveRecommendsAsDefined) {
   v1::RecommendResponse table;
   *table.add_candidates() = Row(1, 1, 10);
@@ -296,6 +318,34 @@ TEST_F(RecommendCoreTest, APinOutsideACandidateIsThatRowsErrorAndBadInputIsTheCa
 
   request.mutable_graph()->mutable_ops(0)->set_pinned_device("nowhere");
   EXPECT_THAT(Fields(Recommend(request).status()), ElementsAre("graph.ops[0].pinned_device"));
+}
+
+// "The job ran on a0, b1 and b2, and b1 is gone: how many devices now?" Every candidate re-places from the
+// previous placement (its devices outside the candidate departed) and reports what it moves; a name that
+// is neither in the pool nor listed as departed is the call's error, by field.
+TEST_F(RecommendCoreTest, AResizingQuestionRePlacesEveryCandidateFromThePreviousPlacement) {
+  v1::RecommendRequest request = Request();
+  request.set_include_placements(true);
+  auto& previous = *request.mutable_options()->mutable_previous_placement();
+  for (int i = 0; i < request.graph().ops_size(); ++i) {
+    previous[request.graph().ops(i).name()] = i % 3 == 0 ? "b1" : (i % 3 == 1 ? "a0" : "b2");
+  }
+  absl::StatusOr<v1::RecommendResponse> response = Recommend(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  for (const v1::RecommendCandidate& row : response->candidates()) {
+    ASSERT_FALSE(row.has_error()) << row.error().message();
+    ASSERT_TRUE(row.placement().metrics().has_ops_moved());
+    // A third of the ops were on b1, which left: at least they move.
+    EXPECT_GE(row.placement().metrics().ops_moved(), request.graph().ops_size() / 3);
+  }
+  absl::StatusOr<v1::PlaceRequest> fetched = CandidatePlaceRequest(request, response->candidates(0));
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_EQ(core_.Prepare(*fetched).value()->request_digest, response->candidates(0).request_digest());
+
+  request.mutable_options()->add_departed_devices("b1");
+  (*request.mutable_options()->mutable_previous_placement())[request.graph().ops(1).name()] = "a9";
+  EXPECT_THAT(Fields(Recommend(request).status()),
+              ElementsAre(absl::StrCat("options.previous_placement[\"", request.graph().ops(1).name(), "\"]")));
 }
 
 TEST_F(RecommendCoreTest, SubmitOnlyStartsOperationsAndALaterCallIsAnsweredFromTheCache) {

@@ -159,6 +159,23 @@ v1::Cluster CandidateCluster(const v1::Cluster& pool, const SizingCandidate& can
   return cluster;
 }
 
+v1::PlacementOptions CandidateOptions(const v1::PlacementOptions& options, const v1::Cluster& cluster,
+                                      int32_t data_parallel) {
+  v1::PlacementOptions own = options;
+  own.clear_data_parallel();
+  if (data_parallel > 1) own.set_data_parallel(data_parallel);
+  if (options.previous_placement().empty()) return own;
+  std::set<std::string> present;
+  for (const v1::Device& device : cluster.devices()) present.insert(device.name());
+  std::set<std::string> departed(options.departed_devices().begin(), options.departed_devices().end());
+  for (const auto& [op, device] : options.previous_placement()) {
+    if (present.count(device) == 0) departed.insert(device);
+  }
+  own.clear_departed_devices();
+  for (const std::string& name : departed) own.add_departed_devices(name);
+  return own;
+}
+
 absl::StatusOr<v1::PlaceRequest> CandidatePlaceRequest(const v1::RecommendRequest& request,
                                                        const v1::RecommendCandidate& row) {
   SizingCandidate candidate{row.devices(), row.data_parallel(), {}};
@@ -172,9 +189,7 @@ absl::StatusOr<v1::PlaceRequest> CandidatePlaceRequest(const v1::RecommendReques
   v1::PlaceRequest place;
   *place.mutable_graph() = request.graph();
   *place.mutable_cluster() = CandidateCluster(request.cluster(), candidate);
-  *place.mutable_options() = request.options();
-  place.mutable_options()->clear_data_parallel();
-  if (row.data_parallel() > 1) place.mutable_options()->set_data_parallel(row.data_parallel());
+  *place.mutable_options() = CandidateOptions(request.options(), place.cluster(), row.data_parallel());
   return place;
 }
 

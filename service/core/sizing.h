@@ -52,6 +52,14 @@ absl::StatusOr<std::vector<SizingCandidate>> PlanSizingCandidates(const v1::Reco
 // links, and the pool's per-pair links between two devices it uses.
 v1::Cluster CandidateCluster(const v1::Cluster& pool, const SizingCandidate& candidate);
 
+// The options a candidate is placed with: the request's, its own data-parallel split (unset for 1), and
+// for a re-placement (options.previous_placement) every device the previous placement names that is not
+// in the candidate's cluster added to options.departed_devices — the pool's own check (the whole pool
+// as one request) has already rejected names that are neither in the pool nor departed. The time limit
+// is left as the request's.
+v1::PlacementOptions CandidateOptions(const v1::PlacementOptions& options, const v1::Cluster& cluster,
+                                      int32_t data_parallel);
+
 // A row of a Recommend answer as a plain PlaceRequest (its devices of the pool in its order, their links,
 // its data-parallel split, the request's other options): placing it is answered from the cache the
 // Recommend filled. NOT_FOUND when the row names a device the pool does not have.

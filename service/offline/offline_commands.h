@@ -41,10 +41,11 @@ int RunReport(const std::vector<std::string>& args);
 // Applies --microbatches, --max_in_flight and --data_parallel (api.md §2.1) to `options` where given.
 void ApplyPlanFlags(v1::PlacementOptions* options);
 
-// Re-placement: --previous=FILE with --previous_request=FILE (that placement's request) become
-// options.previous_placement, and --move_weight options.move_weight_ns_per_byte, where given. An error
+// Re-placement: --previous=FILE with --previous_request=FILE (that placement's request) become the
+// request's options.previous_placement (and as options.departed_devices the previous request's devices
+// that its cluster lacks), and --move_weight options.move_weight_ns_per_byte, where given. An error
 // names the file that could not be read, or the flag missing its partner.
-absl::Status ApplyReplacementFlags(v1::PlacementOptions* options);
+absl::Status ApplyReplacementFlags(v1::PlaceRequest* request);
 
 // Prints `status` on stderr as "CODE: message" and returns the exit code of a failed verb (1).
 int Fail(const absl::Status& status);

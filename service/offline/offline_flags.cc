@@ -47,7 +47,8 @@ ABSL_FLAG(std::string, previous, "",
           "Re-placement: the previous placement (a Placement, PlaceResponse or EvaluateResponse file); "
           "needs --previous_request");
 ABSL_FLAG(std::string, previous_request, "",
-          "Re-placement: the request the --previous placement answered (names its ops and devices)");
+          "Re-placement: the request the --previous placement answered (names its ops and devices; its "
+          "devices missing from --request's cluster are sent as departed)");
 ABSL_FLAG(double, move_weight, -1,
           "Re-placement: ns of step traded for one byte moved (-1 = the request's "
           "options.move_weight_ns_per_byte)");
@@ -85,20 +86,19 @@ void ApplyPlanFlags(v1::PlacementOptions* options) {
   }
 }
 
-absl::Status ApplyReplacementFlags(v1::PlacementOptions* options) {
+absl::Status ApplyReplacementFlags(v1::PlaceRequest* request) {
   const std::string previous = absl::GetFlag(FLAGS_previous);
   const std::string previous_request = absl::GetFlag(FLAGS_previous_request);
   if (previous.empty() != previous_request.empty()) {
     return absl::InvalidArgumentError("--previous and --previous_request go together");
   }
   if (!previous.empty()) {
-    absl::StatusOr<google::protobuf::Map<std::string, std::string>> entries =
-        engine::ReadPreviousPlacement(previous, previous_request);
-    if (!entries.ok()) return entries.status();
-    *options->mutable_previous_placement() = *std::move(entries);
+    absl::Status set = engine::ReadPreviousPlacement(previous, previous_request, request->cluster(),
+                                                     request->mutable_options());
+    if (!set.ok()) return set;
   }
   if (absl::GetFlag(FLAGS_move_weight) != -1) {
-    options->set_move_weight_ns_per_byte(absl::GetFlag(FLAGS_move_weight));
+    request->mutable_options()->set_move_weight_ns_per_byte(absl::GetFlag(FLAGS_move_weight));
   }
   return absl::OkStatus();
 }

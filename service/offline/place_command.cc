@@ -76,7 +76,7 @@ int RunPlace(const std::vector<std::string>& args) {
   absl::StatusOr<v1::PlaceRequest> request = ReadMessageFile<v1::PlaceRequest>(path);
   if (!request.ok()) return Fail(request.status());
   ApplyPlanFlags(request->mutable_options());
-  if (absl::Status applied = ApplyReplacementFlags(request->mutable_options()); !applied.ok()) {
+  if (absl::Status applied = ApplyReplacementFlags(&*request); !applied.ok()) {
     return Fail(applied);
   }
   v1::PlacementOptions options = request->options();
@@ -101,7 +101,7 @@ int RunEvaluate(const std::vector<std::string>& args) {
   absl::StatusOr<v1::PlaceRequest> request = ReadMessageFile<v1::PlaceRequest>(request_path);
   if (!request.ok()) return Fail(request.status());
   ApplyPlanFlags(request->mutable_options());
-  if (absl::Status applied = ApplyReplacementFlags(request->mutable_options()); !applied.ok()) {
+  if (absl::Status applied = ApplyReplacementFlags(&*request); !applied.ok()) {
     return Fail(applied);
   }
   absl::StatusOr<v1::Placement> placement = ReadPlacementFile(placement_path);

@@ -19,6 +19,7 @@
 namespace placement::e2e {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 class ReplacementE2ETest : public ::testing::Test {
@@ -70,12 +71,11 @@ TEST_F(ReplacementE2ETest, LosingAGpuMovesItsOpsAndLittleElse) {
   v1::PlaceRequest shrunk = request_;
   shrunk.mutable_cluster()->mutable_devices()->erase(
       shrunk.mutable_cluster()->mutable_devices()->begin() + lost);
-  v1::PlaceRequest replace = shrunk;
-  for (int i = 0; i < request_.graph().ops_size(); ++i) {
-    (*replace.mutable_options()->mutable_previous_placement())[request_.graph().ops(i).name()] =
-        request_.cluster().devices(before.device(i)).name();
-  }
-  replace.mutable_options()->set_move_weight_ns_per_byte(1e-3);
+  absl::StatusOr<v1::PlaceRequest> replacement = client::ReplacementRequest(shrunk, request_, before, 1e-3);
+  ASSERT_TRUE(replacement.ok()) << replacement.status();
+  const v1::PlaceRequest& replace = *replacement;
+  EXPECT_EQ(replace.options().previous_placement().size(), request_.graph().ops_size());
+  EXPECT_THAT(replace.options().departed_devices(), ElementsAre(lost_name));
   absl::StatusOr<v1::PlaceResponse> replaced = client_->Place(replace);
   ASSERT_TRUE(replaced.ok()) << replaced.status();
   const v1::Placement& after = replaced->placement();
@@ -173,13 +173,34 @@ TEST_F(ReplacementE2ETest, UnknownOpAndBadWeightAreNamedByField) {
               HasSubstr("options.previous_placement[\"no-such-op\"]: no op named \"no-such-op\""));
   EXPECT_THAT(std::string(answer.status().message()),
               HasSubstr("options.move_weight_ns_per_byte: "));
-  // A device that left is not an error.
+  // A device that left is not an error: listed as departed, or (without the list) beside devices
+  // that are still there.
   v1::PlaceRequest departed = request_;
-  (*departed.mutable_options()->mutable_previous_placement())[request_.graph().ops(0).name()] =
-      "gone";
+  auto& previous = *departed.mutable_options()->mutable_previous_placement();
+  const std::string first = request_.graph().ops(0).name();
+  const std::string second = request_.graph().ops(1).name();
+  previous[first] = "gone";
+  absl::StatusOr<v1::PlaceResponse> unlisted = client_->Place(departed);
+  ASSERT_FALSE(unlisted.ok());  // no device of it is in the cluster: the names do not match
+  EXPECT_THAT(std::string(unlisted.status().message()),
+              HasSubstr("options.previous_placement: none of the devices it names is in cluster.devices"));
+  departed.mutable_options()->add_departed_devices("gone");
   absl::StatusOr<v1::PlaceResponse> placed = client_->Place(departed);
   ASSERT_TRUE(placed.ok()) << placed.status();
   EXPECT_EQ(placed->placement().metrics().ops_moved(), 1);
+  departed.mutable_options()->clear_departed_devices();
+  previous[second] = request_.cluster().devices(0).name();
+  placed = client_->Place(departed);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_GE(placed->placement().metrics().ops_moved(), 1);
+  // With the list, a name in neither the cluster nor the list is a misspelling.
+  departed.mutable_options()->add_departed_devices("gone");
+  previous[second] = "gpu-typo";
+  absl::StatusOr<v1::PlaceResponse> misspelt = client_->Place(departed);
+  ASSERT_FALSE(misspelt.ok());
+  EXPECT_THAT(std::string(misspelt.status().message()),
+              HasSubstr(absl::StrCat("options.previous_placement[\"", second, "\"]: device \"gpu-typo\" is "
+                                     "neither in cluster.devices nor in options.departed_devices")));
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ def main():
         smaller = type(job)()
         smaller.CopyFrom(job)
         del smaller.cluster.devices[len(smaller.cluster.devices) - 1]
-        replaced = client.place(smaller, previous_placement=previous,
+        replaced = client.place(smaller, previous_placement=previous, departed_devices=[lost],
                                 move_weight_ns_per_byte=args.move_weight_ns_per_byte)
         print(f"lost {lost} ({len(on_lost)} ops, {lost_bytes} persistent bytes); re-placed: step "
               f"{replaced.makespan_ns / 1e6:.3f} ms, moved {replaced.ops_moved} ops and "

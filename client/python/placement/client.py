@@ -162,6 +162,12 @@ class Candidate:
         place.options.ClearField("data_parallel")
         if self.data_parallel > 1:
             place.options.data_parallel = self.data_parallel
+        if place.options.previous_placement:
+            # A re-sizing question: the previous placement's devices outside this candidate left it.
+            departed = set(place.options.departed_devices)
+            departed.update(d for d in place.options.previous_placement.values() if d not in self.device_names)
+            del place.options.departed_devices[:]
+            place.options.departed_devices.extend(sorted(departed))
         return place
 
 
@@ -344,14 +350,17 @@ class PlacementClient:
               timeout: Optional[float] = None, *, microbatches: Optional[int] = None,
               max_in_flight: Optional[int] = None, data_parallel: Optional[int] = None,
               previous_placement: Optional[Mapping[str, str]] = None,
-              move_weight_ns_per_byte: Optional[float] = None) -> PlacementResult:
+              move_weight_ns_per_byte: Optional[float] = None,
+              departed_devices: Optional[Sequence[str]] = None) -> PlacementResult:
         """Places the request and waits for the answer (unary Place). `microbatches`, `max_in_flight`
         and `data_parallel` set the request's training plan (api.md section 2.1; 0 for W or D = the
         solver chooses); None keeps the request's own. Re-placement: `previous_placement` ({op name:
-        device name}, e.g. an earlier result's assignment(request)) and `move_weight_ns_per_byte` (ns of
-        step traded for one byte moved); the result's ops_moved and bytes_moved say what moved."""
+        device name}, e.g. an earlier result's assignment(request)), `move_weight_ns_per_byte` (ns of
+        step traded for one byte moved) and `departed_devices` (the devices of the previous placement that
+        left: then a name in neither the cluster nor this list is an error, not a departure); the result's
+        ops_moved and bytes_moved say what moved."""
         request = self._request(request, algorithm, microbatches, max_in_flight, data_parallel,
-                                previous_placement, move_weight_ns_per_byte)
+                                previous_placement, move_weight_ns_per_byte, departed_devices)
         response = self._call(self._stub.Place, request, timeout)
         return PlacementResult.from_proto(response.placement, _device_names(request))
 
@@ -359,11 +368,12 @@ class PlacementClient:
                timeout: Optional[float] = None, *, microbatches: Optional[int] = None,
                max_in_flight: Optional[int] = None, data_parallel: Optional[int] = None,
                previous_placement: Optional[Mapping[str, str]] = None,
-               move_weight_ns_per_byte: Optional[float] = None) -> Operation:
+               move_weight_ns_per_byte: Optional[float] = None,
+               departed_devices: Optional[Sequence[str]] = None) -> Operation:
         """Starts a long-running placement job; returns its Operation (use .name with wait/watch).
         The plan and re-placement arguments are place()'s."""
         request = self._request(request, algorithm, microbatches, max_in_flight, data_parallel,
-                                previous_placement, move_weight_ns_per_byte)
+                                previous_placement, move_weight_ns_per_byte, departed_devices)
         submit = placement_service_pb2.SubmitPlacementRequest(request=request)
         response = self._call(self._stub.SubmitPlacement, submit, timeout)
         return Operation.from_proto(response.operation, _device_names(request))
@@ -501,14 +511,16 @@ class PlacementClient:
     def _request(self, request: RequestLike, algorithm: Optional[str], microbatches: Optional[int] = None,
                  max_in_flight: Optional[int] = None, data_parallel: Optional[int] = None,
                  previous_placement: Optional[Mapping[str, str]] = None,
-                 move_weight_ns_per_byte: Optional[float] = None) -> placement_pb2.PlaceRequest:
+                 move_weight_ns_per_byte: Optional[float] = None,
+                 departed_devices: Optional[Sequence[str]] = None) -> placement_pb2.PlaceRequest:
         """The request to send: read from a file, with the caller's algorithm, plan and previous
         placement (on a copy: the caller's message is left as it was)."""
         if isinstance(request, (str, Path)):
             request = load_request(request)
         changes = {"algorithm": algorithm or None, "microbatches": microbatches, "max_in_flight": max_in_flight,
                    "data_parallel": data_parallel, "move_weight_ns_per_byte": move_weight_ns_per_byte}
-        if any(value is not None for value in changes.values()) or previous_placement is not None:
+        if (any(value is not None for value in changes.values()) or previous_placement is not None
+                or departed_devices is not None):
             copy = placement_pb2.PlaceRequest()
             copy.CopyFrom(request)
             for name, value in changes.items():
@@ -517,6 +529,9 @@ class PlacementClient:
             if previous_placement is not None:
                 copy.options.previous_placement.clear()
                 copy.options.previous_placement.update(previous_placement)
+            if departed_devices is not None:
+                del copy.options.departed_devices[:]
+                copy.options.departed_devices.extend(departed_devices)
             request = copy
         return request
 

@@ -115,9 +115,13 @@ def test_replacement_passes_the_previous_placement(client, three_ops_path):
     assert len(request.options.previous_placement) == 0 and request.options.move_weight_ns_per_byte == 0
     assert kept.request_digest != fresh.request_digest
     assert kept.ops_moved == 0 and kept.bytes_moved == 0 and kept.feasible
-    # Every op's device left: all of them move, and each is on a device still there.
+    # Every op's device left: all of them move, and each is on a device still there. Without the list
+    # of departed devices that is taken for names that do not match.
     gone = {op: "retired-" + device for op, device in previous.items()}
-    moved = client.place(request, previous_placement=gone)
+    with pytest.raises(PlacementError) as unlisted:
+        client.place(request, previous_placement=gone)
+    assert [field for field, _ in unlisted.value.field_violations] == ["options.previous_placement"]
+    moved = client.place(request, previous_placement=gone, departed_devices=sorted(set(gone.values())))
     assert moved.ops_moved == len(request.graph.ops) and moved.feasible
     assert moved.bytes_moved == sum(op.persistent_bytes for op in request.graph.ops)
     with pytest.raises(PlacementError) as raised:
@@ -197,6 +201,24 @@ def test_recommend_sizes_the_job_and_every_candidate_is_a_cached_placement(clien
     assert [field for field, _ in raised.value.field_violations] == ["within_percent"]
     with pytest.raises(ValueError):
         client.recommend(step, objective="cheapest")
+
+
+def test_recommend_with_a_previous_placement_resizes_from_it(client):
+    """A re-sizing question: Recommend with the job's previous placement (half its ops on a device that
+    left); every candidate re-places from it, and row.request() lists the candidate's departed devices
+    so that placing it again is the same request (a cache hit)."""
+    step = SOURCE_DIR / "tests" / "data" / "requests" / "bert_l3_training.json.gz"
+    request = client.recommend_request(step, algorithm="round_robin", max_devices=2)
+    first = request.cluster.devices[0].name
+    request.options.previous_placement.update(
+        {op.name: first if i % 2 else "gone" for i, op in enumerate(request.graph.ops)})
+    answer = client.recommend(request)
+    assert len(answer.candidates) == 3
+    for row in answer.candidates:
+        assert row.error is None
+        again = client.place(row.request(request))
+        assert again.cache == "HIT" and again.request_digest == row.request_digest
+        assert again.ops_moved >= len(request.graph.ops) // 2
 
 
 def test_list_algorithms_and_health(client):

@@ -1,5 +1,8 @@
 #include "service/engine/io/placement_file.h"
 
+#include <set>
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "placement/v1/placement_service.pb.h"
@@ -40,20 +43,33 @@ absl::StatusOr<google::protobuf::Map<std::string, std::string>> PreviousPlacemen
   return previous;
 }
 
-absl::StatusOr<google::protobuf::Map<std::string, std::string>> ReadPreviousPlacement(
-    absl::string_view placement_path, absl::string_view previous_request_path) {
+absl::Status SetPreviousPlacement(const v1::PlaceRequest& previous_request, const v1::Placement& placement,
+                                  const v1::Cluster& cluster, v1::PlacementOptions* options) {
+  absl::StatusOr<google::protobuf::Map<std::string, std::string>> previous =
+      PreviousPlacementOf(previous_request, placement);
+  if (!previous.ok()) return previous.status();
+  *options->mutable_previous_placement() = *std::move(previous);
+  std::set<std::string> present;
+  for (const v1::Device& device : cluster.devices()) present.insert(device.name());
+  options->clear_departed_devices();
+  for (const v1::Device& device : previous_request.cluster().devices()) {
+    if (present.count(device.name()) == 0) options->add_departed_devices(device.name());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadPreviousPlacement(absl::string_view placement_path, absl::string_view previous_request_path,
+                                   const v1::Cluster& cluster, v1::PlacementOptions* options) {
   absl::StatusOr<v1::Placement> placement = ReadPlacementFile(placement_path);
   if (!placement.ok()) return placement.status();
   absl::StatusOr<v1::PlaceRequest> request = ReadMessageFile<v1::PlaceRequest>(previous_request_path);
   if (!request.ok()) return request.status();
-  absl::StatusOr<google::protobuf::Map<std::string, std::string>> previous =
-      PreviousPlacementOf(*request, *placement);
-  if (!previous.ok()) {
+  const absl::Status set = SetPreviousPlacement(*request, *placement, cluster, options);
+  if (!set.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(std::string(placement_path), " answering ",
-                                                   std::string(previous_request_path), ": ",
-                                                   previous.status().message()));
+                                                   std::string(previous_request_path), ": ", set.message()));
   }
-  return previous;
+  return absl::OkStatus();
 }
 
 }  // namespace placement::engine

@@ -6,7 +6,9 @@
 //
 // Example:
 //   absl::StatusOr<v1::Placement> placement = ReadPlacementFile("placement.json");
-//   auto previous = ReadPreviousPlacement("placement.json", "request.json");  // for re-placement
+//   // Re-placement: the answer to the old request as the new request's previous placement.
+//   absl::Status set = ReadPreviousPlacement("placement.json", "old_request.json", request.cluster(),
+//                                            request.mutable_options());
 #ifndef PLACEMENT_SERVICE_ENGINE_IO_PLACEMENT_FILE_H_
 #define PLACEMENT_SERVICE_ENGINE_IO_PLACEMENT_FILE_H_
 
@@ -28,10 +30,16 @@ absl::StatusOr<v1::Placement> ReadPlacementFile(absl::string_view path);
 // when the placement does not have one device index in range per op of that request.
 absl::StatusOr<google::protobuf::Map<std::string, std::string>> PreviousPlacementOf(
     const v1::PlaceRequest& previous_request, const v1::Placement& placement);
+// Re-placement in one step, what a caller whose cluster changed wants: `options` (of a request on
+// `cluster`) get the previous placement of `placement` answering `previous_request`, and as
+// options.departed_devices the devices of the previous cluster that `cluster` no longer has (so the
+// server can tell a device that left from a misspelt one). INVALID_ARGUMENT as PreviousPlacementOf.
+absl::Status SetPreviousPlacement(const v1::PlaceRequest& previous_request, const v1::Placement& placement,
+                                  const v1::Cluster& cluster, v1::PlacementOptions* options);
 // The same from the two files (the placement in any form ReadPlacementFile reads; the request in any
 // format message_io.h reads). Errors name the file.
-absl::StatusOr<google::protobuf::Map<std::string, std::string>> ReadPreviousPlacement(
-    absl::string_view placement_path, absl::string_view previous_request_path);
+absl::Status ReadPreviousPlacement(absl::string_view placement_path, absl::string_view previous_request_path,
+                                   const v1::Cluster& cluster, v1::PlacementOptions* options);
 
 }  // namespace placement::engine
 

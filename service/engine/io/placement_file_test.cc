@@ -15,6 +15,7 @@
 namespace placement::engine {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 v1::Placement SamplePlacement() {
@@ -104,13 +105,19 @@ TEST_F(PlacementFileTest, PreviousPlacementMapsOpNamesToDeviceNames) {
   *response.mutable_placement() = SamplePlacement();
   ASSERT_TRUE(WriteMessageFile(response, placement_path).ok());
   ASSERT_TRUE(WriteMessageFile(SampleRequest(), request_path).ok());
-  absl::StatusOr<google::protobuf::Map<std::string, std::string>> previous =
-      ReadPreviousPlacement(placement_path, request_path);
-  ASSERT_TRUE(previous.ok()) << previous.status();
-  EXPECT_EQ(previous->size(), 3u);
-  EXPECT_EQ(previous->at("a"), "gpu1");
-  EXPECT_EQ(previous->at("b"), "gpu0");
-  EXPECT_EQ(previous->at("c"), "gpu1");
+  // The new cluster: gpu1 left, gpu2 joined.
+  v1::Cluster cluster;
+  for (const char* name : {"gpu0", "gpu2"}) cluster.add_devices()->set_name(name);
+  v1::PlacementOptions options;
+  options.add_departed_devices("stale");
+  const absl::Status set = ReadPreviousPlacement(placement_path, request_path, cluster, &options);
+  ASSERT_TRUE(set.ok()) << set;
+  const auto& previous = options.previous_placement();
+  EXPECT_EQ(previous.size(), 3u);
+  EXPECT_EQ(previous.at("a"), "gpu1");
+  EXPECT_EQ(previous.at("b"), "gpu0");
+  EXPECT_EQ(previous.at("c"), "gpu1");
+  EXPECT_THAT(options.departed_devices(), ElementsAre("gpu1"));
 }
 
 TEST_F(PlacementFileTest, PreviousPlacementThatDoesNotFitItsRequestIsAnError) {
@@ -130,9 +137,11 @@ TEST_F(PlacementFileTest, PreviousPlacementThatDoesNotFitItsRequestIsAnError) {
   const std::string request_path = Path("bad_previous_request.json");
   ASSERT_TRUE(WriteMessageFile(SamplePlacement(), placement_path).ok());
   ASSERT_TRUE(WriteMessageFile(one_device, request_path).ok());
-  previous = ReadPreviousPlacement(placement_path, request_path);
-  ASSERT_FALSE(previous.ok());
-  EXPECT_THAT(std::string(previous.status().message()), HasSubstr(placement_path));
+  v1::PlacementOptions options;
+  const absl::Status set = ReadPreviousPlacement(placement_path, request_path, one_device.cluster(), &options);
+  ASSERT_FALSE(set.ok());
+  EXPECT_THAT(std::string(set.message()), HasSubstr(placement_path));
+  EXPECT_TRUE(options.previous_placement().empty());
 }
 
 }  // namespace

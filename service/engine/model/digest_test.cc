@@ -246,6 +246,9 @@ TEST(DigestTest, PreviousPlacementFollowsTheDocumentedFormat) {
   w.U64(static_cast<uint64_t>(int64_t{-2}));  // departed
   w.F64(0.5);
   EXPECT_EQ(RequestDigestHex(Build(request), kOptions), w.Sha256Hex());
+  // options.departed_devices only checks names: the same digest with it.
+  request.mutable_options()->add_departed_devices("gone");
+  EXPECT_EQ(RequestDigestHex(Build(request), kOptions), w.Sha256Hex());
 }
 
 // Absent, or a move weight without a previous placement: the digest every request had before.

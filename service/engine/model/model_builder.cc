@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -1087,7 +1088,10 @@ class Builder {
 
   // The move weight, and every key of the previous placement against the graph's op names (op ids are
   // name order, so a binary search finds them). A device name not in the cluster is a device that left:
-  // not an error. Keys are checked in byte order, so the violations do not depend on the map's order.
+  // listed in options.departed_devices when the caller gives that list (then a name in neither is a
+  // misspelling), else taken as departed as long as some device of the previous placement is still in
+  // the cluster (none at all means the names do not match). Keys are checked in byte order, so the
+  // violations do not depend on the map's order.
   void CheckPreviousPlacement() {
     if (options_message_ == nullptr) return;
     const v1::PlacementOptions& options = *options_message_;
@@ -1099,29 +1103,74 @@ class Builder {
       model_.move_weight_ns_per_byte = weight == 0.0 ? 0.0 : weight;  // -0.0 hashes as 0
     }
     const auto& previous = options.previous_placement();
-    if (previous.empty()) return;
+    const auto& departed_list = options.departed_devices();
+    if (previous.empty()) {
+      if (!departed_list.empty()) {
+        options_.Add("options.departed_devices", "given without options.previous_placement");
+      }
+      return;
+    }
+    // The departed devices the caller named (checked against the cluster once it is usable).
+    absl::flat_hash_set<absl::string_view> departed;
+    for (int i = 0; i < departed_list.size(); ++i) {
+      const std::string& name = departed_list[i];
+      const std::string field = absl::StrCat("options.departed_devices[", i, "]");
+      if (name.empty()) {
+        options_.Add(field, "empty device name");
+      } else if (!departed.insert(name).second) {
+        options_.Add(field, absl::StrCat("device ", Quote(name), " is listed twice"));
+      } else if (devices_usable_ && device_by_name_.contains(name)) {
+        options_.Add(field, absl::StrCat("device ", Quote(name),
+                                         " is in cluster.devices: a device that left is not in the cluster"));
+      }
+    }
+    const bool strict = !departed_list.empty();
     std::vector<std::pair<absl::string_view, absl::string_view>> entries;
     entries.reserve(previous.size());
     for (const auto& [op, device] : previous) entries.emplace_back(op, device);
     std::sort(entries.begin(), entries.end());
     const bool resolvable = ops_usable_ && devices_usable_;
     if (resolvable) model_.previous_device.assign(model_.num_ops(), kNone);
+    bool any_in_cluster = false;
+    absl::string_view first_absent;
     for (const auto& [op, device] : entries) {
       if (previous_.Full()) break;
       if (!ops_usable_) break;
+      const std::string field = absl::StrCat("options.previous_placement[", Quote(op), "]");
       const auto it = std::lower_bound(model_.op_name.begin(), model_.op_name.end(), op,
                                        [](const std::string& a, absl::string_view b) {
                                          return absl::string_view(a) < b;
                                        });
       if (it == model_.op_name.end() || absl::string_view(*it) != op) {
-        previous_.Add(absl::StrCat("options.previous_placement[", Quote(op), "]"),
-                      absl::StrCat("no op named ", Quote(op)));
+        previous_.Add(field, absl::StrCat("no op named ", Quote(op)));
         continue;
       }
-      if (!resolvable) continue;
+      if (device.empty()) {
+        previous_.Add(field, "empty device name");
+        continue;
+      }
+      if (!devices_usable_) continue;
       const auto found = device_by_name_.find(device);
-      model_.previous_device[it - model_.op_name.begin()] =
-          found == device_by_name_.end() ? kDepartedDevice : found->second;
+      if (found != device_by_name_.end()) {
+        any_in_cluster = true;
+      } else if (strict && !departed.contains(device)) {
+        previous_.Add(field, absl::StrCat("device ", Quote(device),
+                                          " is neither in cluster.devices nor in options.departed_devices"));
+        continue;
+      } else if (first_absent.empty()) {
+        first_absent = device;
+      }
+      if (resolvable) {
+        model_.previous_device[it - model_.op_name.begin()] =
+            found == device_by_name_.end() ? kDepartedDevice : found->second;
+      }
+    }
+    if (!strict && devices_usable_ && previous_.empty() && !any_in_cluster && !first_absent.empty()) {
+      previous_.Add("options.previous_placement",
+                    absl::StrCat("none of the devices it names is in cluster.devices (e.g. ",
+                                 Quote(first_absent),
+                                 "): list the devices that left in options.departed_devices, or send no "
+                                 "previous placement for a fresh solve"));
     }
   }
 

@@ -338,6 +338,42 @@ std::vector<MalformedCase> Catalogue() {
       {"PreviousPlacementUnknownOp",
        [](R* r, L*) { (*r->mutable_options()->mutable_previous_placement())["x"] = "gpu0"; },
        {"options.previous_placement[\"x\"]"}, "no op named \"x\""},
+      {"PreviousPlacementEmptyDevice",
+       [](R* r, L*) { (*r->mutable_options()->mutable_previous_placement())["a"] = ""; },
+       {"options.previous_placement[\"a\"]"}, "empty device name"},
+      {"PreviousPlacementNoDeviceInTheCluster",
+       [](R* r, L*) {
+         (*r->mutable_options()->mutable_previous_placement())["a"] = "cuda:0";
+         (*r->mutable_options()->mutable_previous_placement())["b"] = "cuda:1";
+       },
+       {"options.previous_placement"},
+       "none of the devices it names is in cluster.devices (e.g. \"cuda:0\"): list the devices that left "
+       "in options.departed_devices"},
+      {"PreviousPlacementDeviceNeitherHereNorDeparted",
+       [](R* r, L*) {
+         (*r->mutable_options()->mutable_previous_placement())["a"] = "gpu0";
+         (*r->mutable_options()->mutable_previous_placement())["b"] = "gpu7";
+         r->mutable_options()->add_departed_devices("gpu9");
+       },
+       {"options.previous_placement[\"b\"]"},
+       "device \"gpu7\" is neither in cluster.devices nor in options.departed_devices"},
+      {"DepartedDeviceInTheCluster",
+       [](R* r, L*) {
+         (*r->mutable_options()->mutable_previous_placement())["a"] = "gpu0";
+         r->mutable_options()->add_departed_devices("gpu1");
+       },
+       {"options.departed_devices[0]"},
+       "device \"gpu1\" is in cluster.devices: a device that left is not in the cluster"},
+      {"DepartedDeviceTwice",
+       [](R* r, L*) {
+         (*r->mutable_options()->mutable_previous_placement())["a"] = "gpu9";
+         r->mutable_options()->add_departed_devices("gpu9");
+         r->mutable_options()->add_departed_devices("gpu9");
+       },
+       {"options.departed_devices[1]"}, "device \"gpu9\" is listed twice"},
+      {"DepartedDevicesWithoutPreviousPlacement",
+       [](R* r, L*) { r->mutable_options()->add_departed_devices("gpu9"); },
+       {"options.departed_devices"}, "given without options.previous_placement"},
       {"MoveWeightNegative", [](R* r, L*) { r->mutable_options()->set_move_weight_ns_per_byte(-1); },
        {"options.move_weight_ns_per_byte"}, "must be finite and >= 0 (got -1)"},
       {"MoveWeightNaN",
@@ -480,6 +516,23 @@ TEST(ModelBuilderTest, PreviousPlacementEntries) {
   ASSERT_THAT(violations, SizeIs(100 + 1));
   EXPECT_EQ(violations.front().field, "options.previous_placement[\"missing1000\"]");
   EXPECT_EQ(violations.back().field, "options.previous_placement");
+  // Every device of the previous placement gone: accepted when the caller lists them as departed.
+  v1::PlaceRequest moved = SmallRequest();
+  (*moved.mutable_options()->mutable_previous_placement())["a"] = "old0";
+  (*moved.mutable_options()->mutable_previous_placement())["b"] = "old1";
+  EXPECT_THAT(FieldsOf(ViolationsOf(moved)), ElementsAre("options.previous_placement"));
+  moved.mutable_options()->add_departed_devices("old1");
+  moved.mutable_options()->add_departed_devices("old0");
+  absl::StatusOr<Model> all_departed = BuildModel(moved);
+  ASSERT_TRUE(all_departed.ok()) << all_departed.status();
+  EXPECT_EQ(all_departed->previous_device[OpNamed(*all_departed, "a")], kDepartedDevice);
+  EXPECT_EQ(all_departed->previous_device[OpNamed(*all_departed, "b")], kDepartedDevice);
+  // The list only checks names: the model (and so the digest) is the one without it.
+  v1::PlaceRequest listed = request;
+  listed.mutable_options()->add_departed_devices("retired-gpu");
+  absl::StatusOr<Model> listed_model = BuildModel(listed);
+  ASSERT_TRUE(listed_model.ok()) << listed_model.status();
+  EXPECT_EQ(listed_model->previous_device, model->previous_device);
   // Without one, the model carries none.
   absl::StatusOr<Model> plain = BuildModel(SmallRequest());
   ASSERT_TRUE(plain.ok());
