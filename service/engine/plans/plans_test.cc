@@ -9,6 +9,7 @@
 #include "service/engine/plans/plan_model.h"
 #include "service/engine/plans/window_search.h"
 #include "service/engine/sim/simulator.h"
+#include "tests/testutil/random_graph.h"
 
 namespace placement::engine {
 namespace {
@@ -92,6 +93,57 @@ TEST(WindowSearchTest, FastestFeasibleWindowMatchesBruteForce) {
     EXPECT_EQ(choice.score.makespan_ns, brute.makespan_ns);
     EXPECT_EQ(choice.score.overflow_bytes, brute.overflow_bytes);
   }
+}
+
+// One device per replica: every window has the same schedule (the microbatches run one after another
+// whatever W), so the search simulates W = 1 alone. Checked against every W on random layered steps
+// with once ops (sources before the microbatches, sinks as the update), with and without replicas (their
+// all-reduces), with memory to spare and too little.
+TEST(WindowSearchTest, OneDevicePerReplicaHasOneScoreForEveryWindow) {
+  int32_t overflowing = 0;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    for (const int32_t replicas : {1, 2, 3}) {
+      for (const int64_t memory : {int64_t{64} << 30, int64_t{96} << 20}) {
+        testutil::RandomGraphOptions options;
+        options.num_ops = 60;
+        options.num_devices = replicas;
+        options.device_memory_bytes = memory;
+        options.seed = seed;
+        v1::PlaceRequest request = testutil::RandomLayeredRequest(options);
+        std::vector<int32_t> in(request.graph().ops_size(), 0), out(request.graph().ops_size(), 0);
+        for (const v1::Edge& e : request.graph().edges()) {
+          ++out[e.src()];
+          ++in[e.dst()];
+        }
+        for (int32_t i = 0; i < request.graph().ops_size(); ++i) {
+          if (out[i] == 0 && in[i] > 0) request.mutable_graph()->mutable_ops(i)->set_once_per_step(true);
+          if (in[i] == 0 && i % 4 == 0) request.mutable_graph()->mutable_ops(i)->set_once_per_step(true);
+        }
+        request.mutable_options()->set_microbatches(5);
+        request.mutable_options()->set_data_parallel(replicas);
+        absl::StatusOr<Model> full = BuildModel(request);
+        ASSERT_TRUE(full.ok()) << full.status();
+        const PlanModel plan(*full, replicas);
+        const Model& model = plan.model();
+        ASSERT_EQ(model.num_devices(), 1);
+        const Assignment assignment(model.num_ops(), 0);
+        Simulator sim(model);
+        const PlacementScore first = ScoreWithWindow(model, assignment, sim, 1);
+        overflowing += first.overflow_bytes > 0;
+        for (int32_t w = 2; w <= 5; ++w) {
+          const PlacementScore score = ScoreWithWindow(model, assignment, sim, w);
+          EXPECT_EQ(score.makespan_ns, first.makespan_ns) << "seed " << seed << " D " << replicas << " W " << w;
+          EXPECT_EQ(score.overflow_bytes, first.overflow_bytes) << "seed " << seed << " D " << replicas;
+        }
+        const WindowChoice choice = ChooseWindow(model, assignment, sim);
+        EXPECT_EQ(choice.max_in_flight, 1);
+        EXPECT_EQ(choice.simulations, 1);
+        EXPECT_EQ(choice.score.makespan_ns, first.makespan_ns);
+        EXPECT_EQ(choice.score.overflow_bytes, first.overflow_bytes);
+      }
+    }
+  }
+  EXPECT_GT(overflowing, 0);  // the tight memory does bind somewhere
 }
 
 }  // namespace

@@ -49,6 +49,14 @@ WindowChoice ChooseWindow(const Model& model, const Assignment& assignment, Simu
     try_window(1);
     return best;
   }
+  // One device (per replica): it always runs the lowest microbatch that has a ready op (api.md §2.1's
+  // priority), and with nothing to transfer one of that microbatch's ops is ready until it is done, so
+  // the microbatches run one after another whatever the window: every W has the same schedule, step and
+  // peak, and the smallest wins the tie (a sizing question asks this of every one-device candidate).
+  if (model.num_devices() == 1) {
+    try_window(1);
+    return best;
+  }
   // No window first: with memory to spare it is (almost always) the fastest, and it is the answer when
   // the search is stopped at once.
   try_window(m);
