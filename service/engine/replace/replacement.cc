@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -165,19 +166,58 @@ class SeedBuilder {
   std::vector<std::pair<DeviceId, int64_t>> tally_;
 };
 
-// True when devices a and b are alike for every op: same kind, speed and capacity (renaming one as
-// the other changes no op's time, kinds or room; links may differ, the simulation judges that).
+bool SameLink(const LinkCost& x, const LinkCost& y) {
+  return x.bandwidth_bytes_per_second == y.bandwidth_bytes_per_second &&
+         x.latency_ns == y.latency_ns;
+}
+
+// True when devices a and b are alike for every op and every transfer: same kind, speed and capacity,
+// and the same links to and from every other device (and between them both ways), so that any
+// renaming within such classes leaves every op's time, kinds, room and every transfer's time as they
+// were: the renamed answer simulates exactly as the member's. (Alike devices on different hosts are
+// not interchangeable: swapping one pair across hosts would split a member's schedule over slow
+// links.)
 bool Interchangeable(const Model& model, DeviceId a, DeviceId b) {
-  return model.device_kind[a] == model.device_kind[b] && model.speed[a] == model.speed[b] &&
-         model.capacity_bytes[a] == model.capacity_bytes[b];
+  if (model.device_kind[a] != model.device_kind[b] || model.speed[a] != model.speed[b] ||
+      model.capacity_bytes[a] != model.capacity_bytes[b]) {
+    return false;
+  }
+  if (a == b) return true;
+  if (!SameLink(model.Link(a, b), model.Link(b, a))) return false;
+  for (DeviceId c = 0; c < model.num_devices(); ++c) {
+    if (c == a || c == b) continue;
+    if (!SameLink(model.Link(a, c), model.Link(b, c)) ||
+        !SameLink(model.Link(c, a), model.Link(c, b))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Classes of interchangeable devices, by comparing each device with the first device of every class
+// so far: O(D × classes × D) once per re-placement, instead of a comparison per pair that the
+// renaming asks about (D up to 1024).
+std::vector<int32_t> InterchangeableClasses(const Model& model) {
+  std::vector<int32_t> class_of(model.num_devices(), kNone);
+  std::vector<DeviceId> first_of_class;
+  for (DeviceId d = 0; d < model.num_devices(); ++d) {
+    for (size_t c = 0; c < first_of_class.size() && class_of[d] == kNone; ++c) {
+      if (Interchangeable(model, first_of_class[c], d)) class_of[d] = static_cast<int32_t>(c);
+    }
+    if (class_of[d] == kNone) {
+      class_of[d] = static_cast<int32_t>(first_of_class.size());
+      first_of_class.push_back(d);
+    }
+  }
+  return class_of;
 }
 
 // A fresh answer says which ops share a device, not which device: rename its devices (among
-// interchangeable ones) so that as much state as possible stays where it was — greedily, the pair
+// interchangeable ones, `class_of`) so that as much state as possible stays where it was — greedily, the pair
 // (answer's device, previous device) sharing the most persistent bytes (+ 1 per op) first; ties by
 // ids. The renamed answer is kept only when every op may still run where it lands (pins).
 void RenameTowardsPrevious(const Model& model, const PlacementRules& rules,
-                           Assignment& assignment) {
+                           const std::vector<int32_t>& class_of, Assignment& assignment) {
   const int32_t n = model.num_devices();
   std::vector<int64_t> overlap(static_cast<size_t>(n) * n, 0);
   for (OpId v = 0; v < model.num_ops(); ++v) {
@@ -193,7 +233,7 @@ void RenameTowardsPrevious(const Model& model, const PlacementRules& rules,
       if (rename[a] != kNone) continue;
       for (DeviceId b = 0; b < n; ++b) {
         const int64_t o = overlap[static_cast<size_t>(a) * n + b];
-        if (taken_by[b] == kNone && o > best && Interchangeable(model, a, b)) {
+        if (taken_by[b] == kNone && o > best && class_of[a] == class_of[b]) {
           best = o;
           from = a;
           to = b;
@@ -210,7 +250,7 @@ void RenameTowardsPrevious(const Model& model, const PlacementRules& rules,
     if (rename[a] != kNone) continue;
     DeviceId to = taken_by[a] == kNone ? a : kNone;
     for (DeviceId b = 0; b < n && to == kNone; ++b) {
-      if (taken_by[b] == kNone && Interchangeable(model, a, b)) to = b;
+      if (taken_by[b] == kNone && class_of[a] == class_of[b]) to = b;
     }
     if (to == kNone) return;
     rename[a] = to;
@@ -222,6 +262,121 @@ void RenameTowardsPrevious(const Model& model, const PlacementRules& rules,
     if (!rules.Allowed(v, renamed[v])) return;
   }
   assignment.swap(renamed);
+}
+
+// One unit the pull-back may return to its previous device.
+struct PullBackMove {
+  OpId unit = kNone;         // any op of the unit
+  DeviceId previous = kNone;  // where it goes back to
+  int64_t bytes_saved = 0;    // persistent bytes that then no longer move
+};
+
+// The units worth returning: not on their previous device (the one KeptDevice would choose: the
+// surviving device holding most of the unit's state, allowed for the whole unit), and moving back
+// saves persistent bytes. Largest saving first; ties by op id.
+std::vector<PullBackMove> PullBackMoves(const Model& model, const PlacementRules& rules,
+                                        const Assignment& assignment) {
+  std::vector<PullBackMove> moves;
+  std::vector<char> seen(model.num_ops(), 0);
+  for (OpId v = 0; v < model.num_ops(); ++v) {
+    if (seen[v]) continue;
+    const auto [begin, end] = UnitOf(model, v);
+    for (const OpId* m = begin; m != end; ++m) seen[*m] = 1;
+    if (rules.FixedDevice(v) != kNone) continue;
+    const DeviceId current = assignment[v];
+    std::vector<std::pair<DeviceId, int64_t>> tally;
+    for (const OpId* m = begin; m != end; ++m) {
+      const DeviceId previous = model.PreviousDeviceOf(*m);
+      if (previous < 0 || model.persistent_bytes[*m] == 0) continue;
+      auto it = std::find_if(tally.begin(), tally.end(),
+                             [previous](const auto& entry) { return entry.first == previous; });
+      if (it == tally.end()) {
+        tally.emplace_back(previous, 0);
+        it = tally.end() - 1;
+      }
+      it->second += model.persistent_bytes[*m];
+    }
+    PullBackMove best;
+    for (const auto& [device, bytes] : tally) {
+      if (device == current || !rules.Allowed(v, device)) continue;
+      if (bytes > best.bytes_saved || (bytes == best.bytes_saved && device < best.previous)) {
+        best = {v, device, bytes};
+      }
+    }
+    // Ops of the unit already on `current` by their previous placement would move instead.
+    if (best.unit != kNone) {
+      for (const OpId* m = begin; m != end; ++m) {
+        if (model.PreviousDeviceOf(*m) == current) best.bytes_saved -= model.persistent_bytes[*m];
+      }
+      if (best.bytes_saved > 0) moves.push_back(best);
+    }
+  }
+  std::stable_sort(moves.begin(), moves.end(), [](const PullBackMove& a, const PullBackMove& b) {
+    return a.bytes_saved > b.bytes_saved;
+  });
+  return moves;
+}
+
+// The pull-back (step 4 of replacement.h): the search only moves what the critical path touches, so
+// an answer that started from a fresh member's schedule keeps moving state the step does not need
+// moved. Return units to their previous device while the objective (step + move cost, overflow
+// first) gets no worse: a group test — all candidates at once, and where that is worse, each half in
+// turn, down to single units — so that a well-placed answer costs one simulation and k units that
+// must stay cost O(k log n). Ends at `max_simulations` or when the context says stop.
+int64_t PullBack(const Model& model, const PlacementRules& rules, const SolveContext& context,
+                 int64_t max_simulations, double step_tolerance, int64_t step_cap,
+                 Simulator& simulator, Assignment& assignment) {
+  const std::vector<PullBackMove> moves = PullBackMoves(model, rules, assignment);
+  if (moves.empty() || max_simulations <= 0) return 0;
+  const SimOptions scoring = ScoringSimOptions(model);
+  // step: the simulated score; objective: the same with the move cost added to its makespan.
+  auto score = [&](const Assignment& a, PlacementScore& step, PlacementScore& objective) {
+    step = ScoreSimulation(model, simulator.Run(a, scoring));
+    objective = step;
+    objective.makespan_ns += MoveCostNs(model, a);
+  };
+  PlacementScore step, objective;
+  score(assignment, step, objective);
+  // Never above `step_cap` (the start's step, which the answer's step must not exceed).
+  const double step_bound = std::min(static_cast<double>(step.makespan_ns) * (1.0 + step_tolerance),
+                                     static_cast<double>(step_cap));
+  int64_t simulations = 1;
+  std::vector<DeviceId> undo;
+  // Ranges [begin, end) of `moves` still to test, last on top (the larger savings are tested first).
+  std::vector<std::pair<size_t, size_t>> pending = {{0, moves.size()}};
+  while (!pending.empty() && simulations < max_simulations && !context.ShouldStop()) {
+    const auto [first, last] = pending.back();
+    pending.pop_back();
+    undo.clear();
+    for (size_t i = first; i < last; ++i) {
+      const auto [begin, end] = UnitOf(model, moves[i].unit);
+      undo.push_back(assignment[moves[i].unit]);
+      for (const OpId* m = begin; m != end; ++m) assignment[*m] = moves[i].previous;
+    }
+    PlacementScore trial_step, trial_objective;
+    score(assignment, trial_step, trial_objective);
+    ++simulations;
+    // Kept: no worse on the objective, or within the step tolerance of where the pass started
+    // (never overflowing more).
+    const bool keep = !objective.BetterThan(trial_objective) ||
+                      (trial_step.overflow_bytes <= step.overflow_bytes &&
+                       static_cast<double>(trial_step.makespan_ns) <= step_bound);
+    if (keep) {
+      step = trial_step;
+      objective = trial_objective;
+      continue;
+    }
+    for (size_t i = first; i < last; ++i) {
+      const auto [begin, end] = UnitOf(model, moves[i].unit);
+      for (const OpId* m = begin; m != end; ++m) assignment[*m] = undo[i - first];
+    }
+    if (last - first > 1) {
+      const size_t middle = first + (last - first) / 2;
+      pending.emplace_back(middle, last);
+      pending.emplace_back(first, middle);
+    }
+  }
+  return simulations;
 }
 
 }  // namespace
@@ -294,18 +449,51 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
   context.Report("replace", 0.05, 0);
 
   const bool memory_can_bind = MemoryCanBind(model);
+  bool near_bound = false;
   {
     Simulator simulator(model);
     const SimOptions scoring = ScoringSimOptions(model);
     PlacementScore seed = ScoreSimulation(model, simulator.Run(assignment, scoring));
     out.winner_makespan_ns = seed.makespan_ns;
+    // A seed that fits within skip_near_lower_bound of LowerBoundNs leaves any other answer at most
+    // that fraction to gain: no fresh answer, hybrid or search is worth its time (on small steps the
+    // members' fresh answers would be most of a re-placement's time).
+    near_bound = seed.Fits() && static_cast<double>(seed.makespan_ns) <=
+                                    static_cast<double>(LowerBoundNs(model)) *
+                                        (1.0 + options.skip_near_lower_bound);
     // Fresh answers of the quick members, renamed towards the previous placement, compete with the
     // re-homed seed on step + move cost: where the previous structure cannot be repaired cheaply (a
-    // fine-grained schedule that lost a device), a fresh one may be worth its moves.
+    // fine-grained schedule that lost a device), a fresh one may be worth its moves. With each, its
+    // hybrid: the previous placement where it survives, the member's choice for the units it must
+    // re-home (a fine-grained schedule's answer for them, without moving the rest).
+    // A candidate that moves more bytes than the incumbent must beat it by more than
+    // keep_in_place_tolerance × the incumbent's step (see ReplacementOptions).
     const PlacementRules rules(model);
+    const Assignment kept = SeedBuilder(model, rules, {}).KeptOnly();
+    const std::vector<int32_t> class_of =
+        fresh_members.empty() || near_bound ? std::vector<int32_t>() : InterchangeableClasses(model);
+    int64_t incumbent_bytes = BytesMoved(model, assignment);
     PlacementScore objective = seed;
     objective.makespan_ns += MoveCostNs(model, assignment);
-    for (size_t i = 0; i < fresh_members.size() && !context.ShouldStop(); ++i) {
+    auto offer = [&](Assignment& candidate, std::string_view name) {
+      const PlacementScore score = ScoreSimulation(model, simulator.Run(candidate, scoring));
+      const int64_t bytes = BytesMoved(model, candidate);
+      PlacementScore with_moves = score;
+      with_moves.makespan_ns += MoveCostNs(model, candidate);
+      if (bytes > incumbent_bytes) {
+        with_moves.makespan_ns += std::llround(options.keep_in_place_tolerance *
+                                               static_cast<double>(seed.makespan_ns));
+      }
+      if (!with_moves.BetterThan(objective)) return;
+      objective = score;
+      objective.makespan_ns += MoveCostNs(model, candidate);
+      incumbent_bytes = bytes;
+      seed = score;
+      assignment = candidate;
+      out.winner = std::string(name);
+      out.winner_makespan_ns = score.makespan_ns;
+    };
+    for (size_t i = 0; i < fresh_members.size() && !near_bound && !context.ShouldStop(); ++i) {
       SolveContext member_context =
           context.WithShareOfTimeLeft(0.5 / static_cast<double>(fresh_members.size() - i));
       member_context.on_progress = nullptr;
@@ -315,18 +503,16 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
           !CheckConstraints(model, fresh->assignment).empty()) {
         continue;
       }
-      RenameTowardsPrevious(model, rules, fresh->assignment);
-      const PlacementScore score =
-          ScoreSimulation(model, simulator.Run(fresh->assignment, scoring));
-      PlacementScore with_moves = score;
-      with_moves.makespan_ns += MoveCostNs(model, fresh->assignment);
-      if (with_moves.BetterThan(objective)) {
-        objective = with_moves;
-        seed = score;
-        assignment = std::move(fresh->assignment);
-        out.winner = std::string(fresh_members[i]->name());
-        out.winner_makespan_ns = score.makespan_ns;
+      RenameTowardsPrevious(model, rules, class_of, fresh->assignment);
+      // Kept units are whole colocation groups on allowed devices, and so are the member's: the
+      // hybrid keeps every constraint.
+      Assignment hybrid = kept;
+      for (OpId v = 0; v < model.num_ops(); ++v) {
+        if (hybrid[v] == kNone) hybrid[v] = fresh->assignment[v];
       }
+      const std::string name(fresh_members[i]->name());
+      if (hybrid != assignment) offer(hybrid, "previous_placement+" + name);
+      offer(fresh->assignment, name);
     }
     context.Report("replace", 0.1, seed.Fits() ? seed.makespan_ns : 0);
     if (!seed.Fits()) {
@@ -339,14 +525,15 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
       out.winner_makespan_ns = outcome.makespan_ns;
     }
   }
-  if (options.search && model.num_devices() > 1 && !context.ShouldStop()) {
+  const int64_t copies = std::max(1, model.plan.microbatches);
+  const int64_t budget = pardnn::SimulationBudget(
+      options.search_scale, options.search_exponent,
+      (static_cast<int64_t>(model.num_ops()) + model.num_edges()) * copies,
+      options.search_min_simulations, options.search_max_simulations);
+  if (options.search && !near_bound && model.num_devices() > 1 && !context.ShouldStop()) {
     Simulator simulator(model);
-    const int64_t copies = std::max(1, model.plan.microbatches);
     pardnn::RefinementOptions search;
-    search.max_simulations = pardnn::SimulationBudget(
-        options.search_scale, options.search_exponent,
-        (static_cast<int64_t>(model.num_ops()) + model.num_edges()) * copies,
-        options.search_min_simulations, options.search_max_simulations);
+    search.max_simulations = budget;
     search.max_restarts_without_improvement = options.search_restarts_without_improvement;
     search.memory_can_bind = memory_can_bind;
     search.count_moves = true;
@@ -358,6 +545,13 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
     out.time_limited |= r.time_limited;
   } else if (context.ShouldStop()) {
     out.time_limited = true;
+  }
+  if (options.pull_back && model.num_devices() > 1 && !context.ShouldStop()) {
+    Simulator simulator(model);
+    PullBack(model, PlacementRules(model), context,
+             std::min(options.pull_back_max_simulations, std::max<int64_t>(budget, 2)),
+             options.pull_back_step_tolerance, out.winner_makespan_ns, simulator, assignment);
+    out.time_limited |= context.ShouldStop();
   }
   out.assignment = std::move(assignment);
   return out;

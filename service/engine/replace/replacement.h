@@ -11,11 +11,20 @@
 //      neighbours already placed elsewhere), among those whose persistent bytes still fit (else the one
 //      least over); the same with every re-homed unit handed to one device d (where allowed), for each d;
 //      the candidate that simulates best is the seed (D + 1 simulations);
-//      the quick members' fresh answers, renamed towards the previous placement, compete with that seed
-//      on step + move cost (a fine-grained schedule that lost a device may not repair cheaply);
-//   2. **memory**: if the seed overflows, ParDNN's memory repair (../repair/);
+//      when the seed fits within skip_near_lower_bound of LowerBoundNs, nothing could gain more: the
+//      members and the search below are skipped (small steps, where they would be most of the time);
+//      else the quick members' fresh answers, renamed towards the previous placement (only among
+//      devices alike in kind, speed, capacity and links, so a renamed answer simulates as the member's
+//      own), compete with that seed on step + move cost, and so does each answer's hybrid (the previous
+//      placement where it survives, the member's devices for the units to re-home); a candidate moving
+//      more bytes than the best so far must beat it by keep_in_place_tolerance of its step;
+//   2. **memory**: if the chosen start overflows, ParDNN's memory repair (../repair/);
 //   3. **search**: the critical-path local search (../pardnn/refinement.h) judging step + move weight ×
 //      bytes moved (RefinementOptions::count_moves), with a simulation budget a quarter of `auto`'s;
+//   4. **pull-back**: units the answer moves but the step does not need moved (the search only touches
+//      the critical path) go back to their previous device — a group test, largest saving first —
+//      when step + move cost gets no worse, or the step stays within pull_back_step_tolerance of the
+//      searched answer's (and not above the start's, winner_makespan_ns);
 // (When the request leaves W open, Solve then picks the answer's fastest window that fits.)
 // Deterministic for a model and seed (the search's restarts draw from the context's seed).
 //
@@ -41,10 +50,28 @@ struct ReplacementOptions {
   double search_exponent = 2.0;
   int64_t search_min_simulations = 0;
   int64_t search_max_simulations = 5000;
-  // Random restarts in a row without improvement that end the search.
-  int32_t search_restarts_without_improvement = 15;
+  // Random restarts in a row without improvement that end the search (6: where a search gains, it
+  // gains within the first few restarts; the rest were a quarter of a re-placement's time on the
+  // bench's steps for no step gained).
+  int32_t search_restarts_without_improvement = 6;
   // Off: seed and memory repair only (tests, measurements).
   bool search = true;
+  // Step 1's choice among the re-homed seed, the members' fresh answers and their hybrids: a
+  // candidate that moves more persistent bytes than the best so far must be better on step + move
+  // cost by more than this fraction of that one's step (the step the search then starts from is
+  // within this of the faster candidate's; the search recovers most of it, the bytes stay put).
+  double keep_in_place_tolerance = 0.02;
+  // When the seed fits and its step is within (1 + this) × LowerBoundNs (simulator.h), the members'
+  // fresh answers and the search are skipped: none could gain more than this fraction.
+  double skip_near_lower_bound = 0.01;
+  // Step 4, the pull-back: units returned to their previous device while step + move cost gets no
+  // worse, in at most min(this, the search's budget) simulations. Off: tests, measurements.
+  bool pull_back = true;
+  int64_t pull_back_max_simulations = 256;
+  // A unit is also returned when the step stays within (1 + this) × the step the pass started from
+  // (the searched answer's), whatever the move weight says: a scheduler asks for re-placement to
+  // keep state where it is, and a step within noise of the best is not worth gigabytes moved.
+  double pull_back_step_tolerance = 0.005;
 };
 
 // The re-homed previous placement (step 1 above; the best of its candidates by simulation):
@@ -52,11 +79,12 @@ struct ReplacementOptions {
 // model.has_previous_placement().
 Assignment ReplacementSeed(const Model& model);
 
-// Steps 1–3. `fresh_members` (quick algorithms; `auto` passes its members but pardnn) each answer
-// afresh within half the time left in turn; each answer, its devices renamed (among devices of the same
-// kind, speed and capacity) to keep as much state where it was as possible, competes with the seed on
-// step + move cost. PartitionResult::winner is "previous_placement" or the member whose answer won, and
-// winner_makespan_ns that seed's step before memory repair and search. Precondition:
+// Steps 1–4. `fresh_members` (quick algorithms; `auto` passes its members but pardnn) each answer
+// afresh within half the time left in turn (unless the seed is near the lower bound); each answer, its
+// devices renamed (among alike devices) to keep as much state where it was as possible, and its hybrid
+// compete with the seed as step 1 says. PartitionResult::winner is "previous_placement", the member
+// whose answer won, or "previous_placement+" and the member whose hybrid won; winner_makespan_ns is
+// that start's step before memory repair, search and pull-back. Precondition:
 // model.has_previous_placement().
 absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& context,
                                         const ReplacementOptions& options = ReplacementOptions(),

@@ -211,10 +211,12 @@ TEST(ReplacementTest, SeedKeepsValidDevicesAndHonoursPinsGroupsAndKinds) {
 class FixedAnswer final : public Partitioner {
  public:
   explicit FixedAnswer(Assignment answer) : answer_(std::move(answer)) {}
+  int calls() const { return calls_; }
   std::string_view name() const override { return "fixed"; }
   std::string_view version() const override { return "1"; }
   std::string_view description() const override { return "a fixed answer (test)"; }
   absl::StatusOr<PartitionResult> Partition(const Model&, const SolveContext&) const override {
+    ++calls_;
     PartitionResult result;
     result.assignment = answer_;
     return result;
@@ -222,6 +224,7 @@ class FixedAnswer final : public Partitioner {
 
  private:
   Assignment answer_;
+  mutable int calls_ = 0;
 };
 
 TEST(ReplacementTest, AFreshAnswerIsRenamedTowardsThePreviousPlacement) {
@@ -269,6 +272,178 @@ TEST(ReplacementTest, AFreshAnswerIsRenamedTowardsThePreviousPlacement) {
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result->winner, "previous_placement");
   EXPECT_EQ(BytesMoved(*dear, result->assignment), 0);
+}
+
+// Independent ops on three GPUs of one host (the step is the busiest GPU's compute).
+v1::PlaceRequest IndependentOps(const std::vector<std::pair<std::string, int64_t>>& ops) {
+  v1::PlaceRequest request;
+  for (const auto& [name, compute_ns] : ops) AddTestOp(request, name, compute_ns);
+  for (const char* name : {"gpu0", "gpu1", "gpu2"}) AddTestDevice(request, name, "gpu", 1 << 20);
+  request.mutable_cluster()->mutable_intra_node()->set_bandwidth_bytes_per_second(1'000'000'000);
+  return request;
+}
+
+TEST(ReplacementTest, AnAnswerThatMovesMoreBytesMustBeatTheIncumbentByTheTolerance) {
+  // Before: L and x on gpu0 (101 ms), M on gpu1 (100 ms), N on gpu2 (99.5 ms). A fresh answer moves
+  // x (stateful) to gpu2: 100.5 ms, 0.5 % faster, for x's bytes at a negligible weight.
+  v1::PlaceRequest request = IndependentOps(
+      {{"L", 100'000'000}, {"x", 1'000'000}, {"M", 100'000'000}, {"N", 99'500'000}});
+  for (int i = 0; i < 4; ++i) {  // L, M and N hold the most state: renaming keeps them in place
+    request.mutable_graph()->mutable_ops(i)->set_persistent_bytes(i == 1 ? 1000 : 10'000);
+  }
+  auto& previous = *request.mutable_options()->mutable_previous_placement();
+  previous["L"] = previous["x"] = "gpu0";
+  previous["M"] = "gpu1";
+  previous["N"] = "gpu2";
+  request.mutable_options()->set_move_weight_ns_per_byte(1e-6);
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Assignment fresh(4);
+  fresh[OpNamed(*model, "L")] = 0;
+  fresh[OpNamed(*model, "M")] = 1;
+  fresh[OpNamed(*model, "x")] = fresh[OpNamed(*model, "N")] = 2;
+  const FixedAnswer member(fresh);
+  ReplacementOptions options;
+  options.search = false;
+  options.pull_back = false;
+  options.skip_near_lower_bound = 0;  // the seed is within 1 % of the lower bound
+  absl::StatusOr<PartitionResult> kept = Replace(*model, SolveContext(), options, {&member});
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->winner, "previous_placement");  // 0.5 % < the default 2 %
+  EXPECT_EQ(BytesMoved(*model, kept->assignment), 0);
+  options.keep_in_place_tolerance = 0.0;  // step + move cost alone: the fresh answer wins
+  absl::StatusOr<PartitionResult> moved = Replace(*model, SolveContext(), options, {&member});
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->winner, "fixed");
+  EXPECT_EQ(moved->winner_makespan_ns, 100'500'000);
+  EXPECT_EQ(BytesMoved(*model, moved->assignment), 1000);
+}
+
+TEST(ReplacementTest, ASeedNearTheLowerBoundSkipsTheMembersAndTheSearch) {
+  // Four independent 100 ms ops, two of them on gpu0 before, one on gpu1 and one on gpu2, which
+  // leaves: the seed re-homes its op to gpu1, a 200 ms step, which is the lower bound (400 ms of work
+  // on two GPUs). Nothing can beat it: the member is not asked, nor is the search run; with the
+  // margin below zero (never near) the member is asked.
+  v1::PlaceRequest request = IndependentOps({{"a", 100'000'000},
+                                             {"b", 100'000'000},
+                                             {"c", 100'000'000},
+                                             {"d", 100'000'000}});
+  auto& previous = *request.mutable_options()->mutable_previous_placement();
+  previous["a"] = previous["b"] = "gpu0";
+  previous["c"] = "gpu1";
+  previous["d"] = "gpu2";
+  RemoveDevice(request, "gpu2");
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ(LowerBoundNs(*model), 200'000'000);
+  const Assignment seed = ReplacementSeed(*model);
+  const FixedAnswer member(seed);
+  ReplacementOptions options;
+  options.skip_near_lower_bound = 0.01;
+  absl::StatusOr<PartitionResult> skipped = Replace(*model, SolveContext(), options, {&member});
+  ASSERT_TRUE(skipped.ok()) << skipped.status();
+  EXPECT_EQ(member.calls(), 0);
+  EXPECT_EQ(skipped->winner, "previous_placement");
+  EXPECT_EQ(skipped->assignment, seed);
+  options.skip_near_lower_bound = -1;  // never near enough
+  absl::StatusOr<PartitionResult> asked = Replace(*model, SolveContext(), options, {&member});
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  EXPECT_EQ(member.calls(), 1);
+}
+
+TEST(ReplacementTest, ThePullBackReturnsStateTheStepDoesNotNeedMoved) {
+  // Before: a and b (2 ms each) on gpu0, s (0.1 ms) on gpu1, gpu2 idle: 4 ms. A fresh answer splits a
+  // and b (2.1 ms) but also moves s, which gains nothing: renamed towards the previous placement it
+  // moves a and s (b, the most state, stays on gpu0). The pull-back returns s to gpu1 for the same
+  // step.
+  v1::PlaceRequest request = IndependentOps({{"a", 2'000'000}, {"b", 2'000'000}, {"s", 100'000}});
+  request.mutable_graph()->mutable_ops(0)->set_persistent_bytes(100);
+  request.mutable_graph()->mutable_ops(1)->set_persistent_bytes(1000);
+  request.mutable_graph()->mutable_ops(2)->set_persistent_bytes(100);
+  auto& previous = *request.mutable_options()->mutable_previous_placement();
+  previous["a"] = previous["b"] = "gpu0";
+  previous["s"] = "gpu1";
+  request.mutable_options()->set_move_weight_ns_per_byte(1.0);
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Assignment fresh(3);
+  fresh[OpNamed(*model, "a")] = 0;
+  fresh[OpNamed(*model, "b")] = fresh[OpNamed(*model, "s")] = 2;
+  const FixedAnswer member(fresh);
+  ReplacementOptions options;
+  options.search = false;
+  options.pull_back = false;
+  absl::StatusOr<PartitionResult> without = Replace(*model, SolveContext(), options, {&member});
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ(without->winner, "fixed");
+  EXPECT_EQ(BytesMoved(*model, without->assignment), 200);
+  options.pull_back = true;
+  absl::StatusOr<PartitionResult> with = Replace(*model, SolveContext(), options, {&member});
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_EQ(BytesMoved(*model, with->assignment), 100);
+  EXPECT_EQ(with->assignment[OpNamed(*model, "s")], 1);
+  EXPECT_EQ(with->assignment[OpNamed(*model, "b")], 0);
+  Simulator simulator(*model);
+  EXPECT_EQ(ScoreSimulation(*model, simulator.Run(with->assignment)).makespan_ns, 2'100'000);
+  // However wide the tolerance, the step never ends above the start's (winner_makespan_ns): a back
+  // on gpu0 (4 ms, within 2 × 2.1 ms) stays where the fresh answer put it.
+  options.pull_back_step_tolerance = 1.0;
+  absl::StatusOr<PartitionResult> wide = Replace(*model, SolveContext(), options, {&member});
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_EQ(ScoreSimulation(*model, simulator.Run(wide->assignment)).makespan_ns,
+            wide->winner_makespan_ns);
+  EXPECT_EQ(BytesMoved(*model, wide->assignment), 100);
+}
+
+TEST(ReplacementTest, RenamingKeepsAMembersDevicesOnTheirHosts) {
+  // Two hosts of two GPUs, 1 GB/s within a host and 1 MB/s between them. A fresh answer runs chain
+  // p1 -> p2 on host h0 (1 MB between them: 1 ms) and chain q1 -> q2 on host h1. Before, p2's state was
+  // on h1's first GPU (q1 and q2 are new): renaming the answer's h0b to h1a would keep it there but put p1 -> p2 across
+  // hosts (1 s); only devices of one host are interchangeable, so the answer keeps its own step.
+  v1::PlaceRequest request;
+  for (const char* name : {"p1", "p2", "q1", "q2"})
+    AddTestOp(request, name, 1'000'000)->set_persistent_bytes(1000);
+  for (const auto& [src, dst] : {std::pair{0, 1}, std::pair{2, 3}}) {
+    v1::Edge* edge = request.mutable_graph()->add_edges();
+    edge->set_src(src);
+    edge->set_dst(dst);
+    edge->set_bytes(1'000'000);
+  }
+  for (const char* name : {"h0a", "h0b"}) AddTestDevice(request, name, "gpu", 1 << 30)->set_node("h0");
+  for (const char* name : {"h1a", "h1b"}) AddTestDevice(request, name, "gpu", 1 << 30)->set_node("h1");
+  request.mutable_cluster()->mutable_intra_node()->set_bandwidth_bytes_per_second(1'000'000'000);
+  request.mutable_cluster()->mutable_inter_node()->set_bandwidth_bytes_per_second(1'000'000);
+  auto& previous = *request.mutable_options()->mutable_previous_placement();
+  previous["p1"] = "h0a";
+  previous["p2"] = "h1a";
+  request.mutable_options()->set_move_weight_ns_per_byte(1e-3);
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto device = [&](const char* name) {
+    for (DeviceId d = 0; d < model->num_devices(); ++d) {
+      if (model->device_name[d] == name) return d;
+    }
+    ADD_FAILURE() << name;
+    return DeviceId{0};
+  };
+  Assignment fresh(4);
+  fresh[OpNamed(*model, "p1")] = device("h0a");
+  fresh[OpNamed(*model, "p2")] = device("h0b");
+  fresh[OpNamed(*model, "q1")] = device("h1a");
+  fresh[OpNamed(*model, "q2")] = device("h1b");
+  Simulator simulator(*model);
+  const int64_t member_step = ScoreSimulation(*model, simulator.Run(fresh)).makespan_ns;
+  ASSERT_LT(member_step, 10'000'000);
+  const FixedAnswer member(fresh);
+  ReplacementOptions options;
+  options.search = false;
+  options.pull_back = false;
+  absl::StatusOr<PartitionResult> result = Replace(*model, SolveContext(), options, {&member});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->winner, "fixed");
+  EXPECT_EQ(result->winner_makespan_ns, member_step);
+  EXPECT_EQ(model->device_node[result->assignment[OpNamed(*model, "p1")]],
+            model->device_node[result->assignment[OpNamed(*model, "p2")]]);
 }
 
 TEST(ReplacementTest, DeterministicForARequestAndSeed) {
