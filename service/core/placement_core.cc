@@ -487,15 +487,12 @@ absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Recommend(
   // (Not derived from the deadline: a candidate's bytes, and so its repeat, must not change with it.)
   // A candidate's algorithm overruns its own limit by what runs after the cut (scoring the answers it
   // has, choosing the window), and the call models every candidate besides: the shares add up to
-  // kRecommendSolveShare of the budget, so that the call as a whole keeps to it. A candidate with one
-  // device per replica has one placement and is answered at once: the shares go to the others.
+  // kRecommendSolveShare of the budget, so that the call as a whole keeps to it.
   constexpr double kRecommendSolveShare = 0.75;
   const absl::Duration budget = TimeLimitOf(request.options());
-  int64_t searched = 0;
-  for (const SizingCandidate& candidate : *candidates) searched += candidate.devices > candidate.data_parallel;
   const int64_t share_ns = static_cast<int64_t>(static_cast<double>(absl::ToInt64Nanoseconds(budget)) *
                                                 kRecommendSolveShare * std::max(1, jobs_->workers()) /
-                                                static_cast<double>(std::max<int64_t>(1, searched)));
+                                                static_cast<double>(candidates->size()));
   const absl::Duration share =
       std::min(budget, std::max(absl::Milliseconds(1), absl::Nanoseconds(share_ns)));
 
