@@ -485,14 +485,9 @@ absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Recommend(
   // One budget for the whole call, the request's time limit (or the default), shared out so that the
   // candidates end together on the workers; the caller's deadline caps each of them as it caps a Place.
   // (Not derived from the deadline: a candidate's bytes, and so its repeat, must not change with it.)
-  // A candidate's algorithm overruns its own limit by what runs after the cut (scoring the answers it
-  // has, choosing the window), and the call models every candidate besides: the shares add up to
-  // kRecommendSolveShare of the budget, so that the call as a whole keeps to it.
-  constexpr double kRecommendSolveShare = 0.75;
   const absl::Duration budget = TimeLimitOf(request.options());
-  const int64_t share_ns = static_cast<int64_t>(static_cast<double>(absl::ToInt64Nanoseconds(budget)) *
-                                                kRecommendSolveShare * std::max(1, jobs_->workers()) /
-                                                static_cast<double>(candidates->size()));
+  const int64_t share_ns = absl::ToInt64Nanoseconds(budget) * std::max(1, jobs_->workers()) /
+                           static_cast<int64_t>(candidates->size());
   const absl::Duration share =
       std::min(budget, std::max(absl::Milliseconds(1), absl::Nanoseconds(share_ns)));
 
