@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/engine/io/message_io.h"
+#include "tests/e2e/client_options.h"
 #include "tests/e2e/server_process.h"
 
 namespace placement::e2e {
@@ -24,10 +25,8 @@ class PlansE2ETest : public ::testing::Test {
   static void TearDownTestSuite() { StopSuiteServer(server_); }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
-    client::ClientOptions options;
-    options.target = server_->address();
-    options.default_timeout = absl::Seconds(120);
-    options.retry.max_attempts = 1;
+    client::ClientOptions options = OneAttemptOptions(*server_);
+    options.default_timeout = absl::Seconds(120);  // whole solves, under sanitizers too
     client_ = std::make_unique<client::PlacementClient>(options);
     absl::Status read = engine::ReadMessageFile(SourcePath(kTransformerStep), request_);
     ASSERT_TRUE(read.ok()) << read;

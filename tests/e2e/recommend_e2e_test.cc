@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "service/engine/io/message_io.h"
 #include "service/status_payloads/status_payloads.h"
+#include "tests/e2e/client_options.h"
 #include "tests/e2e/server_process.h"
 
 namespace placement::e2e {
@@ -28,10 +29,8 @@ class RecommendE2ETest : public ::testing::Test {
   static void TearDownTestSuite() { StopSuiteServer(server_); }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
-    client::ClientOptions options;
-    options.target = server_->address();
-    options.default_timeout = absl::Seconds(120);
-    options.retry.max_attempts = 1;
+    client::ClientOptions options = OneAttemptOptions(*server_);
+    options.default_timeout = absl::Seconds(120);  // whole solves, under sanitizers too
     client_ = std::make_unique<client::PlacementClient>(options);
     ASSERT_TRUE(engine::ReadMessageFile(SourcePath(kTransformerStep), step_).ok());
   }

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "placement/v1/placement_service.pb.h"
 #include "service/engine/io/message_io.h"
+#include "tests/e2e/client_options.h"
 #include "tests/e2e/server_process.h"
 #include "tests/testutil/random_graph.h"
 
@@ -28,10 +29,8 @@ class ReplacementE2ETest : public ::testing::Test {
   static void TearDownTestSuite() { StopSuiteServer(server_); }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
-    client::ClientOptions options;
-    options.target = server_->address();
-    options.default_timeout = absl::Seconds(120);
-    options.retry.max_attempts = 1;
+    client::ClientOptions options = OneAttemptOptions(*server_);
+    options.default_timeout = absl::Seconds(120);  // whole solves, under sanitizers too
     client_ = std::make_unique<client::PlacementClient>(options);
     testutil::RandomGraphOptions graph;
     graph.num_ops = 400;

@@ -181,8 +181,9 @@ TEST(DigestTest, StringsLargerThanTheBufferAreHashedInFull) {
   EXPECT_NE(GraphDigestHex(Build(request, limits)), digest);
 }
 
-TEST(DigestTest, RequestDigestFollowsTheDocumentedFormat) {
-  const std::string graph_digest = GraphDigestOf(TinyRequest());
+// The request digest's bytes for TinyRequest() under kOptions, spelled out: the format tag, the graph
+// digest, the two devices, their link (bandwidth, latency), the memory headroom and kOptions.
+ByteWriter TinyRequestDigestBytes(const std::string& graph_digest) {
   ByteWriter w;
   w.Str("placement.v1.request_digest/1");
   w.Str(graph_digest);
@@ -203,6 +204,12 @@ TEST(DigestTest, RequestDigestFollowsTheDocumentedFormat) {
   w.Str("pardnn");
   w.Str("1.0");
   w.U64(7);
+  return w;
+}
+
+TEST(DigestTest, RequestDigestFollowsTheDocumentedFormat) {
+  const std::string graph_digest = GraphDigestOf(TinyRequest());
+  ByteWriter w = TinyRequestDigestBytes(graph_digest);
   const Model model = Build(TinyRequest());
   EXPECT_EQ(RequestDigestHex(model, "pardnn", "1.0", 7), w.Sha256Hex());
   EXPECT_EQ(RequestDigestHex(model, "pardnn", "1.0", 7, graph_digest), w.Sha256Hex());
@@ -218,26 +225,7 @@ TEST(DigestTest, PreviousPlacementFollowsTheDocumentedFormat) {
   (*request.mutable_options()->mutable_previous_placement())["y"] = "gone";
   request.mutable_options()->set_move_weight_ns_per_byte(0.5);
   const std::string graph_digest = GraphDigestOf(request);
-  ByteWriter w;
-  w.Str("placement.v1.request_digest/1");
-  w.Str(graph_digest);
-  w.U32(2);
-  w.Str("dev0");
-  w.Str("gpu");
-  w.Str("h0");
-  w.U64(1000);
-  w.F64(1.0);
-  w.Str("dev1");
-  w.Str("cpu");
-  w.Str("h1");
-  w.U64(2000);
-  w.F64(1.5);
-  w.U64(400);
-  w.U64(3);
-  w.F64(0.25);
-  w.Str("pardnn");
-  w.Str("1.0");
-  w.U64(7);
+  ByteWriter w = TinyRequestDigestBytes(graph_digest);
   w.Str("previous_placement");
   w.U64(2);
   w.U32(0);  // x
