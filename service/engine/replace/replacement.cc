@@ -225,24 +225,29 @@ void RenameTowardsPrevious(const Model& model, const PlacementRules& rules,
     if (previous >= 0)
       overlap[static_cast<size_t>(assignment[v]) * n + previous] += model.persistent_bytes[v] + 1;
   }
-  std::vector<DeviceId> rename(n, kNone), taken_by(n, kNone);
-  while (true) {
-    int64_t best = 0;
-    DeviceId from = kNone, to = kNone;
-    for (DeviceId a = 0; a < n; ++a) {
-      if (rename[a] != kNone) continue;
-      for (DeviceId b = 0; b < n; ++b) {
-        const int64_t o = overlap[static_cast<size_t>(a) * n + b];
-        if (taken_by[b] == kNone && o > best && class_of[a] == class_of[b]) {
-          best = o;
-          from = a;
-          to = b;
-        }
-      }
+  // The greedy matching in one pass over the sharing pairs sorted by (overlap descending, a, b): each
+  // pair taken is the largest one both of whose ends are still free, as a rescan per match would find,
+  // in O(P log P) for P pairs instead of O(D³) (D up to 1024).
+  struct Pair {
+    int64_t overlap;
+    DeviceId a, b;
+  };
+  std::vector<Pair> pairs;
+  for (DeviceId a = 0; a < n; ++a) {
+    for (DeviceId b = 0; b < n; ++b) {
+      const int64_t o = overlap[static_cast<size_t>(a) * n + b];
+      if (o > 0 && class_of[a] == class_of[b]) pairs.push_back({o, a, b});
     }
-    if (from == kNone) break;
-    rename[from] = to;
-    taken_by[to] = from;
+  }
+  std::sort(pairs.begin(), pairs.end(), [](const Pair& x, const Pair& y) {
+    if (x.overlap != y.overlap) return x.overlap > y.overlap;
+    return x.a != y.a ? x.a < y.a : x.b < y.b;
+  });
+  std::vector<DeviceId> rename(n, kNone), taken_by(n, kNone);
+  for (const Pair& pair : pairs) {
+    if (rename[pair.a] != kNone || taken_by[pair.b] != kNone) continue;
+    rename[pair.a] = pair.b;
+    taken_by[pair.b] = pair.a;
   }
   // The rest: itself when free, else the first free interchangeable device (one always exists: the
   // interchangeable classes have as many free names as unnamed members).
