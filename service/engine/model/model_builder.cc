@@ -1136,17 +1136,17 @@ class Builder {
     for (const auto& [op, device] : entries) {
       if (previous_.Full()) break;
       if (!ops_usable_) break;
-      const std::string field = absl::StrCat("options.previous_placement[", Quote(op), "]");
+      const auto field = [op = op] { return absl::StrCat("options.previous_placement[", Quote(op), "]"); };
       const auto it = std::lower_bound(model_.op_name.begin(), model_.op_name.end(), op,
                                        [](const std::string& a, absl::string_view b) {
                                          return absl::string_view(a) < b;
                                        });
       if (it == model_.op_name.end() || absl::string_view(*it) != op) {
-        previous_.Add(field, absl::StrCat("no op named ", Quote(op)));
+        previous_.Add(field(), absl::StrCat("no op named ", Quote(op)));
         continue;
       }
       if (device.empty()) {
-        previous_.Add(field, "empty device name");
+        previous_.Add(field(), "empty device name");
         continue;
       }
       if (!devices_usable_) continue;
@@ -1154,7 +1154,7 @@ class Builder {
       if (found != device_by_name_.end()) {
         any_in_cluster = true;
       } else if (strict && !departed.contains(device)) {
-        previous_.Add(field, absl::StrCat("device ", Quote(device),
+        previous_.Add(field(), absl::StrCat("device ", Quote(device),
                                           " is neither in cluster.devices nor in options.departed_devices"));
         continue;
       } else if (first_absent.empty()) {
