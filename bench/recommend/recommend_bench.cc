@@ -109,8 +109,8 @@ int main(int argc, char** argv) {
               request.graph().ops_size(), request.graph().edges_size(), request.cluster().devices_size(),
               cold.candidates_size(), absl::FormatDuration(absl::GetFlag(FLAGS_budget)).c_str(),
               absl::GetFlag(FLAGS_workers));
-  std::printf("cold Recommend: %.3f s (recommended %d: %s)\n", absl::ToDoubleSeconds(cold_time),
-              cold.recommended(), cold.reason().c_str());
+  std::printf("cold Recommend: %.3f s, %d contenders refined (recommended %d: %s)\n",
+              absl::ToDoubleSeconds(cold_time), cold.refined(), cold.recommended(), cold.reason().c_str());
   if (!cached_ms.empty()) {
     std::printf("cached Recommend: median %.1f ms, worst %.1f ms over %zu calls (%d of %d candidates hits)\n",
                 cached_ms[cached_ms.size() / 2], cached_ms.back(), cached_ms.size(), cached.cache_hits(),

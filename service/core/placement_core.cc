@@ -461,76 +461,44 @@ absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Evaluate(
       });
 }
 
-absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Recommend(
-    const v1::RecommendRequest& request, absl::Time deadline, const std::string& tenant,
-    v1::RecommendResponse* response, CallNotes* notes) {
-  const absl::Time started = absl::Now();
-  absl::StatusOr<std::vector<SizingCandidate>> candidates =
-      PlanSizingCandidates(request, options_.max_recommend_candidates);
-  if (!candidates.ok()) return candidates.status();
-  // One request object for every candidate: the graph is copied once, and serialized once — each
-  // candidate's bytes are the graph's and its own cluster and options', so a repeat of a candidate is
-  // answered through the repeat index without modelling it again (repeat_index.h).
+// What both rounds of a Recommend place from: the graph (once, with a scratch cluster and options
+// each candidate swaps in), its bytes, the pool's cluster and options, and the candidates. Shared with
+// the second round, which runs after the call returned.
+struct PlacementCore::RecommendRound {
+  std::vector<SizingCandidate> candidates;
   v1::PlaceRequest place;
-  *place.mutable_graph() = request.graph();
-  const std::string graph_bytes = place.SerializeAsString();
-  // The graph and the whole pool as one request: violations named as in a PlaceRequest.
-  *place.mutable_cluster() = request.cluster();
-  *place.mutable_options() = request.options();
-  place.mutable_options()->clear_data_parallel();
-  absl::StatusOr<std::shared_ptr<const PreparedRequest>> pool = Prepare(place);
-  if (!pool.ok()) return pool.status();
-  notes->request_digest = (*pool)->request_digest;
+  std::string graph_bytes;
+  v1::Cluster pool;
+  v1::PlacementOptions options;
+  absl::Time deadline;
+  std::string tenant;
+};
 
-  // One budget for the whole call, the request's time limit (or the default), shared out so that the
-  // candidates end together on the workers; the caller's deadline caps each of them as it caps a Place.
-  // (Not derived from the deadline: a candidate's bytes, and so its repeat, must not change with it.)
-  const absl::Duration budget = TimeLimitOf(request.options());
-  const int64_t share_ns = absl::ToInt64Nanoseconds(budget) * std::max(1, jobs_->workers()) /
-                           static_cast<int64_t>(candidates->size());
-  const absl::Duration share =
-      std::min(budget, std::max(absl::Milliseconds(1), absl::Nanoseconds(share_ns)));
-
-  v1::RecommendRequest settings = request;
-  settings.clear_graph();
-  settings.clear_cluster();
+absl::StatusOr<std::vector<RecommendAnswer::Part>> PlacementCore::PlaceRecommendCandidates(
+    RecommendRound& round, const std::vector<int32_t>& rows, absl::Duration share, bool refine,
+    const v1::RecommendRequest& settings, v1::RecommendResponse* response) {
   std::vector<RecommendAnswer::Part> parts;
   const auto release_all = [&parts] {
     for (RecommendAnswer::Part& part : parts) part.pending->Release();
   };
-  for (const SizingCandidate& candidate : *candidates) {
-    v1::RecommendCandidate* row = response->add_candidates();
-    row->set_devices(candidate.devices);
-    row->set_data_parallel(candidate.data_parallel);
-    for (const int32_t i : candidate.pool_devices) row->add_device_names(request.cluster().devices(i).name());
-  }
-  // The largest placement problems (devices per replica) first: the workers take jobs in order, and
-  // the long ones started early end with the short ones.
-  std::vector<size_t> order(candidates->size());
-  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::stable_sort(order.begin(), order.end(), [&candidates](size_t a, size_t b) {
-    const SizingCandidate& x = (*candidates)[a];
-    const SizingCandidate& y = (*candidates)[b];
-    return x.devices / x.data_parallel > y.devices / y.data_parallel;
-  });
-  for (const size_t k : order) {
-    const SizingCandidate& candidate = (*candidates)[k];
-    v1::RecommendCandidate* row = response->mutable_candidates(static_cast<int>(k));
+  for (const int32_t k : rows) {
+    const SizingCandidate& candidate = round.candidates[k];
+    v1::RecommendCandidate* row = response->mutable_candidates(k);
     v1::PlaceRequest own;  // the candidate's cluster and options: what its bytes add to the graph's
-    *own.mutable_cluster() = CandidateCluster(request.cluster(), candidate);
-    *own.mutable_options() = CandidateOptions(request.options(), own.cluster(), candidate.data_parallel);
+    *own.mutable_cluster() = CandidateCluster(round.pool, candidate);
+    *own.mutable_options() = CandidateOptions(round.options, own.cluster(), candidate.data_parallel);
     *own.mutable_options()->mutable_time_limit() =
         google::protobuf::util::TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(share));
     const std::string own_bytes = own.SerializeAsString();
-    place.mutable_cluster()->Swap(own.mutable_cluster());
-    place.mutable_options()->Swap(own.mutable_options());
+    round.place.mutable_cluster()->Swap(own.mutable_cluster());
+    round.place.mutable_options()->Swap(own.mutable_options());
     PlaceCall call;
-    call.wire = {graph_bytes, own_bytes};
-    call.decode = [&place]() -> absl::StatusOr<const v1::PlaceRequest*> { return &place; };
-    call.deadline = deadline;
-    call.tenant = tenant;
+    call.wire = {round.graph_bytes, own_bytes};
+    call.decode = [&round]() -> absl::StatusOr<const v1::PlaceRequest*> { return &round.place; };
+    call.deadline = round.deadline;
+    call.tenant = round.tenant;
     CallNotes candidate_notes;
-    if (request.submit_only()) {
+    if (settings.submit_only()) {
       v1::Operation operation;
       const absl::Status submitted = Submit(call, &operation, &candidate_notes);
       row->set_request_digest(candidate_notes.request_digest);
@@ -548,8 +516,10 @@ absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Recommend(
     }
     auto answer = std::make_unique<v1::PlaceResponse>();
     absl::StatusOr<std::shared_ptr<PendingAnswer>> pending = Place(call, answer.get(), &candidate_notes);
-    row->set_request_digest(candidate_notes.request_digest);
     if (!pending.ok()) {
+      // A second solve that cannot start (the workers are full) leaves the first one's row.
+      if (refine) continue;
+      row->set_request_digest(candidate_notes.request_digest);
       if (pending.status().code() != absl::StatusCode::kInvalidArgument) {
         release_all();
         return pending.status();
@@ -557,20 +527,103 @@ absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Recommend(
       *row->mutable_error() = StatusToProto(pending.status());
       continue;
     }
-    row->set_cache(candidate_notes.cache);
+    row->set_request_digest(candidate_notes.request_digest);
     if (*pending == nullptr) {  // from the cache
       FillRowFromPlacement(answer->placement(), row);
-      if (request.include_placements()) row->mutable_placement()->Swap(answer->mutable_placement());
+      row->set_cache(candidate_notes.cache);
+      if (settings.include_placements()) row->mutable_placement()->Swap(answer->mutable_placement());
       continue;
     }
-    parts.push_back(RecommendAnswer::Part{*std::move(pending), std::move(answer), static_cast<int32_t>(k)});
+    if (!refine) row->set_cache(candidate_notes.cache);
+    parts.push_back(RecommendAnswer::Part{*std::move(pending), std::move(answer), k, refine});
   }
-  if (parts.empty()) {
-    FinishRecommendation(settings, started, observer_, response);
-    return nullptr;
+  return parts;
+}
+
+absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Recommend(
+    const v1::RecommendRequest& request, absl::Time deadline, const std::string& tenant,
+    v1::RecommendResponse* response, CallNotes* notes) {
+  const absl::Time started = absl::Now();
+  absl::StatusOr<std::vector<SizingCandidate>> candidates =
+      PlanSizingCandidates(request, options_.max_recommend_candidates);
+  if (!candidates.ok()) return candidates.status();
+  auto round = std::make_shared<RecommendRound>();
+  round->candidates = *std::move(candidates);
+  round->deadline = deadline;
+  round->tenant = tenant;
+  // One request object for every candidate: the graph is copied once, and serialized once — each
+  // candidate's bytes are the graph's and its own cluster and options', so a repeat of a candidate is
+  // answered through the repeat index without modelling it again (repeat_index.h).
+  v1::PlaceRequest& place = round->place;
+  *place.mutable_graph() = request.graph();
+  round->graph_bytes = place.SerializeAsString();
+  // The graph and the whole pool as one request: violations named as in a PlaceRequest.
+  *place.mutable_cluster() = request.cluster();
+  *place.mutable_options() = request.options();
+  place.mutable_options()->clear_data_parallel();
+  absl::StatusOr<std::shared_ptr<const PreparedRequest>> pool = Prepare(place);
+  if (!pool.ok()) return pool.status();
+  notes->request_digest = (*pool)->request_digest;
+  round->pool = request.cluster();
+  round->options = request.options();
+
+  // One budget for the whole call, the request's time limit (or the default), shared out so that the
+  // candidates end together on the workers, and the rest kept for the contenders (sizing.h); the
+  // caller's deadline caps each of them as it caps a Place. (Not derived from the deadline: a
+  // candidate's bytes, and so its repeat, must not change with it.)
+  const absl::Duration budget = TimeLimitOf(request.options());
+  const int32_t workers = std::max(1, jobs_->workers());
+  const int32_t count = static_cast<int32_t>(round->candidates.size());
+  const absl::Duration first_share = FirstRoundShare(budget, workers, count);
+  const absl::Duration refine_share = RefineShare(budget, workers);
+
+  v1::RecommendRequest settings = request;
+  settings.clear_graph();
+  settings.clear_cluster();
+  for (const SizingCandidate& candidate : round->candidates) {
+    v1::RecommendCandidate* row = response->add_candidates();
+    row->set_devices(candidate.devices);
+    row->set_data_parallel(candidate.data_parallel);
+    for (const int32_t i : candidate.pool_devices) row->add_device_names(request.cluster().devices(i).name());
   }
-  return std::make_shared<RecommendAnswer>(std::move(parts), std::move(settings), response, started,
-                                           observer_);
+  // The largest placement problems (devices per replica) first: the workers take jobs in order, and
+  // the long ones started early end with the short ones.
+  std::vector<int32_t> order(count);
+  for (int32_t k = 0; k < count; ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&round](int32_t a, int32_t b) {
+    const SizingCandidate& x = round->candidates[a];
+    const SizingCandidate& y = round->candidates[b];
+    return x.devices / x.data_parallel > y.devices / y.data_parallel;
+  });
+  absl::StatusOr<std::vector<RecommendAnswer::Part>> first =
+      PlaceRecommendCandidates(*round, order, first_share, /*refine=*/false, settings, response);
+  if (!first.ok()) return first.status();
+
+  // The second round, once every row has its first answer: the contenders, re-solved with the rest
+  // of the budget (their rows then show that answer; a second solve that fails keeps the first).
+  RecommendAnswer::Refine refine = [this, round, settings, refine_share,
+                                    workers](v1::RecommendResponse* rows) -> std::vector<RecommendAnswer::Part> {
+    CompleteRecommendation(settings, rows);
+    const std::vector<int32_t> contenders = RowsToRefine(settings, *rows, refine_share, workers);
+    rows->set_refined(static_cast<int32_t>(contenders.size()));
+    if (contenders.empty()) return {};
+    absl::StatusOr<std::vector<RecommendAnswer::Part>> parts =
+        PlaceRecommendCandidates(*round, contenders, refine_share, /*refine=*/true, settings, rows);
+    return parts.ok() ? *std::move(parts) : std::vector<RecommendAnswer::Part>{};
+  };
+  if (request.submit_only()) refine = nullptr;
+  if (first->empty()) {
+    // Every first answer is at hand (the cache): the second round starts here.
+    std::vector<RecommendAnswer::Part> second = refine != nullptr ? refine(response) : std::vector<RecommendAnswer::Part>{};
+    if (second.empty()) {
+      FinishRecommendation(settings, started, observer_, response);
+      return nullptr;
+    }
+    return std::make_shared<RecommendAnswer>(std::move(second), nullptr, std::move(settings), response,
+                                             started, observer_);
+  }
+  return std::make_shared<RecommendAnswer>(*std::move(first), std::move(refine), std::move(settings),
+                                           response, started, observer_);
 }
 
 v1::ListAlgorithmsResponse PlacementCore::ListAlgorithms() const {

@@ -45,6 +45,7 @@
 #include "service/core/core_observer.h"
 #include "service/core/operation_handle.h"
 #include "service/core/pending_answer.h"
+#include "service/core/recommend_answer.h"
 #include "service/core/repeat_index.h"
 #include "service/engine/model/model.h"
 #include "service/engine/model/model_builder.h"
@@ -216,6 +217,16 @@ class PlacementCore {
   // time limit shorter than the caller's) is a miss, counted in placement_cache_rejected_total and
   // logged once per reason; the fresh result then overwrites it.
   cache::CachedPlacement LookUp(const KnownRequest& known);
+  // Recommend's candidates (sizing.h) and the rows it places them into.
+  struct RecommendRound;
+  // Places the candidates `rows` of `round` with time limit `share` (Place's path, or Submit's with
+  // settings.submit_only): rows answered at once are written, the others come back as parts to wait
+  // for. A first-round call (`refine` false) writes each row's digest and error, and ends at the first
+  // admission error (releasing the parts it made); a second-round call skips a row whose solve cannot
+  // start, leaving the row as it was.
+  absl::StatusOr<std::vector<RecommendAnswer::Part>> PlaceRecommendCandidates(
+      RecommendRound& round, const std::vector<int32_t>& rows, absl::Duration share, bool refine,
+      const v1::RecommendRequest& settings, v1::RecommendResponse* response);
   // The time limit a request runs with (its own or the default, capped).
   absl::Duration TimeLimitOf(const v1::PlacementOptions& options) const;
   // The single-flight key of a request's job (JobSpec::request_digest), also its key in Redis.

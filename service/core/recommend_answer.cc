@@ -4,6 +4,7 @@
 #include <atomic>
 #include <utility>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "service/core/sizing.h"
 #include "service/core/status_proto.h"
@@ -20,62 +21,148 @@ void FinishRecommendation(const v1::RecommendRequest& settings, absl::Time start
   if (observer != nullptr) observer->RecordRecommendation(response->candidates_size(), hits);
 }
 
-RecommendAnswer::RecommendAnswer(std::vector<Part> parts, v1::RecommendRequest settings,
+namespace {
+
+// Writes a done part's answer into its row.
+void WritePart(RecommendAnswer::Part& part, bool include_placements, v1::RecommendResponse* response) {
+  v1::RecommendCandidate* row = response->mutable_candidates(part.row);
+  const absl::Status placed = part.pending->Finish();
+  if (!placed.ok()) {
+    if (!part.refine) *row->mutable_error() = StatusToProto(placed);
+    return;
+  }
+  v1::Placement* placement = part.response->mutable_placement();
+  FillRowFromPlacement(*placement, row);
+  row->set_cache(placement->provenance().cache());
+  if (include_placements) row->mutable_placement()->Swap(placement);
+}
+
+}  // namespace
+
+struct RecommendAnswer::State {
+  State(std::vector<Part> first, Refine second, bool include, v1::RecommendResponse* rows)
+      : parts(std::move(first)), refine(std::move(second)), include_placements(include), response(rows) {}
+
+  absl::Mutex mu;
+  bool released ABSL_GUARDED_BY(mu) = false;
+  // The round being waited for (or, once done, to be written by Finish).
+  std::vector<Part> parts ABSL_GUARDED_BY(mu);
+  // The second round, until it starts.
+  Refine refine ABSL_GUARDED_BY(mu);
+  std::function<void()> on_done ABSL_GUARDED_BY(mu);
+  // The longest queue and solve times of the first round, once it is written.
+  absl::Duration first_queue ABSL_GUARDED_BY(mu);
+  absl::Duration first_solve ABSL_GUARDED_BY(mu);
+  const bool include_placements;
+  v1::RecommendResponse* const response;
+};
+
+RecommendAnswer::RecommendAnswer(std::vector<Part> parts, Refine refine, v1::RecommendRequest settings,
                                  v1::RecommendResponse* response, absl::Time started,
                                  CoreObserver* observer)
-    : parts_(std::move(parts)),
+    : state_(std::make_shared<State>(std::move(parts), std::move(refine), settings.include_placements(),
+                                     response)),
       settings_(std::move(settings)),
-      response_(response),
       started_(started),
       observer_(observer) {}
 
 RecommendAnswer::~RecommendAnswer() { Release(); }
 
+namespace {
+std::vector<std::shared_ptr<PendingAnswer>> Pendings(const std::vector<RecommendAnswer::Part>& parts) {
+  std::vector<std::shared_ptr<PendingAnswer>> pendings;
+  pendings.reserve(parts.size());
+  for (const RecommendAnswer::Part& part : parts) pendings.push_back(part.pending);
+  return pendings;
+}
+}  // namespace
+
 void RecommendAnswer::OnDone(std::function<void()> on_done) {
-  if (parts_.empty()) {
-    on_done();
+  std::vector<std::shared_ptr<PendingAnswer>> waiting;
+  {
+    absl::MutexLock lock(&state_->mu);
+    if (state_->released) return;
+    state_->on_done = std::move(on_done);
+    waiting = Pendings(state_->parts);
+  }
+  Wait(state_, std::move(waiting));
+}
+
+void RecommendAnswer::Wait(const std::shared_ptr<State>& state,
+                           std::vector<std::shared_ptr<PendingAnswer>> waiting) {
+  if (waiting.empty()) {
+    RoundDone(state);
     return;
   }
-  // Each part's listener owns the count and the callback: it may run after this handle is gone.
-  auto left = std::make_shared<std::atomic<size_t>>(parts_.size());
-  auto done = std::make_shared<std::function<void()>>(std::move(on_done));
-  for (Part& part : parts_) {
-    part.pending->OnDone([left, done] {
-      if (left->fetch_sub(1) == 1) (*done)();
+  // Each listener owns the count and the state: it may run after this handle is gone.
+  auto left = std::make_shared<std::atomic<size_t>>(waiting.size());
+  for (const std::shared_ptr<PendingAnswer>& pending : waiting) {
+    pending->OnDone([state, left] {
+      if (left->fetch_sub(1) == 1) RoundDone(state);
     });
   }
 }
 
-absl::Status RecommendAnswer::Finish() {
-  for (Part& part : parts_) {
-    v1::RecommendCandidate* row = response_->mutable_candidates(part.row);
-    const absl::Status placed = part.pending->Finish();
-    if (!placed.ok()) {
-      *row->mutable_error() = StatusToProto(placed);
-      continue;
+void RecommendAnswer::RoundDone(const std::shared_ptr<State>& state) {
+  std::function<void()> done;
+  std::vector<std::shared_ptr<PendingAnswer>> waiting;
+  {
+    absl::MutexLock lock(&state->mu);
+    if (state->released) return;
+    if (state->refine != nullptr) {
+      for (Part& part : state->parts) {
+        state->first_queue = std::max(state->first_queue, part.pending->queue_time());
+        state->first_solve = std::max(state->first_solve, part.pending->solve_time());
+        WritePart(part, state->include_placements, state->response);
+      }
+      const Refine refine = std::move(state->refine);
+      state->refine = nullptr;
+      state->parts = refine(state->response);
+      waiting = Pendings(state->parts);
     }
-    v1::Placement* placement = part.response->mutable_placement();
-    FillRowFromPlacement(*placement, row);
-    row->set_cache(placement->provenance().cache());
-    if (settings_.include_placements()) row->mutable_placement()->Swap(placement);
+    if (waiting.empty()) done = std::move(state->on_done);
   }
-  FinishRecommendation(settings_, started_, observer_, response_);
+  // Outside the lock: a part already done calls back at once, and the caller's callback may Finish.
+  if (done != nullptr) {
+    done();
+    return;
+  }
+  Wait(state, std::move(waiting));
+}
+
+absl::Status RecommendAnswer::Finish() {
+  {
+    absl::MutexLock lock(&state_->mu);
+    for (Part& part : state_->parts) WritePart(part, state_->include_placements, state_->response);
+  }
+  FinishRecommendation(settings_, started_, observer_, state_->response);
   return absl::OkStatus();
 }
 
 void RecommendAnswer::Release() {
-  for (Part& part : parts_) part.pending->Release();
+  std::vector<std::shared_ptr<PendingAnswer>> pendings;
+  {
+    absl::MutexLock lock(&state_->mu);
+    if (state_->released) return;
+    state_->released = true;
+    state_->on_done = nullptr;
+    state_->refine = nullptr;
+    pendings = Pendings(state_->parts);
+  }
+  for (const std::shared_ptr<PendingAnswer>& pending : pendings) pending->Release();
 }
 
 absl::Duration RecommendAnswer::queue_time() const {
-  absl::Duration longest = absl::ZeroDuration();
-  for (const Part& part : parts_) longest = std::max(longest, part.pending->queue_time());
+  absl::MutexLock lock(&state_->mu);
+  absl::Duration longest = state_->first_queue;
+  for (const Part& part : state_->parts) longest = std::max(longest, part.pending->queue_time());
   return longest;
 }
 
 absl::Duration RecommendAnswer::solve_time() const {
-  absl::Duration longest = absl::ZeroDuration();
-  for (const Part& part : parts_) longest = std::max(longest, part.pending->solve_time());
+  absl::MutexLock lock(&state_->mu);
+  absl::Duration longest = state_->first_solve;
+  for (const Part& part : state_->parts) longest = std::max(longest, part.pending->solve_time());
   return longest;
 }
 

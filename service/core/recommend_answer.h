@@ -2,8 +2,11 @@
 //
 // PlacementCore::Recommend places every candidate as an ordinary request (Place's path: cache,
 // single-flight, a job on the workers). The candidates answered from the cache are in the response at
-// once; this handle waits for the others (each a JobAnswer), then writes their rows and the
-// recommendation (sizing.h). Releasing it releases every candidate it waits for.
+// once; this handle waits for the others (each a JobAnswer) and writes their rows. Then, when the call
+// has a second round (sizing.h: the contenders re-solved with the rest of the budget), it starts that
+// round — on the thread that finished the last first-round candidate — and waits for it too. Finish
+// writes the last rows and the recommendation. Releasing it releases every candidate it waits for, and
+// no round starts after that.
 //
 // Example (what the gRPC reactor does, as for Place):
 //   std::shared_ptr<PendingAnswer> pending = *core.Recommend(request, deadline, tenant, &response, &notes);
@@ -29,35 +32,50 @@ namespace placement::core {
 
 class RecommendAnswer final : public PendingAnswer {
  public:
-  // One candidate still being placed: its answer, the response it writes into, and its row.
+  // One candidate still being placed: its answer, the response it writes into, and its row. A second
+  // solve (`refine`) replaces its row only when it succeeds.
   struct Part {
     std::shared_ptr<PendingAnswer> pending;
     std::unique_ptr<v1::PlaceResponse> response;
     int32_t row = 0;
+    bool refine = false;
   };
+  // The second round: given the response with every first-round row written, places the rows worth a
+  // second solve, writes those answered at once, and returns the parts still being placed. Runs once,
+  // under the handle's lock, never after Release().
+  using Refine = std::function<std::vector<Part>(v1::RecommendResponse* response)>;
 
   // `settings` is the request without its graph and cluster (objective, threshold, placements or not);
   // `response` (the caller's) holds every row already, the waited-for ones with their request digest;
-  // it must outlive the handle. `observer` may be null.
-  RecommendAnswer(std::vector<Part> parts, v1::RecommendRequest settings, v1::RecommendResponse* response,
-                  absl::Time started, CoreObserver* observer);
+  // it must outlive the handle (or its Release). `refine` may be null (no second round); `observer` may
+  // be null.
+  RecommendAnswer(std::vector<Part> parts, Refine refine, v1::RecommendRequest settings,
+                  v1::RecommendResponse* response, absl::Time started, CoreObserver* observer);
   ~RecommendAnswer() override;
   RecommendAnswer(const RecommendAnswer&) = delete;
   RecommendAnswer& operator=(const RecommendAnswer&) = delete;
 
   void OnDone(std::function<void()> on_done) override;
-  // Fills the waited-for rows (a candidate whose job failed keeps its error in its row) and the
-  // recommendation; OK unless nothing could be written.
+  // Fills the rows still waited for (a first-round candidate whose job failed keeps its error in its
+  // row; a failed second solve leaves the first answer) and the recommendation; OK unless nothing could
+  // be written.
   absl::Status Finish() override;
   void Release() override;
-  // The longest of the candidates'.
+  // The longest of the candidates', over both rounds.
   absl::Duration queue_time() const override;
   absl::Duration solve_time() const override;
 
  private:
-  std::vector<Part> parts_;
+  // What the candidates' listeners touch: it lives as long as the last of them (they may run after the
+  // handle is gone).
+  struct State;
+  // Waits for `waiting`, then RoundDone.
+  static void Wait(const std::shared_ptr<State>& state, std::vector<std::shared_ptr<PendingAnswer>> waiting);
+  // Every part of the round is done: writes them and starts the second round, or tells the caller.
+  static void RoundDone(const std::shared_ptr<State>& state);
+
+  const std::shared_ptr<State> state_;
   const v1::RecommendRequest settings_;
-  v1::RecommendResponse* const response_;
   const absl::Time started_;
   CoreObserver* const observer_;
 };

@@ -7,6 +7,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
 #include "service/cache/lru_cache.h"
 #include "service/core/placement_core.h"
@@ -171,6 +172,75 @@ TEST(SizingTest, EachObjectiveRecommendsAsDefined) {
   *none.add_candidates() = Row(1, 1, 10, /*feasible=*/false);
   CompleteRecommendation(v1::RecommendRequest(), &none);
   EXPECT_EQ(none.recommended(), -1);
+}
+
+// A row solved under `limit_ms`, cut short by it or not.
+v1::RecommendCandidate Solved(v1::RecommendCandidate row, int64_t limit_ms, bool cut_short) {
+  row.set_time_limit_ns(limit_ms * 1'000'000);
+  row.set_time_limited(cut_short);
+  return row;
+}
+
+// The second round goes to the rows that could decide the objective and whose first solve a shorter
+// limit cut short — at most max(2, workers) of them, best first.
+TEST(SizingTest, TheRowsRefinedAreTheCutShortContendersOfTheObjective) {
+  const absl::Duration refine = absl::Milliseconds(600);
+  v1::RecommendResponse table;
+  *table.add_candidates() = Solved(Row(1, 1, 10), 200, /*cut_short=*/false);
+  *table.add_candidates() = Solved(Row(2, 1, 19), 200, true);
+  *table.add_candidates() = Solved(Row(4, 1, 29.5), 200, true);    // within 2 % of the fastest
+  *table.add_candidates() = Solved(Row(4, 2, 29.0), 200, false);   // within, but solved to the end
+  *table.add_candidates() = Solved(Row(6, 1, 30.0), 200, true);    // the fastest
+  *table.add_candidates() = Solved(Row(8, 1, 29.6), 600, true);    // within, but already at the share
+  *table.add_candidates() = Solved(Row(8, 2, 28.0), 200, true);    // more than 2 % behind
+  *table.add_candidates() = Solved(Row(8, 4, 40.0, /*feasible=*/false), 200, true);
+  v1::RecommendRequest request;
+  v1::RecommendResponse fastest = table;
+  CompleteRecommendation(request, &fastest);
+  ASSERT_EQ(fastest.recommended(), 4);
+  EXPECT_THAT(RowsToRefine(request, fastest, refine, /*workers=*/2), ElementsAre(4, 2));
+  // At most max(2, workers): one worker still gets the two best; four get every contender.
+  v1::RecommendResponse wide = fastest;
+  wide.mutable_candidates(6)->set_microbatches_per_second(29.45);
+  EXPECT_THAT(RowsToRefine(request, wide, refine, 1), ElementsAre(4, 2));
+  EXPECT_THAT(RowsToRefine(request, wide, refine, 4), ElementsAre(4, 2, 6));
+  // A longer second share makes the row solved under 600 ms a contender too.
+  EXPECT_THAT(RowsToRefine(request, fastest, absl::Milliseconds(700), 4), ElementsAre(4, 5, 2));
+
+  // The fewest devices within 40 % of 30 (at least 18): 2 devices decide; the rows near the fastest set
+  // the bar; 2 devices and fewer within 42 % count.
+  request.set_objective(v1::RECOMMEND_OBJECTIVE_FEWEST_DEVICES_WITHIN);
+  request.set_within_percent(40);
+  v1::RecommendResponse within = table;
+  CompleteRecommendation(request, &within);
+  ASSERT_EQ(within.recommended(), 1);
+  EXPECT_THAT(RowsToRefine(request, within, refine, 4), ElementsAre(4, 2, 1));
+
+  // Best per device: 1 device gives 10 (solved to the end), 2 give 9.5 (within 5 %, not 2 %).
+  request.set_objective(v1::RECOMMEND_OBJECTIVE_BEST_PER_DEVICE);
+  request.set_within_percent(0);
+  v1::RecommendResponse per_device = table;
+  per_device.mutable_candidates(1)->set_microbatches_per_second(19.8);  // 9.9 per device: within 2 %
+  CompleteRecommendation(request, &per_device);
+  ASSERT_EQ(per_device.recommended(), 0);
+  EXPECT_THAT(RowsToRefine(request, per_device, refine, 2), ElementsAre(1));
+
+  // Nothing recommended, nothing refined.
+  v1::RecommendResponse none;
+  *none.add_candidates() = Solved(Row(1, 1, 10, /*feasible=*/false), 200, true);
+  CompleteRecommendation(v1::RecommendRequest(), &none);
+  EXPECT_THAT(RowsToRefine(v1::RecommendRequest(), none, refine, 2), ElementsAre());
+}
+
+TEST(SizingTest, TheFirstRoundTakesFourFifthsOfTheBudgetAndTheContendersTheRest) {
+  EXPECT_EQ(FirstRoundShare(absl::Seconds(3), 2, 20), absl::Milliseconds(240));
+  EXPECT_EQ(RefineShare(absl::Seconds(3), 2), absl::Milliseconds(600));
+  EXPECT_EQ(RefineShare(absl::Seconds(3), 1), absl::Milliseconds(300));  // two contenders on one worker
+  EXPECT_EQ(RefineShare(absl::Seconds(3), 4), absl::Milliseconds(600));  // four in parallel
+  EXPECT_EQ(FirstRoundShare(absl::Seconds(3), 8, 2), absl::Seconds(3));  // never above the budget
+  // Eight candidates on two workers: 80 % would be 600 ms, no shorter than a second solve's; all of it.
+  EXPECT_EQ(FirstRoundShare(absl::Seconds(3), 2, 8), absl::Milliseconds(750));
+  EXPECT_EQ(FirstRoundShare(absl::Milliseconds(10), 1, 200), absl::Milliseconds(1)) << "at least 1 ms";
 }
 
 class RecommendCoreTest : public ::testing::Test {
@@ -374,6 +444,58 @@ TEST_F(RecommendCoreTest, SubmitOnlyStartsOperationsAndALaterCallIsAnsweredFromT
   EXPECT_TRUE(at_once);
   EXPECT_EQ(answered->cache_hits(), 3);
   EXPECT_GE(answered->recommended(), 0);
+}
+
+// The whole pool (20 candidates on 2 workers), `auto` on a graph it cannot finish in a few ms: the first
+// round's solves are cut short by their 8 ms share, and the rows that could decide the fastest get a
+// second solve of 20 ms (RowsToRefine). The repeat is answered from the cache alone — the refined
+// answers are the ones stored — with the same rows and recommendation, and refines nothing.
+TEST_F(RecommendCoreTest, ContendersCutShortGetASecondLongerSolveAndTheRepeatIsAllHits) {
+  testutil::RandomGraphOptions graph;
+  graph.num_ops = 1500;
+  graph.num_devices = 1;
+  graph.seed = 11;
+  v1::RecommendRequest request;
+  *request.mutable_graph() = testutil::RandomLayeredRequest(graph).graph();
+  *request.mutable_cluster() = Pool();
+  request.mutable_options()->set_algorithm("auto");
+  request.mutable_options()->set_microbatches(4);
+  *request.mutable_options()->mutable_time_limit() = google::protobuf::util::TimeUtil::MillisecondsToDuration(100);
+  const int64_t first_ns = absl::ToInt64Nanoseconds(FirstRoundShare(absl::Milliseconds(100), 2, 20));
+  const int64_t refine_ns = absl::ToInt64Nanoseconds(RefineShare(absl::Milliseconds(100), 2));
+  ASSERT_EQ(first_ns, 8'000'000);
+  ASSERT_EQ(refine_ns, 20'000'000);
+
+  absl::StatusOr<v1::RecommendResponse> first = Recommend(request);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->candidates_size(), 20);
+  ASSERT_GE(first->recommended(), 0);
+  EXPECT_GE(first->refined(), 1) << "no contender was cut short by 8 ms";
+  EXPECT_LE(first->refined(), 2);
+  int32_t refined_rows = 0;
+  for (const v1::RecommendCandidate& row : first->candidates()) {
+    ASSERT_FALSE(row.has_error()) << row.error().message();
+    EXPECT_THAT(row.time_limit_ns(), ::testing::AnyOf(first_ns, refine_ns));
+    refined_rows += row.time_limit_ns() == refine_ns;
+  }
+  EXPECT_EQ(refined_rows, first->refined());
+  // The recommendation is the fastest row as the rows finally stand.
+  const v1::RecommendCandidate& chosen = first->candidates(first->recommended());
+  for (const v1::RecommendCandidate& row : first->candidates()) {
+    if (row.feasible()) EXPECT_LE(row.microbatches_per_second(), chosen.microbatches_per_second());
+  }
+
+  bool at_once = false;
+  absl::StatusOr<v1::RecommendResponse> again = Recommend(request, &at_once);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(at_once);
+  EXPECT_EQ(again->cache_hits(), 20);
+  EXPECT_EQ(again->refined(), 0);
+  EXPECT_EQ(again->recommended(), first->recommended());
+  for (int32_t i = 0; i < 20; ++i) {
+    EXPECT_EQ(again->candidates(i).step_ns(), first->candidates(i).step_ns()) << i;
+    EXPECT_EQ(again->candidates(i).time_limit_ns(), first->candidates(i).time_limit_ns()) << i;
+  }
 }
 
 }  // namespace

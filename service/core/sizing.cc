@@ -201,6 +201,66 @@ void FillRowFromPlacement(const v1::Placement& placement, v1::RecommendCandidate
   row->set_feasible(placement.outcome() == v1::FEASIBLE);
   row->set_winner(placement.provenance().winner().empty() ? placement.provenance().algorithm()
                                                           : placement.provenance().winner());
+  row->set_time_limit_ns(placement.provenance().time_limit_ns());
+  row->set_time_limited(placement.provenance().time_limited());
+}
+
+absl::Duration RefineShare(absl::Duration budget, int32_t workers) {
+  const int32_t lanes = std::max(1, workers);
+  const int64_t share_ns =
+      absl::ToInt64Nanoseconds(budget) / 100 * (100 - kFirstRoundPercent) * lanes / std::max(2, lanes);
+  return std::min(budget, std::max(absl::Milliseconds(1), absl::Nanoseconds(share_ns)));
+}
+
+absl::Duration FirstRoundShare(absl::Duration budget, int32_t workers, int32_t candidates) {
+  const int64_t whole_ns = absl::ToInt64Nanoseconds(budget) * std::max(1, workers) / std::max(1, candidates);
+  int64_t share_ns = whole_ns / 100 * kFirstRoundPercent;
+  // Few candidates: a second solve would be no longer than the first, so the first takes it all.
+  if (absl::Nanoseconds(share_ns) >= RefineShare(budget, workers)) share_ns = whole_ns;
+  return std::min(budget, std::max(absl::Milliseconds(1), absl::Nanoseconds(share_ns)));
+}
+
+std::vector<int32_t> RowsToRefine(const v1::RecommendRequest& request, const v1::RecommendResponse& response,
+                                  absl::Duration refine_share, int32_t workers) {
+  const int32_t chosen = response.recommended();
+  if (chosen < 0) return {};
+  const auto& rows = response.candidates();
+  const auto throughput = [&rows](int32_t i) { return rows[i].microbatches_per_second(); };
+  const auto per_device = [&rows](int32_t i) {
+    return rows[i].microbatches_per_second() / std::max(1, rows[i].devices());
+  };
+  double fastest = 0.0;
+  for (const v1::RecommendCandidate& row : rows) {
+    if (row.feasible() && !row.has_error()) fastest = std::max(fastest, row.microbatches_per_second());
+  }
+  const double near = 1.0 - kContenderPercent / 100.0;
+  const auto contends = [&](int32_t i) {
+    switch (request.objective()) {
+      case v1::RECOMMEND_OBJECTIVE_FEWEST_DEVICES_WITHIN:
+        return throughput(i) >= fastest * near ||
+               (rows[i].devices() <= rows[chosen].devices() &&
+                throughput(i) >= fastest * (1.0 - (request.within_percent() + kContenderPercent) / 100.0));
+      case v1::RECOMMEND_OBJECTIVE_BEST_PER_DEVICE:
+        return per_device(i) >= per_device(chosen) * near;
+      default:
+        return throughput(i) >= throughput(chosen) * near;
+    }
+  };
+  const int64_t refine_ns = absl::ToInt64Nanoseconds(refine_share);
+  std::vector<int32_t> picked;
+  for (int32_t i = 0; i < rows.size(); ++i) {
+    const v1::RecommendCandidate& row = rows[i];
+    if (!row.feasible() || row.has_error() || !row.time_limited() || row.time_limit_ns() >= refine_ns) continue;
+    if (contends(i)) picked.push_back(i);
+  }
+  // Best first on the objective's figure (the fewest-devices objective: the fastest first), then row order.
+  const bool by_device = request.objective() == v1::RECOMMEND_OBJECTIVE_BEST_PER_DEVICE;
+  std::stable_sort(picked.begin(), picked.end(), [&](int32_t a, int32_t b) {
+    return by_device ? per_device(a) > per_device(b) : throughput(a) > throughput(b);
+  });
+  const size_t most = static_cast<size_t>(std::max(2, workers));
+  if (picked.size() > most) picked.resize(most);
+  return picked;
 }
 
 void CompleteRecommendation(const v1::RecommendRequest& request, v1::RecommendResponse* response) {

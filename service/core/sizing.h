@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "placement/v1/cluster.pb.h"
 #include "placement/v1/placement.pb.h"
 #include "placement/v1/placement_service.pb.h"
@@ -66,8 +67,35 @@ v1::PlacementOptions CandidateOptions(const v1::PlacementOptions& options, const
 absl::StatusOr<v1::PlaceRequest> CandidatePlaceRequest(const v1::RecommendRequest& request,
                                                        const v1::RecommendCandidate& row);
 
-// Fills a row's plan, step, throughput and feasibility from the candidate's placement.
+// Fills a row's plan, step, throughput, feasibility and time limit from the candidate's placement.
 void FillRowFromPlacement(const v1::Placement& placement, v1::RecommendCandidate* row);
+
+// How a Recommend spends its budget B (options.time_limit) over n candidates on w workers: a first
+// solve of every candidate with kFirstRoundPercent % of B x w / n, then a second, longer solve of the
+// contenders (RowsToRefine, at most max(2, w)) with the rest of B x w / max(2, w). Why: under a
+// short share two counts can land within a fraction of a percent of each other while full effort puts
+// one clearly ahead; the recommendation is only as good as the rows that decide it, so those get the
+// rest of the budget.
+inline constexpr int64_t kFirstRoundPercent = 80;
+// A row is a contender when its objective's figure is within this many percent of the deciding row's.
+inline constexpr double kContenderPercent = 2.0;
+
+// The shares of the two rounds (each at least 1 ms and at most `budget`). With few candidates
+// (n <= 4 x max(2, w) at 80 %) the second share would be no longer than the first: the first round then
+// takes the whole budget, B x w / n, and nothing is refined.
+absl::Duration FirstRoundShare(absl::Duration budget, int32_t workers, int32_t candidates);
+absl::Duration RefineShare(absl::Duration budget, int32_t workers);
+
+// With every row filled and the recommendation made (CompleteRecommendation): the rows worth a second
+// solve with `refine_share`, best first, at most max(2, workers): feasible rows without error whose
+// answer was cut short by a time limit below `refine_share`, and whose figure could decide the
+// objective — for the fastest, throughput within kContenderPercent % of the recommended row's; for the
+// best per device, throughput per device likewise; for the fewest devices within X %, the rows within
+// kContenderPercent % of the fastest (they set the bar) and the rows with no more devices than the
+// recommended one whose throughput is within X + kContenderPercent % of the fastest. Empty when
+// nothing is recommended (submit_only, nothing feasible).
+std::vector<int32_t> RowsToRefine(const v1::RecommendRequest& request, const v1::RecommendResponse& response,
+                                  absl::Duration refine_share, int32_t workers);
 
 // With every row filled (or carrying its error): the speed-up over the one-device row, the efficiency,
 // the recommendation for the request's objective and why (response.recommended = -1 when no row is

@@ -411,10 +411,13 @@ std::string FormatRecommendation(const v1::RecommendResponse& response) {
     AppendWrapped(Label("devices", absl::StrJoin(chosen.device_names(), " ")), &out);
   }
   AppendWrapped(Label("recommended", response.reason()), &out);
-  AppendWrapped(Label("answered", absl::StrCat(FormatDurationNs(response.elapsed_ns()), ", ",
-                                               response.cache_hits(), " of ", response.candidates_size(),
-                                               " candidates from the cache")),
-                &out);
+  std::string answered = absl::StrCat(FormatDurationNs(response.elapsed_ns()), ", ", response.cache_hits(),
+                                      " of ", response.candidates_size(), " candidates from the cache");
+  if (response.refined() > 0) {
+    absl::StrAppend(&answered, ", ", response.refined(), " contender", response.refined() == 1 ? "" : "s",
+                    " re-solved with a longer share");
+  }
+  AppendWrapped(Label("answered", answered), &out);
   return out;
 }
 

@@ -190,6 +190,33 @@ TEST(FormatSummaryTest, ManyDevicesShowTheFullestAndCountTheRest) {
   EXPECT_THAT(summary, HasSubstr("... and 24 more devices"));
 }
 
+// The table marks the recommended row; the last line says what came from the cache and how many
+// contenders got a second solve (only when some did).
+TEST(FormatRecommendationTest, MarksTheRecommendationAndCountsTheRefinedContenders) {
+  v1::RecommendResponse response;
+  for (int n : {1, 2}) {
+    v1::RecommendCandidate* row = response.add_candidates();
+    row->set_devices(n);
+    row->set_data_parallel(1);
+    row->set_step_ns(1'000'000 / n);
+    row->set_microbatches_per_second(1000.0 * n);
+    row->set_feasible(true);
+    row->add_device_names(absl::StrCat("gpu", n));
+  }
+  response.set_recommended(1);
+  response.set_reason("fastest: 2 devices");
+  response.set_cache_hits(1);
+  response.set_elapsed_ns(2'000'000);
+  const std::string plain = FormatRecommendation(response);
+  const std::vector<std::string> lines = absl::StrSplit(plain, '\n');
+  ASSERT_GE(lines.size(), 3u);
+  EXPECT_THAT(lines[2], ::testing::StartsWith("=>"));
+  EXPECT_THAT(plain, HasSubstr("1 of 2 candidates from the cache"));
+  EXPECT_THAT(plain, Not(HasSubstr("re-solved")));
+  response.set_refined(1);
+  EXPECT_THAT(FormatRecommendation(response), HasSubstr("1 contender re-solved with a longer share"));
+}
+
 TEST(FormatSummaryTest, EvaluateListsSomeViolations) {
   Scored scored = ScoredRequest(2, int64_t{16} << 30);
   google::protobuf::RepeatedPtrField<v1::ConstraintViolation> violations;

@@ -150,6 +150,8 @@ class Candidate:
     operation: str  # submit_only: its operation's name
     error: Optional["PlacementError"]  # the candidate had no answer (e.g. a pin outside its devices)
     placement: Optional[PlacementResult]  # with include_placements
+    time_limit_ns: int = 0  # the time limit its answer was solved under
+    time_limited: bool = False  # that limit cut the solve short
 
     def request(self, recommend_request: "placement_service_pb2.RecommendRequest") -> placement_pb2.PlaceRequest:
         """The candidate as a plain PlaceRequest: placing it is answered from the cache."""
@@ -181,6 +183,7 @@ class Recommendation:
     elapsed_ns: int
     cache_hits: int
     proto: "placement_service_pb2.RecommendResponse" = dataclasses.field(repr=False, compare=False)
+    refined: int = 0  # contenders given a second, longer solve
 
     @property
     def best(self) -> Optional[Candidate]:
@@ -478,11 +481,12 @@ class PlacementClient:
                 operation=row.operation,
                 error=_error_from_status_proto(row.error) if row.HasField("error") else None,
                 placement=(PlacementResult.from_proto(row.placement, list(row.device_names))
-                           if row.HasField("placement") else None)))
+                           if row.HasField("placement") else None),
+                time_limit_ns=row.time_limit_ns, time_limited=row.time_limited))
         return Recommendation(candidates=rows,
                               recommended=response.recommended if response.recommended >= 0 else None,
                               reason=response.reason, elapsed_ns=response.elapsed_ns,
-                              cache_hits=response.cache_hits, proto=response)
+                              cache_hits=response.cache_hits, proto=response, refined=response.refined)
 
     def list_algorithms(self, timeout: Optional[float] = None) -> List[AlgorithmInfo]:
         response = self._call(self._stub.ListAlgorithms, placement_service_pb2.ListAlgorithmsRequest(),

@@ -186,6 +186,8 @@ def test_recommend_sizes_the_job_and_every_candidate_is_a_cached_placement(clien
         again = client.place(row.request(request))
         assert again.cache == "HIT" and again.request_digest == row.request_digest
         assert again.makespan_ns == row.step_ns
+        assert row.time_limit_ns > 0 and not row.time_limited  # round_robin is never cut short
+    assert answer.refined == 0  # so no contender is re-solved
     fitting = [r for r in answer.candidates if r.feasible]
     assert answer.best is max(fitting, key=lambda r: r.microbatches_per_second)
     assert answer.candidates[0].speedup == pytest.approx(1.0)
