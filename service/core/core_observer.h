@@ -30,7 +30,7 @@ class CoreObserver {
   // few ("ops", "device", "digest", "time_limited").
   virtual void RecordCacheRejected(absl::string_view reason) = 0;
   // A Recommend call answered: its candidates and how many of them came from the cache.
-  virtual void RecordRecommendation(int32_t candidates, int32_t cache_hits) {}
+  virtual void RecordRecommendation(int32_t candidates, int32_t cache_hits, int32_t refined) {}
 };
 
 }  // namespace placement::core

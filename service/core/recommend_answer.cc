@@ -18,7 +18,7 @@ void FinishRecommendation(const v1::RecommendRequest& settings, absl::Time start
   for (const v1::RecommendCandidate& row : response->candidates()) hits += row.cache() == v1::HIT;
   response->set_cache_hits(hits);
   response->set_elapsed_ns(absl::ToInt64Nanoseconds(absl::Now() - started));
-  if (observer != nullptr) observer->RecordRecommendation(response->candidates_size(), hits);
+  if (observer != nullptr) observer->RecordRecommendation(response->candidates_size(), hits, response->refined());
 }
 
 namespace {

@@ -198,12 +198,20 @@ TEST(SizingTest, TheRowsRefinedAreTheCutShortContendersOfTheObjective) {
   v1::RecommendResponse fastest = table;
   CompleteRecommendation(request, &fastest);
   ASSERT_EQ(fastest.recommended(), 4);
-  EXPECT_THAT(RowsToRefine(request, fastest, refine, /*workers=*/2), ElementsAre(4, 2));
-  // At most max(2, workers): one worker still gets the two best; four get every contender.
+  // Two contenders decide: the one refined already (29.6) and the best (30), which is refined.
+  EXPECT_THAT(RowsToRefine(request, fastest, refine, /*workers=*/2), ElementsAre(4));
+  // max(2, workers) decide: one worker as two; four take every contender.
   v1::RecommendResponse wide = fastest;
   wide.mutable_candidates(6)->set_microbatches_per_second(29.45);
-  EXPECT_THAT(RowsToRefine(request, wide, refine, 1), ElementsAre(4, 2));
+  EXPECT_THAT(RowsToRefine(request, wide, refine, 1), ElementsAre(4));
   EXPECT_THAT(RowsToRefine(request, wide, refine, 4), ElementsAre(4, 2, 6));
+  // Once those are refined, the same call again refines nothing (the repeat's case).
+  v1::RecommendResponse repeat = wide;
+  for (int i : {2, 4, 6}) repeat.mutable_candidates(i)->set_time_limit_ns(600'000'000);
+  EXPECT_THAT(RowsToRefine(request, repeat, refine, 4), ElementsAre());
+  // Even where a second solve came out slower than a row it had beaten: the refined rows keep their slots.
+  repeat.mutable_candidates(4)->set_microbatches_per_second(20.0);
+  EXPECT_THAT(RowsToRefine(request, repeat, refine, 4), ElementsAre());
   // A longer second share makes the row solved under 600 ms a contender too.
   EXPECT_THAT(RowsToRefine(request, fastest, absl::Milliseconds(700), 4), ElementsAre(4, 5, 2));
 

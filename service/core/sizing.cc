@@ -208,13 +208,13 @@ void FillRowFromPlacement(const v1::Placement& placement, v1::RecommendCandidate
 absl::Duration RefineShare(absl::Duration budget, int32_t workers) {
   const int32_t lanes = std::max(1, workers);
   const int64_t share_ns =
-      absl::ToInt64Nanoseconds(budget) / 100 * (100 - kFirstRoundPercent) * lanes / std::max(2, lanes);
+      absl::ToInt64Nanoseconds(budget) * (100 - kFirstRoundPercent) * lanes / (100 * std::max(2, lanes));
   return std::min(budget, std::max(absl::Milliseconds(1), absl::Nanoseconds(share_ns)));
 }
 
 absl::Duration FirstRoundShare(absl::Duration budget, int32_t workers, int32_t candidates) {
   const int64_t whole_ns = absl::ToInt64Nanoseconds(budget) * std::max(1, workers) / std::max(1, candidates);
-  int64_t share_ns = whole_ns / 100 * kFirstRoundPercent;
+  int64_t share_ns = whole_ns * kFirstRoundPercent / 100;
   // Few candidates: a second solve would be no longer than the first, so the first takes it all.
   if (absl::Nanoseconds(share_ns) >= RefineShare(budget, workers)) share_ns = whole_ns;
   return std::min(budget, std::max(absl::Milliseconds(1), absl::Nanoseconds(share_ns)));
@@ -246,20 +246,29 @@ std::vector<int32_t> RowsToRefine(const v1::RecommendRequest& request, const v1:
         return throughput(i) >= throughput(chosen) * near;
     }
   };
-  const int64_t refine_ns = absl::ToInt64Nanoseconds(refine_share);
-  std::vector<int32_t> picked;
+  // The contenders best first on the objective's figure (the fewest-devices objective: the fastest
+  // first), then row order; the first max(2, workers) of them decide. Of those, the ones cut short by a
+  // shorter limit are refined — a row refined already keeps its place, so a repeat (which finds the
+  // longer answers in the cache) picks the same rows and refines nothing.
+  std::vector<int32_t> ranked;
   for (int32_t i = 0; i < rows.size(); ++i) {
-    const v1::RecommendCandidate& row = rows[i];
-    if (!row.feasible() || row.has_error() || !row.time_limited() || row.time_limit_ns() >= refine_ns) continue;
-    if (contends(i)) picked.push_back(i);
+    if (rows[i].feasible() && !rows[i].has_error() && contends(i)) ranked.push_back(i);
   }
-  // Best first on the objective's figure (the fewest-devices objective: the fastest first), then row order.
+  const int64_t refine_ns = absl::ToInt64Nanoseconds(refine_share);
+  const auto refined = [&rows, refine_ns](int32_t i) { return rows[i].time_limit_ns() >= refine_ns; };
   const bool by_device = request.objective() == v1::RECOMMEND_OBJECTIVE_BEST_PER_DEVICE;
-  std::stable_sort(picked.begin(), picked.end(), [&](int32_t a, int32_t b) {
+  std::stable_sort(ranked.begin(), ranked.end(), [&](int32_t a, int32_t b) {
+    // Rows solved with the longer share already come first: their slots are taken (a second solve
+    // that came out slower must not hand its slot to a row it had beaten in the first round).
+    if (refined(a) != refined(b)) return refined(a);
     return by_device ? per_device(a) > per_device(b) : throughput(a) > throughput(b);
   });
   const size_t most = static_cast<size_t>(std::max(2, workers));
-  if (picked.size() > most) picked.resize(most);
+  if (ranked.size() > most) ranked.resize(most);
+  std::vector<int32_t> picked;
+  for (const int32_t i : ranked) {
+    if (rows[i].time_limited() && !refined(i)) picked.push_back(i);
+  }
   return picked;
 }
 

@@ -387,6 +387,13 @@ ServiceMetrics::ServiceMetrics()
                                          "cache.")
                                    .Register(*registry_)
                                    .Add({});
+  recommend_refined_ = &BuildCounter()
+                            .Name("placement_recommend_refined_total")
+                            .Help("Candidates of answered Recommend calls solved a second time with "
+                                  "a longer share: contenders for the recommendation that the "
+                                  "first share cut short.")
+                            .Register(*registry_)
+                            .Add({});
   queue_wait_ = &BuildHistogram()
                      .Name("placement_queue_wait_seconds")
                      .Help("Time jobs waited for a worker.")
@@ -446,9 +453,10 @@ void ServiceMetrics::RecordCacheRejected(absl::string_view reason) {
 
 void ServiceMetrics::RecordDecodingRejected() { decoding_rejected_->Increment(); }
 
-void ServiceMetrics::RecordRecommendation(int32_t candidates, int32_t cache_hits) {
+void ServiceMetrics::RecordRecommendation(int32_t candidates, int32_t cache_hits, int32_t refined) {
   recommend_candidates_->Observe(candidates);
   recommend_candidate_hits_->Increment(cache_hits);
+  recommend_refined_->Increment(refined);
 }
 
 void ServiceMetrics::OnTenantRejected(absl::string_view tenant, absl::string_view reason) {

@@ -28,6 +28,7 @@
 //   placement_decoding_rejections_total             counter   calls refused: --max_decoding_bytes full
 //   placement_recommend_candidates                  histogram candidates per Recommend call answered
 //   placement_recommend_candidate_cache_hits_total  counter   of those, answered from the cache
+//   placement_recommend_refined_total               counter   of those, contenders solved a second time
 //                                                             (the call's time: placement_request_
 //                                                             duration_seconds{method="Recommend"})
 //   with --redis (the shared tier):
@@ -131,7 +132,7 @@ class ServiceMetrics : public jobs::JobObserver, public core::CoreObserver {
   // few ("ops", "device", "digest", "time_limited").
   void RecordCacheRejected(absl::string_view reason) override;
   // core::CoreObserver: a Recommend call answered.
-  void RecordRecommendation(int32_t candidates, int32_t cache_hits) override;
+  void RecordRecommendation(int32_t candidates, int32_t cache_hits, int32_t refined) override;
   // A call refused because the requests being decoded already hold --max_decoding_bytes.
   void RecordDecodingRejected();
 
@@ -164,6 +165,7 @@ class ServiceMetrics : public jobs::JobObserver, public core::CoreObserver {
   prometheus::Counter* decoding_rejected_;
   prometheus::Histogram* recommend_candidates_;
   prometheus::Counter* recommend_candidate_hits_;
+  prometheus::Counter* recommend_refined_;
   prometheus::Histogram* queue_wait_;
   prometheus::Counter* cache_hit_;
   prometheus::Counter* cache_miss_;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/placement_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -119,6 +120,54 @@ TEST_F(RecommendE2ETest, TheTableIsOrdinaryPlacementsAndTheRecommendationIsTheBe
   EXPECT_EQ(MetricValue(after, "placement_requests_total{code=\"OK\",method=\"Recommend\"}") -
                 MetricValue(before, "placement_requests_total{code=\"OK\",method=\"Recommend\"}"),
             1);
+}
+
+// The budget's second round through the server: twelve devices of one kind, one replica each, `auto`
+// under a 100 ms budget — every multi-device candidate is cut short by its first share (13.3 ms), and
+// the contenders for the fastest are solved again with 20 ms (their rows say so, and the server counts
+// them); the repeat is answered from the cache, longer answers included, and re-solves nothing.
+TEST_F(RecommendE2ETest, ContendersCutShortAreSolvedAgainAndCounted) {
+  v1::RecommendRequest request = Request("auto");
+  const v1::Device first_device = request.cluster().devices(0);
+  request.mutable_cluster()->clear_devices();
+  for (int i = 0; i < 12; ++i) {
+    v1::Device* d = request.mutable_cluster()->add_devices();
+    *d = first_device;
+    d->set_name(absl::StrCat("acc", i));
+  }
+  request.mutable_options()->set_data_parallel(1);
+  request.mutable_options()->mutable_time_limit()->set_seconds(0);
+  request.mutable_options()->mutable_time_limit()->set_nanos(100'000'000);
+  const std::string before = ScrapeMetrics(server_->metrics_port()).value_or("");
+  absl::StatusOr<v1::RecommendResponse> first = client_->Recommend(request);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->candidates_size(), 12);
+  ASSERT_GE(first->recommended(), 0);
+  EXPECT_GE(first->refined(), 1);
+  EXPECT_LE(first->refined(), 2);
+  int refined_rows = 0;
+  for (const v1::RecommendCandidate& row : first->candidates()) {
+    ASSERT_FALSE(row.has_error()) << row.error().message();
+    // The budget each solve had (a few ns under its share: the job's deadline is taken as it starts).
+    EXPECT_THAT(row.time_limit_ns(), ::testing::AnyOf(::testing::AllOf(::testing::Gt(13'300'000), ::testing::Le(13'333'333)),
+                                                      ::testing::AllOf(::testing::Gt(19'900'000), ::testing::Le(20'000'000))))
+        << row.devices();
+    const bool refined = row.time_limit_ns() > 19'900'000;
+    refined_rows += refined;
+    if (row.devices() > 1 && !refined) EXPECT_TRUE(row.time_limited()) << row.devices();
+  }
+  EXPECT_EQ(refined_rows, first->refined());
+  const std::string after = ScrapeMetrics(server_->metrics_port()).value_or("");
+  EXPECT_EQ(MetricValue(after, "placement_recommend_refined_total") -
+                MetricValue(before, "placement_recommend_refined_total"),
+            first->refined());
+
+  absl::StatusOr<v1::RecommendResponse> again = client_->Recommend(request);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->cache_hits(), 12);
+  EXPECT_EQ(again->refined(), 0);
+  EXPECT_EQ(again->recommended(), first->recommended());
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(again->candidates(i).step_ns(), first->candidates(i).step_ns()) << i;
 }
 
 TEST_F(RecommendE2ETest, BadSizingFieldsAreNamedAndAnObjectiveNeedsItsThreshold) {
