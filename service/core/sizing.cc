@@ -208,7 +208,7 @@ void FillRowFromPlacement(const v1::Placement& placement, v1::RecommendCandidate
 absl::Duration RefineShare(absl::Duration budget, int32_t workers) {
   const int32_t lanes = std::max(1, workers);
   const int64_t share_ns =
-      absl::ToInt64Nanoseconds(budget) * (100 - kFirstRoundPercent) * lanes / (100 * std::max(2, lanes));
+      absl::ToInt64Nanoseconds(budget) * kRefinePercent * lanes / (100 * std::max(2, lanes));
   return std::min(budget, std::max(absl::Milliseconds(1), absl::Nanoseconds(share_ns)));
 }
 

@@ -72,11 +72,14 @@ void FillRowFromPlacement(const v1::Placement& placement, v1::RecommendCandidate
 
 // How a Recommend spends its budget B (options.time_limit) over n candidates on w workers: a first
 // solve of every candidate with kFirstRoundPercent % of B x w / n, then a second, longer solve of the
-// contenders (RowsToRefine, at most max(2, w)) with the rest of B x w / max(2, w). Why: under a
+// contenders (RowsToRefine, at most max(2, w)) with kRefinePercent % of B x w / max(2, w). Why: under a
 // short share two counts can land within a fraction of a percent of each other while full effort puts
 // one clearly ahead; the recommendation is only as good as the rows that decide it, so those get the
 // rest of the budget.
 inline constexpr int64_t kFirstRoundPercent = 80;
+// The second round's part of B. The rest (5 %) is left for the work after the cuts: a contender is
+// modelled again and its window chosen after its second solve.
+inline constexpr int64_t kRefinePercent = 15;
 // A row is a contender when its objective's figure is within this many percent of the deciding row's.
 inline constexpr double kContenderPercent = 2.0;
 
