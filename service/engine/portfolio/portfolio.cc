@@ -80,12 +80,22 @@ struct Candidate {
 
 class PortfolioPartitioner final : public Partitioner {
  public:
-  PortfolioPartitioner(std::vector<const Partitioner*> members, PortfolioOptions options)
-      : members_(std::move(members)), options_(options) {
+  PortfolioPartitioner(std::vector<const Partitioner*> members, PortfolioOptions options,
+                       std::vector<const Partitioner*> replacement_members)
+      : members_(std::move(members)), options_(options), replacement_members_(std::move(replacement_members)) {
+    if (replacement_members_.empty() && !members_.empty()) {
+      // Every member but the first (pardnn, the slow one) offers a fresh answer to compare with.
+      replacement_members_.assign(members_.begin() + 1, members_.end());
+    }
     version_ = "3";
     for (const Partitioner* member : members_) {
       absl::StrAppend(&version_, member == members_.front() ? ":" : ",", std::string(member->name()), "@",
                       std::string(member->version()));
+    }
+    absl::StrAppend(&version_, ";replace");
+    for (const Partitioner* member : replacement_members_) {
+      absl::StrAppend(&version_, member == replacement_members_.front() ? ":" : ",", std::string(member->name()),
+                      "@", std::string(member->version()));
     }
   }
 
@@ -103,6 +113,8 @@ class PortfolioPartitioner final : public Partitioner {
  private:
   std::vector<const Partitioner*> members_;
   PortfolioOptions options_;
+  // The quick members a re-placement asks for fresh answers (replacement.h).
+  std::vector<const Partitioner*> replacement_members_;
   std::string version_;
 };
 
@@ -385,9 +397,7 @@ absl::StatusOr<PartitionResult> PortfolioPartitioner::Partition(const Model& mod
   // Re-placement: from the previous placement, not a fresh portfolio (a fraction of the time; moves
   // priced by the move weight).
   if (model.has_previous_placement()) {
-    // Every member but the first (pardnn, the slow one) offers a fresh answer to compare with.
-    const std::vector<const Partitioner*> quick(members_.begin() + (members_.empty() ? 0 : 1), members_.end());
-    return Replace(model, context, ReplacementOptions(), quick);
+    return Replace(model, context, ReplacementOptions(), replacement_members_);
   }
   return PortfolioRun(members_, options_, model, context).Run();
 }
@@ -395,8 +405,9 @@ absl::StatusOr<PartitionResult> PortfolioPartitioner::Partition(const Model& mod
 }  // namespace
 
 std::unique_ptr<Partitioner> MakePortfolioPartitioner(std::vector<const Partitioner*> members,
-                                                      PortfolioOptions options) {
-  return std::make_unique<PortfolioPartitioner>(std::move(members), options);
+                                                      PortfolioOptions options,
+                                                      std::vector<const Partitioner*> replacement_members) {
+  return std::make_unique<PortfolioPartitioner>(std::move(members), options, std::move(replacement_members));
 }
 
 }  // namespace placement::engine

@@ -67,10 +67,13 @@ struct PortfolioOptions {
   int64_t window_candidates_max_unrolled = 1'000'000;
 };
 
-// api.md name "auto". `members` must outlive the returned partitioner; the version string covers every
-// member's name and version, so a cached answer never outlives a change of a member.
+// api.md name "auto". `members` (and `replacement_members`) must outlive the returned partitioner; the
+// version string covers every member's name and version, so a cached answer never outlives a change of a
+// member. `replacement_members`: the quick algorithms a re-placement (model.has_previous_placement(),
+// ../replace/) asks for fresh answers; empty = every member but the first (pardnn).
 std::unique_ptr<Partitioner> MakePortfolioPartitioner(std::vector<const Partitioner*> members,
-                                                      PortfolioOptions options = PortfolioOptions());
+                                                      PortfolioOptions options = PortfolioOptions(),
+                                                      std::vector<const Partitioner*> replacement_members = {});
 
 // The search budget the options give for a graph of this size.
 int64_t PortfolioSearchBudget(const PortfolioOptions& options, int64_t num_ops, int64_t num_edges);

@@ -31,7 +31,17 @@ AlgorithmRegistry::AlgorithmRegistry(AlgorithmRegistryOptions options) {
   Add(MakeRoundRobinPartitioner());
   Add(MakeSingleDevicePartitioner());
   std::vector<const Partitioner*> members = all_;
-  Add(MakePortfolioPartitioner(std::move(members)));
+  // A re-placement's quick members: every member but pardnn, with `stages` planning its two orders only
+  // (not the exact search over every contiguous split: most of its time on small branchy graphs, for a
+  // fresh plan a re-placement rarely keeps). Not an algorithm of its own: owned here, not listed.
+  StagesOptions chains;
+  chains.exact_search = false;
+  replacement_stages_ = MakeStagesPartitioner(chains);
+  std::vector<const Partitioner*> replacement;
+  for (size_t i = 1; i < members.size(); ++i) {
+    replacement.push_back(members[i]->name() == "stages" ? replacement_stages_.get() : members[i]);
+  }
+  Add(MakePortfolioPartitioner(std::move(members), PortfolioOptions(), std::move(replacement)));
   if (options.include_testing_algorithms) {
     for (std::unique_ptr<Partitioner>& testing : MakeTestingPartitioners()) Add(std::move(testing));
   }

@@ -53,6 +53,8 @@ class AlgorithmRegistry {
 
   std::vector<std::unique_ptr<Partitioner>> owned_;
   std::vector<const Partitioner*> all_;
+  // `auto`'s re-placement variant of `stages` (not listed).
+  std::unique_ptr<Partitioner> replacement_stages_;
 };
 
 }  // namespace placement::engine

@@ -273,7 +273,7 @@ class StagesPartitioner final : public Partitioner {
  public:
   explicit StagesPartitioner(StagesOptions options) : options_(std::move(options)) {}
   std::string_view name() const override { return "stages"; }
-  std::string_view version() const override { return "1"; }
+  std::string_view version() const override { return options_.exact_search ? "1" : "1-chains"; }
   std::string_view description() const override {
     return "Stage planner (PipeDream / NeurIPS'20 DP): contiguous stages of a layer order chosen by "
            "dynamic programming to minimise the slowest stage (compute on heterogeneous devices, "
@@ -334,7 +334,7 @@ class StagesPartitioner final : public Partitioner {
       }
     }
     // Every contiguous split, when the graph is small enough to enumerate them.
-    if (model.num_devices() > 1 && !stop() && planner.CanSearchIdeals()) {
+    if (options_.exact_search && model.num_devices() > 1 && !stop() && planner.CanSearchIdeals()) {
       for (const bool charge : {true, false}) {
         if (stop()) break;
         std::optional<StagePlan> fewer;
