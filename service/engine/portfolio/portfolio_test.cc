@@ -148,11 +148,15 @@ TEST(PortfolioTest, OneDeviceIsAnsweredWithoutRunningTheMembers) {
   EXPECT_EQ(result->winner_makespan_ns, 300);
 }
 
-TEST(PortfolioTest, VersionNamesItsMembers) {
-  FixedPartitioner a("a", {}), b("b", {});
+// The version names the members and the re-placement's quick members (by default every member but the
+// first), so a cached answer never outlives a change of either.
+TEST(PortfolioTest, VersionNamesItsMembersAndTheReplacementMembers) {
+  FixedPartitioner a("a", {}), b("b", {}), c("c", {});
   auto portfolio = MakePortfolioPartitioner({&a, &b});
   EXPECT_EQ(portfolio->name(), "auto");
-  EXPECT_EQ(portfolio->version(), "3:a@7,b@7");
+  EXPECT_EQ(portfolio->version(), "3:a@7,b@7;replace:b@7");
+  auto other = MakePortfolioPartitioner({&a, &b}, PortfolioOptions(), {&b, &c});
+  EXPECT_EQ(other->version(), "3:a@7,b@7;replace:b@7,c@7");
 }
 
 // `auto` over pardnn and the real baselines is never worse than any member, on random graphs with tight

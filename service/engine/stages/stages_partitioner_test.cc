@@ -193,6 +193,14 @@ TEST(StagesTest, SearchesEveryContiguousSplitOfSmallGraphs) {
   EXPECT_EQ(best[a1], best[a2]);
   EXPECT_EQ(best[b1], best[b2]);
   EXPECT_NE(best[a1], best[b1]);
+  // Without the exact search (a re-placement's stages, exact_search off) the split by branch is out of
+  // reach: every stage cut crosses a branch's huge tensor.
+  StagesOptions chains;
+  chains.exact_search = false;
+  const std::unique_ptr<Partitioner> chains_only = MakeStagesPartitioner(chains);
+  EXPECT_EQ(chains_only->version(), "1-chains");
+  const Assignment cut = PlaceWith(*chains_only, model);
+  EXPECT_TRUE(cut[a1] != cut[a2] || cut[b1] != cut[b2] || cut[a1] == cut[b1]);
 }
 
 TEST(StagesTest, InterleavedStagesCycleOverTheDevices) {
