@@ -1,5 +1,5 @@
 """Placed plans run by four processes (gloo) equal the unplaced full-batch step: replica groups of two
-devices, four devices without replicas (test_torch_dist.py has the cases, the helpers and the
+devices, four devices without replicas, four replicas of one device (the ring all-reduce over four) (test_torch_dist.py has the cases, the helpers and the
 tolerances; a file of its own so that each CTest test stays under a minute on a loaded 2-core machine)."""
 import pytest
 
@@ -15,6 +15,7 @@ def test_plans_on_four_processes_equal_the_unplaced_step(tmp_path, offline_binar
         case("cnn", "adam", 4, 1, 1),
         case("transformer", "adam", 2, 1, 2),
         case("cnn", "sgd", 2, 4, 2, window=1),
+        case("cnn", "sgd", 1, 2, 4),
         dict(case("cnn", "sgd", 2, 4, 2, window=2), ordered=True),  # NCCL's way of posting, on gloo
     ], offline_binary)
     check_numerics(results)
