@@ -37,8 +37,10 @@
 #ifndef PLACEMENT_SERVICE_ENGINE_MODEL_MODEL_H_
 #define PLACEMENT_SERVICE_ENGINE_MODEL_MODEL_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -215,14 +217,19 @@ struct Model {
 using Assignment = std::vector<DeviceId>;
 
 // Re-placement: the persistent bytes `assignment` moves away from the model's previous placement (0
-// without one).
+// without one): the ops whose device changes (Model::Moves), each with its persistent_bytes — in every
+// replica group: a replica-group model (plan.data_parallel = D > 1) places group 0, every group runs the
+// same assignment and holds its own copy of an op's state, so each move is made D times. Saturates at
+// the int64 maximum.
 inline int64_t BytesMoved(const Model& model, const Assignment& assignment) {
   if (!model.has_previous_placement()) return 0;
   int64_t bytes = 0;
   for (OpId v = 0; v < model.num_ops(); ++v) {
     if (model.Moves(v, assignment[v])) bytes += model.persistent_bytes[v];
   }
-  return bytes;
+  const int64_t copies = std::max<int64_t>(1, model.plan.data_parallel);
+  return bytes > std::numeric_limits<int64_t>::max() / copies ? std::numeric_limits<int64_t>::max()
+                                                               : bytes * copies;
 }
 
 // The moves' price in ns of step: round(move_weight_ns_per_byte × BytesMoved), capped at 1e18 (the

@@ -58,14 +58,10 @@ v1::Placement ScoreAssignment(const Model& model, const Assignment& assignment,
   metrics->set_transfer_bytes(sim.transfer_bytes);
   metrics->set_transfer_count(sim.transfer_count);
   if (model.has_previous_placement()) {
-    int64_t ops_moved = 0, bytes_moved = 0;
-    for (OpId v = 0; v < model.num_ops(); ++v) {
-      if (!model.Moves(v, assignment[v])) continue;
-      ++ops_moved;
-      bytes_moved += model.persistent_bytes[v];
-    }
+    int64_t ops_moved = 0;
+    for (OpId v = 0; v < model.num_ops(); ++v) ops_moved += model.Moves(v, assignment[v]) ? 1 : 0;
     metrics->set_ops_moved(ops_moved);
-    metrics->set_bytes_moved(bytes_moved);
+    metrics->set_bytes_moved(BytesMoved(model, assignment));  // every replica group's copy
   }
   metrics->set_microbatches_per_second(
       MicrobatchesPerSecond(replicas, sim.microbatches, sim.makespan_ns));

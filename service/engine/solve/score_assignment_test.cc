@@ -1,11 +1,13 @@
 #include "service/engine/solve/score_assignment.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/engine/model/model_builder.h"
+#include "service/engine/model/replica_group.h"
 #include "service/engine/sim/simulator.h"
 #include "tests/testutil/random_graph.h"
 
@@ -59,6 +61,41 @@ TEST(ScoreAssignmentTest, MetricsAreTheSimulatorsAndDevicesFollowRequestOrder) {
     }
     EXPECT_EQ(placement.outcome(), v1::FEASIBLE) << placement.reason();
     EXPECT_EQ(placement.reason(), "");
+  }
+}
+
+// Re-placement under data parallelism: every replica group holds a copy of each op's state, so the
+// bytes moved are D × those of the ops that change device (ops_moved counts each op once).
+TEST(ScoreAssignmentTest, BytesMovedCountEveryReplicaGroupsCopy) {
+  testutil::RandomGraphOptions options;
+  options.num_ops = 40;
+  options.num_devices = 4;
+  options.seed = 5;
+  v1::PlaceRequest request = testutil::RandomLayeredRequest(options);
+  for (int i = 0; i < request.graph().ops_size(); ++i) {
+    request.mutable_graph()->mutable_ops(i)->set_persistent_bytes(1000 + i);
+    (*request.mutable_options()->mutable_previous_placement())[request.graph().ops(i).name()] =
+        request.cluster().devices(0).name();
+  }
+  for (const int32_t replicas : {1, 2}) {
+    request.mutable_options()->set_data_parallel(replicas);
+    absl::StatusOr<Model> full = BuildModel(request);
+    ASSERT_TRUE(full.ok()) << full.status();
+    // As Solve gives it to every algorithm: group 0's devices.
+    const std::optional<Model> model = replicas > 1 ? ReplicaGroupModel(*full, replicas) : *std::move(full);
+    ASSERT_EQ(model->num_devices(), 4 / replicas);
+    const Assignment assignment = Spread(*model);
+    int64_t ops = 0, bytes = 0;
+    for (OpId v = 0; v < model->num_ops(); ++v) {
+      if (assignment[v] == 0) continue;
+      ++ops;
+      bytes += model->persistent_bytes[v];
+    }
+    ASSERT_GT(ops, 0);
+    const v1::Placement placement = ScoreAssignment(*model, assignment);
+    EXPECT_EQ(placement.metrics().ops_moved(), ops) << replicas;
+    EXPECT_EQ(placement.metrics().bytes_moved(), replicas * bytes) << replicas;
+    EXPECT_EQ(BytesMoved(*model, assignment), replicas * bytes);
   }
 }
 
