@@ -37,6 +37,14 @@ void WritePart(RecommendAnswer::Part& part, bool include_placements, v1::Recomme
   if (include_placements) row->mutable_placement()->Swap(placement);
 }
 
+// The handles a round waits for (copied out, so that it waits without the lock).
+std::vector<std::shared_ptr<PendingAnswer>> Pendings(const std::vector<RecommendAnswer::Part>& parts) {
+  std::vector<std::shared_ptr<PendingAnswer>> pendings;
+  pendings.reserve(parts.size());
+  for (const RecommendAnswer::Part& part : parts) pendings.push_back(part.pending);
+  return pendings;
+}
+
 }  // namespace
 
 struct RecommendAnswer::State {
@@ -67,15 +75,6 @@ RecommendAnswer::RecommendAnswer(std::vector<Part> parts, Refine refine, v1::Rec
       observer_(observer) {}
 
 RecommendAnswer::~RecommendAnswer() { Release(); }
-
-namespace {
-std::vector<std::shared_ptr<PendingAnswer>> Pendings(const std::vector<RecommendAnswer::Part>& parts) {
-  std::vector<std::shared_ptr<PendingAnswer>> pendings;
-  pendings.reserve(parts.size());
-  for (const RecommendAnswer::Part& part : parts) pendings.push_back(part.pending);
-  return pendings;
-}
-}  // namespace
 
 void RecommendAnswer::OnDone(std::function<void()> on_done) {
   std::vector<std::shared_ptr<PendingAnswer>> waiting;
