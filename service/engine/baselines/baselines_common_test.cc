@@ -32,7 +32,7 @@ std::vector<Algorithm> AllBaselines() {
           {"m_etf", MakeMEtfPartitioner},
           {"heft", MakeHeftPartitioner},
           {"metis", MakeMetisPartitioner},
-          {"pipeline", MakePipelinePartitioner}};
+          {"pipeline", [] { return MakePipelinePartitioner(); }}};
 }
 
 class BaselineTest : public ::testing::TestWithParam<Algorithm> {};

@@ -65,8 +65,8 @@ using baselines::SaturatingAdd;
 
 class PipelinePlanner {
  public:
-  PipelinePlanner(const Model& model, const SolveContext& context)
-      : model_(model), context_(context), units_(baselines::BuildPlacementUnits(model)) {}
+  PipelinePlanner(const Model& model, const SolveContext& context, const PipelineOptions& options)
+      : model_(model), context_(context), options_(options), units_(baselines::BuildPlacementUnits(model)) {}
 
   PartitionResult Run() {
     PartitionResult result;
@@ -167,6 +167,21 @@ class PipelinePlanner {
     produced_stage_.resize(n);
     received_stage_.resize(n);
     received_bytes_.resize(n);
+
+    // The most a stage's estimate can reach: every unit's persistent bytes, every output and every
+    // received copy (at most one per edge) held at once, and the largest scratch. When the smallest chain
+    // device holds that, no pass ever closes a stage for memory (the scale is never below 1).
+    int64_t most_bytes = 0, largest_temp = 0;
+    for (int32_t u = 0; u < units_.num_units(); ++u) most_bytes = SaturatingAdd(most_bytes, units_.persistent_bytes[u]);
+    for (OpId v = 0; v < n; ++v) {
+      most_bytes = SaturatingAdd(most_bytes, model_.output_bytes[v]);
+      largest_temp = std::max(largest_temp, model_.temp_bytes[v]);
+    }
+    for (const int64_t bytes : model_.in_bytes) most_bytes = SaturatingAdd(most_bytes, bytes);
+    most_bytes = SaturatingAdd(most_bytes, largest_temp);
+    int64_t least_capacity = std::numeric_limits<int64_t>::max();
+    for (const DeviceId d : chain_) least_capacity = std::min(least_capacity, model_.capacity_bytes[d]);
+    track_memory_ = !options_.skip_memory_when_it_cannot_bind || most_bytes > least_capacity;
   }
 
   // The allowed device nearest to `stage` along the chain (devices off the chain last).
@@ -226,6 +241,13 @@ class PipelinePlanner {
   // its device's capacity (infinity = time only). Returns false when the ops need more stages than there
   // are chain devices (or one unit alone exceeds the limit). Writes the assignment when `out` is set.
   bool Split(int64_t limit, double memory_scale, Assignment* out) {
+    return track_memory_ ? SplitPass<true>(limit, memory_scale, out) : SplitPass<false>(limit, memory_scale, out);
+  }
+
+  // Split's pass; without kTrackMemory (memory cannot bind) the estimate is left out: no stage would be
+  // closed for it.
+  template <bool kTrackMemory>
+  bool SplitPass(int64_t limit, double memory_scale, Assignment* out) {
     const OpId n = model_.num_ops();
     const int32_t stages = static_cast<int32_t>(chain_.size());
     std::fill(unit_device_.begin(), unit_device_.end(), kNone);
@@ -247,16 +269,19 @@ class PipelinePlanner {
           unit_device_[u] = NearestAllowed(u, stage);
         } else {
           const int64_t time = ScaledComputeNs(units_.compute_ns[u], model_.speed[device]);
-          const int64_t received = ReceivedBytes(v, device, stage);
-          const int64_t transient = std::max(
-              SaturatingAdd(peak_, received),
-              SaturatingAdd(SaturatingAdd(live_, received),
-                            SaturatingAdd(model_.output_bytes[v], model_.temp_bytes[v])));
-          const int64_t peak =
-              SaturatingAdd(SaturatingAdd(persistent, units_.persistent_bytes[u]), transient);
           const bool too_long = stage_time > limit - time;
-          const bool too_big =
-              static_cast<double>(peak) > memory_scale * static_cast<double>(model_.capacity_bytes[device]);
+          bool too_big = false;
+          if constexpr (kTrackMemory) {
+            const int64_t received = ReceivedBytes(v, device, stage);
+            const int64_t transient = std::max(
+                SaturatingAdd(peak_, received),
+                SaturatingAdd(SaturatingAdd(live_, received),
+                              SaturatingAdd(model_.output_bytes[v], model_.temp_bytes[v])));
+            const int64_t peak =
+                SaturatingAdd(SaturatingAdd(persistent, units_.persistent_bytes[u]), transient);
+            too_big = static_cast<double>(peak) >
+                      memory_scale * static_cast<double>(model_.capacity_bytes[device]);
+          }
           if (!stage_empty && (too_long || too_big)) {
             if (++stage >= stages) return false;
             device = chain_[stage];
@@ -280,6 +305,7 @@ class PipelinePlanner {
       }
       const DeviceId d = unit_device_[u];
       assigned_[v] = d;
+      if constexpr (!kTrackMemory) continue;
       if (d == device) {
         Receive(v, d, stage);
         live_ = SaturatingAdd(live_, model_.output_bytes[v]);
@@ -301,7 +327,10 @@ class PipelinePlanner {
 
   const Model& model_;
   const SolveContext& context_;
+  const PipelineOptions options_;
   const PlacementUnits units_;
+  // False when memory cannot bind (Prepare): the passes leave the estimate out.
+  bool track_memory_ = true;
   std::vector<int32_t> position_;
   std::vector<int32_t> release_offset_;
   std::vector<OpId> release_;
@@ -319,6 +348,7 @@ class PipelinePlanner {
 
 class PipelinePartitioner final : public Partitioner {
  public:
+  explicit PipelinePartitioner(PipelineOptions options) : options_(options) {}
   std::string_view name() const override { return "pipeline"; }
   std::string_view version() const override { return "2"; }
   std::string_view description() const override {
@@ -328,12 +358,17 @@ class PipelinePartitioner final : public Partitioner {
   absl::StatusOr<PartitionResult> Partition(const Model& model,
                                             const SolveContext& context) const override {
     if (std::optional<PartitionResult> none = baselines::NothingToPlace(model)) return *std::move(none);
-    return PipelinePlanner(model, context).Run();
+    return PipelinePlanner(model, context, options_).Run();
   }
+
+ private:
+  const PipelineOptions options_;
 };
 
 }  // namespace
 
-std::unique_ptr<Partitioner> MakePipelinePartitioner() { return std::make_unique<PipelinePartitioner>(); }
+std::unique_ptr<Partitioner> MakePipelinePartitioner(PipelineOptions options) {
+  return std::make_unique<PipelinePartitioner>(options);
+}
 
 }  // namespace placement::engine

@@ -17,7 +17,9 @@
 // bytes are counted there). A unit whose pins or kinds forbid its stage's device goes to the nearest
 // allowed device along the chain.
 //
-// Cost O((V + E) log(total work)).
+// Cost O((V + E) log(total work)); when memory cannot bind (the most any stage's estimate could reach —
+// every unit's persistent bytes, every output and received copy, the largest scratch — fits the smallest
+// chain device), the passes skip the memory estimate: O(V) each, the same answer.
 //
 // Example:
 //   std::unique_ptr<Partitioner> pipeline = MakePipelinePartitioner();
@@ -38,8 +40,14 @@
 
 namespace placement::engine {
 
+struct PipelineOptions {
+  // Skip the memory estimate in the passes when memory cannot bind (see above). Off only in tests that
+  // check the answer does not change.
+  bool skip_memory_when_it_cannot_bind = true;
+};
+
 // api.md name "pipeline".
-std::unique_ptr<Partitioner> MakePipelinePartitioner();
+std::unique_ptr<Partitioner> MakePipelinePartitioner(PipelineOptions options = PipelineOptions());
 
 namespace baselines {
 // The device chain of step 1 (exposed for tests): every device in `eligible` once, neighbours on fast

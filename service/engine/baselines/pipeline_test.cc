@@ -5,7 +5,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/engine/baselines/baselines_test_util.h"
+#include "service/engine/model/model_builder.h"
 #include "service/engine/sim/simulator.h"
+#include "tests/testutil/random_graph.h"
 
 namespace placement::engine::baselines {
 namespace {
@@ -95,6 +97,43 @@ TEST(PipelineTest, OneFastDeviceWhoseRoundedTimesExceedTheRoundedTotal) {
   const Model model = p.Build();
   const Assignment a = PlaceWith(*MakePipelinePartitioner(), model);
   EXPECT_EQ(a, Assignment(40, 0));
+}
+
+// When memory cannot bind (every byte the estimate could count fits the smallest device), the passes
+// leave the estimate out — and answer exactly as with it; where memory binds they keep it.
+TEST(PipelineTest, SkippingTheMemoryEstimateWhereMemoryCannotBindChangesNothing) {
+  PipelineOptions always;
+  always.skip_memory_when_it_cannot_bind = false;
+  const std::unique_ptr<Partitioner> skipping = MakePipelinePartitioner();
+  const std::unique_ptr<Partitioner> estimating = MakePipelinePartitioner(always);
+  for (const int64_t memory : {int64_t{1} << 50, int64_t{1} << 24}) {  // ample; tight (the estimate binds)
+    for (uint64_t seed : {1, 2, 3, 4}) {
+      testutil::RandomGraphOptions options;
+      options.num_ops = 600;
+      options.avg_out_degree = 2.5;
+      options.num_devices = 4;
+      options.num_nodes = 2;
+      options.heterogeneous_speeds = true;
+      options.colocation_fraction = 0.1;
+      options.device_memory_bytes = memory;
+      options.seed = seed;
+      absl::StatusOr<Model> model = BuildModel(testutil::RandomLayeredRequest(options));
+      ASSERT_TRUE(model.ok()) << model.status();
+      EXPECT_EQ(PlaceWith(*skipping, *model), PlaceWith(*estimating, *model)) << memory << " " << seed;
+    }
+  }
+  // The tight case really is one where the estimate decides: a split that ignores memory differs.
+  testutil::RandomGraphOptions options;
+  options.num_ops = 600;
+  options.num_devices = 4;
+  options.device_memory_bytes = int64_t{1} << 24;
+  options.seed = 1;
+  absl::StatusOr<Model> tight = BuildModel(testutil::RandomLayeredRequest(options));
+  ASSERT_TRUE(tight.ok());
+  options.device_memory_bytes = int64_t{1} << 50;
+  absl::StatusOr<Model> ample = BuildModel(testutil::RandomLayeredRequest(options));
+  ASSERT_TRUE(ample.ok());
+  EXPECT_NE(PlaceWith(*skipping, *tight), PlaceWith(*skipping, *ample));
 }
 
 }  // namespace

@@ -244,7 +244,8 @@ class PortfolioRun {
     for (const int32_t i : unscored) {
       Candidate& c = *seeds_[i];
       // best_feasible_: the best fitting step among the answers scored so far (NoteFeasible).
-      if (may_skip && best_feasible_ != 0 && AssignedLowerBoundNs(model_, c.assignment) > best_feasible_) {
+      if (may_skip && best_feasible_ != 0 &&
+          AssignedLowerBoundNs(model_, c.assignment, &bound_scratch_) > best_feasible_) {
         seeds_[i].reset();
         continue;
       }
@@ -385,6 +386,7 @@ class PortfolioRun {
   const Model& model_;
   const SolveContext& context_;
   Simulator simulator_;
+  LowerBoundScratch bound_scratch_;
   PartitionResult out_;
   std::vector<std::optional<Candidate>> seeds_;
   std::optional<Candidate> best_;

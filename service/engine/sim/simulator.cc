@@ -1069,48 +1069,54 @@ int64_t LowerBoundNs(const Model& model) {
   return std::max(longest, work_bound);
 }
 
-int64_t AssignedLowerBoundNs(const Model& model, const Assignment& assignment) {
+int64_t AssignedLowerBoundNs(const Model& model, const Assignment& assignment,
+                             LowerBoundScratch* scratch) {
   const int32_t num_ops = model.num_ops();
   const int32_t num_devices = model.num_devices();
   if (num_ops == 0 || num_devices == 0) return 0;
   const int64_t copies = std::max(1, model.plan.microbatches);
-  std::vector<int64_t> time(num_ops);
-  for (OpId v = 0; v < num_ops; ++v) time[v] = model.OpTimeNs(v, assignment[v]);
+  using Node = LowerBoundScratch::Node;
+  LowerBoundScratch own;
+  std::vector<Node>& node = (scratch != nullptr ? scratch : &own)->nodes_;
+  node.resize(num_ops);  // every field of every op is written below
+  for (OpId v = 0; v < num_ops; ++v) {
+    node[v].time = model.OpTimeNs(v, assignment[v]);
+    node[v].device = assignment[v];
+    node[v].once = model.is_once(v);
+  }
   // The least delay an edge u -> v adds: its own bytes' transfer across devices between per-microbatch
   // ops (the simulated transfer carries at least these bytes), nothing otherwise.
-  const auto edge_ns = [&](OpId u, OpId v, int64_t bytes) -> int64_t {
-    if (model.is_once(u) || model.is_once(v)) return 0;
-    return model.TransferNs(assignment[u], assignment[v], bytes);
+  const auto edge_ns = [&model](const Node& u, const Node& v, int64_t bytes) -> int64_t {
+    if (u.once || v.once) return 0;
+    return model.TransferNs(u.device, v.device, bytes);
   };
-  std::vector<int64_t> head(num_ops, 0);  // every instance of v starts at or after head[v]
   for (const OpId v : model.topo_order) {
     int64_t start = 0;
     for (EdgeId i = model.in_begin(v); i < model.in_end(v); ++i) {
-      const OpId u = model.in_src[i];
-      start = std::max(start, head[u] + time[u] + edge_ns(u, v, model.in_bytes[i]));
+      const Node& u = node[model.in_src[i]];
+      start = std::max(start, u.finish + edge_ns(u, node[v], model.in_bytes[i]));
     }
-    head[v] = start;
+    node[v].finish = start + node[v].time;
   }
-  std::vector<int64_t> tail(num_ops, 0);  // after any instance of v finishes, at least tail[v] follows
   for (auto it = model.topo_order.rbegin(); it != model.topo_order.rend(); ++it) {
     const OpId v = *it;
     int64_t after = 0;
     for (EdgeId e = model.out_begin(v); e < model.out_end(v); ++e) {
-      const OpId w = model.out_dst[e];
-      after = std::max(after, edge_ns(v, w, model.out_bytes[e]) + time[w] + tail[w]);
+      const Node& w = node[model.out_dst[e]];
+      after = std::max(after, edge_ns(node[v], w, model.out_bytes[e]) + w.from);
     }
-    tail[v] = after;
+    node[v].from = node[v].time + after;
   }
   constexpr int64_t kUnset = std::numeric_limits<int64_t>::max();
   std::vector<int64_t> first_start(num_devices, kUnset), least_tail(num_devices, kUnset);
   std::vector<__int128> busy(num_devices, 0);
   int64_t bound = 0;
-  for (OpId v = 0; v < num_ops; ++v) {
-    const DeviceId d = assignment[v];
-    first_start[d] = std::min(first_start[d], head[v]);
-    least_tail[d] = std::min(least_tail[d], tail[v]);
-    busy[d] += static_cast<__int128>(time[v]) * (model.is_once(v) ? 1 : copies);
-    bound = std::max(bound, head[v] + time[v] + tail[v]);
+  for (const Node& v : node) {
+    const int64_t head = v.finish - v.time, tail = v.from - v.time;
+    first_start[v.device] = std::min(first_start[v.device], head);
+    least_tail[v.device] = std::min(least_tail[v.device], tail);
+    busy[v.device] += static_cast<__int128>(v.time) * (v.once ? 1 : copies);
+    bound = std::max(bound, v.finish + tail);
   }
   for (DeviceId d = 0; d < num_devices; ++d) {
     if (first_start[d] == kUnset) continue;

@@ -480,8 +480,28 @@ int64_t LowerBoundNs(const Model& model);
 // = the least work that must follow any op of d (longest path out of it, likewise), and the longest such
 // path through one op. Edges to or from once ops count as free (an accumulated gradient's transfer leaves
 // only after the last copy); windows and all-reduces only delay. Used to skip simulating answers that
-// cannot beat one already simulated (the portfolio, the stage planner).
-int64_t AssignedLowerBoundNs(const Model& model, const Assignment& assignment);
+// cannot beat one already simulated (the portfolio, the stage planner). `scratch`, when given, keeps the
+// per-op buffers between calls (a caller bounding many assignments of one model holds one: on a 1M-op
+// graph allocating them was a good part of each call).
+class LowerBoundScratch;
+int64_t AssignedLowerBoundNs(const Model& model, const Assignment& assignment,
+                             LowerBoundScratch* scratch = nullptr);
+
+// AssignedLowerBoundNs's buffers: what an edge into or out of an op reads, side by side (the function is
+// bound by the random reads of the edges' other ends on large graphs: one cache line each this way).
+class LowerBoundScratch {
+ private:
+  friend int64_t AssignedLowerBoundNs(const Model& model, const Assignment& assignment,
+                                      LowerBoundScratch* scratch);
+  struct Node {
+    int64_t finish = 0;  // head + time: every instance of the op starts at or after head
+    int64_t from = 0;    // time + tail: at least tail follows any instance of the op
+    int64_t time = 0;
+    DeviceId device = 0;
+    bool once = false;
+  };
+  std::vector<Node> nodes_;
+};
 
 // Ops on one critical path of a simulated schedule, from the first to the last: starting at an op that
 // finishes at the makespan, repeatedly step to the input (or the previous op on the same device) whose

@@ -18,6 +18,7 @@
 #include "service/engine/model/model_builder.h"
 #include "service/engine/model/model_test_util.h"
 #include "service/engine/sim/sim_test_util.h"
+#include "tests/testutil/random_graph.h"
 
 namespace placement::engine {
 namespace {
@@ -421,6 +422,21 @@ TEST(SimulatorTest, AssignedLowerBoundOfAPipeline) {
   EXPECT_EQ(AssignedLowerBoundNs(*model, Assignment{0, 0}), 120);
   // Reversed roles: d1 runs a, d0 runs b; the same bound.
   EXPECT_EQ(AssignedLowerBoundNs(*model, Assignment{1, 0}), 95);
+  // With a scratch kept between calls (and between models of other sizes), the same bounds.
+  LowerBoundScratch scratch;
+  testutil::RandomGraphOptions options;
+  options.num_ops = 300;
+  options.num_devices = 3;
+  options.seed = 9;
+  absl::StatusOr<Model> larger = BuildModel(testutil::RandomLayeredRequest(options));
+  ASSERT_TRUE(larger.ok()) << larger.status();
+  Assignment spread(larger->num_ops());
+  for (OpId v = 0; v < larger->num_ops(); ++v) spread[v] = v % 3;
+  EXPECT_EQ(AssignedLowerBoundNs(*larger, spread, &scratch), AssignedLowerBoundNs(*larger, spread));
+  EXPECT_EQ(AssignedLowerBoundNs(*model, split, &scratch), 95);
+  EXPECT_EQ(AssignedLowerBoundNs(*model, Assignment{0, 0}, &scratch), 120);
+  EXPECT_EQ(AssignedLowerBoundNs(*larger, Assignment(larger->num_ops(), 1), &scratch),
+            AssignedLowerBoundNs(*larger, Assignment(larger->num_ops(), 1)));
 }
 
 }  // namespace

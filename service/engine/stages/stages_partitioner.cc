@@ -286,6 +286,7 @@ class StagesPartitioner final : public Partitioner {
     if (std::optional<PartitionResult> none = baselines::NothingToPlace(model)) return *std::move(none);
     stages::Planner planner(model, options_.max_elements, context);
     Simulator simulator(model);
+    LowerBoundScratch bound_scratch;
     PartitionResult result;
     std::optional<StagePlan> best;
     PlacementScore best_score = PlacementScore::Worst();
@@ -299,7 +300,7 @@ class StagesPartitioner final : public Partitioner {
       // simulated (on a 100K-op step at M = 16 a simulation costs ~0.3 s; the folded-order variants
       // usually end here).
       if (options_.skip_by_bound && best && best_score.Fits() &&
-          AssignedLowerBoundNs(model, plan.assignment) > best_score.makespan_ns) {
+          AssignedLowerBoundNs(model, plan.assignment, &bound_scratch) > best_score.makespan_ns) {
         return;
       }
       const PlacementScore score = ScoreSimulation(model, simulator.Run(plan.assignment, scoring));
