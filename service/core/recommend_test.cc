@@ -212,6 +212,18 @@ TEST(SizingTest, TheRowsRefinedAreTheCutShortContendersOfTheObjective) {
   // Even where a second solve came out slower than a row it had beaten: the refined rows keep their slots.
   repeat.mutable_candidates(4)->set_microbatches_per_second(20.0);
   EXPECT_THAT(RowsToRefine(request, repeat, refine, 4), ElementsAre());
+  // ... or so much faster that the rows it was close to no longer contend (two workers: rows 4 and 5
+  // were refined; 4 now leads by far, 5 is out of its 2 % — and still keeps its slot, so row 2, which is
+  // within 2 % of nothing, is not picked either).
+  v1::RecommendResponse leap = fastest;
+  leap.mutable_candidates(4)->set_time_limit_ns(600'000'000);
+  leap.mutable_candidates(4)->set_microbatches_per_second(40.0);
+  CompleteRecommendation(request, &leap);
+  ASSERT_EQ(leap.recommended(), 4);
+  leap.mutable_candidates(3)->set_microbatches_per_second(39.5);  // a contender cut short? no: solved to the end
+  leap.mutable_candidates(6)->set_microbatches_per_second(39.6);  // a contender cut short
+  EXPECT_THAT(RowsToRefine(request, leap, refine, 2), ElementsAre());
+  EXPECT_THAT(RowsToRefine(request, leap, refine, 3), ElementsAre(6));
   // A longer second share makes the row solved under 600 ms a contender too.
   EXPECT_THAT(RowsToRefine(request, fastest, absl::Milliseconds(700), 4), ElementsAre(4, 5, 2));
 
@@ -231,7 +243,12 @@ TEST(SizingTest, TheRowsRefinedAreTheCutShortContendersOfTheObjective) {
   per_device.mutable_candidates(1)->set_microbatches_per_second(19.8);  // 9.9 per device: within 2 %
   CompleteRecommendation(request, &per_device);
   ASSERT_EQ(per_device.recommended(), 0);
-  EXPECT_THAT(RowsToRefine(request, per_device, refine, 2), ElementsAre(1));
+  EXPECT_THAT(RowsToRefine(request, per_device, refine, 3), ElementsAre(1));
+  // The row solved at the longer share already (8 devices: an earlier call's contender for the fastest)
+  // keeps its slot here too, though it does not contend for the best per device: with two slots, the
+  // other goes to the one-device row (solved to the end) and nothing is refined — the price of repeats
+  // that pick the same rows.
+  EXPECT_THAT(RowsToRefine(request, per_device, refine, 2), ElementsAre());
 
   // Nothing recommended, nothing refined.
   v1::RecommendResponse none;

@@ -248,18 +248,18 @@ std::vector<int32_t> RowsToRefine(const v1::RecommendRequest& request, const v1:
   };
   // The contenders best first on the objective's figure (the fewest-devices objective: the fastest
   // first), then row order; the first max(2, workers) of them decide. Of those, the ones cut short by a
-  // shorter limit are refined — a row refined already keeps its place, so a repeat (which finds the
-  // longer answers in the cache) picks the same rows and refines nothing.
-  std::vector<int32_t> ranked;
-  for (int32_t i = 0; i < rows.size(); ++i) {
-    if (rows[i].feasible() && !rows[i].has_error() && contends(i)) ranked.push_back(i);
-  }
+  // shorter limit are refined. A row solved with the longer share already keeps its slot, first and
+  // whether it contends or not: a repeat (which finds the longer answers in the cache) must pick no
+  // other rows, though a second solve may have come out slower than a row it had beaten, or so much
+  // faster that the rows it was close to no longer contend.
   const int64_t refine_ns = absl::ToInt64Nanoseconds(refine_share);
   const auto refined = [&rows, refine_ns](int32_t i) { return rows[i].time_limit_ns() >= refine_ns; };
+  std::vector<int32_t> ranked;
+  for (int32_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].feasible() && !rows[i].has_error() && (refined(i) || contends(i))) ranked.push_back(i);
+  }
   const bool by_device = request.objective() == v1::RECOMMEND_OBJECTIVE_BEST_PER_DEVICE;
   std::stable_sort(ranked.begin(), ranked.end(), [&](int32_t a, int32_t b) {
-    // Rows solved with the longer share already come first: their slots are taken (a second solve
-    // that came out slower must not hand its slot to a row it had beaten in the first round).
     if (refined(a) != refined(b)) return refined(a);
     return by_device ? per_device(a) > per_device(b) : throughput(a) > throughput(b);
   });
