@@ -77,6 +77,11 @@ std::vector<int32_t> DevicesForCount(const v1::Cluster& pool,
   return chosen;
 }
 
+// The best-per-device objective's figure: microbatches per second per device (rows have at least one).
+double ThroughputPerDevice(const v1::RecommendCandidate& row) {
+  return row.microbatches_per_second() / std::max(1, row.devices());
+}
+
 std::string Throughput(double microbatches_per_second) {
   return absl::StrFormat("%.4g microbatches/s", microbatches_per_second);
 }
@@ -226,9 +231,7 @@ std::vector<int32_t> RowsToRefine(const v1::RecommendRequest& request, const v1:
   if (chosen < 0) return {};
   const auto& rows = response.candidates();
   const auto throughput = [&rows](int32_t i) { return rows[i].microbatches_per_second(); };
-  const auto per_device = [&rows](int32_t i) {
-    return rows[i].microbatches_per_second() / std::max(1, rows[i].devices());
-  };
+  const auto per_device = [&rows](int32_t i) { return ThroughputPerDevice(rows[i]); };
   double fastest = 0.0;
   for (const v1::RecommendCandidate& row : rows) {
     if (row.feasible() && !row.has_error()) fastest = std::max(fastest, row.microbatches_per_second());
@@ -324,7 +327,7 @@ void CompleteRecommendation(const v1::RecommendRequest& request, v1::RecommendRe
       break;
     }
     case v1::RECOMMEND_OBJECTIVE_BEST_PER_DEVICE: {
-      const auto per_device = [&rows](int32_t i) { return rows[i].microbatches_per_second() / rows[i].devices(); };
+      const auto per_device = [&rows](int32_t i) { return ThroughputPerDevice(rows[i]); };
       for (int32_t i = 0; i < rows.size(); ++i) {
         if (!rows[i].feasible() || rows[i].has_error()) continue;
         if (per_device(i) > per_device(chosen) ||

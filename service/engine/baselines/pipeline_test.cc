@@ -99,41 +99,39 @@ TEST(PipelineTest, OneFastDeviceWhoseRoundedTimesExceedTheRoundedTotal) {
   EXPECT_EQ(a, Assignment(40, 0));
 }
 
+// A random training step on four devices of `memory` bytes each.
+Model RandomStep(int64_t memory, uint64_t seed) {
+  testutil::RandomGraphOptions options;
+  options.num_ops = 600;
+  options.avg_out_degree = 2.5;
+  options.num_devices = 4;
+  options.num_nodes = 2;
+  options.heterogeneous_speeds = true;
+  options.colocation_fraction = 0.1;
+  options.device_memory_bytes = memory;
+  options.seed = seed;
+  absl::StatusOr<Model> model = BuildModel(testutil::RandomLayeredRequest(options));
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *std::move(model) : Model();
+}
+
 // When memory cannot bind (every byte the estimate could count fits the smallest device), the passes
 // leave the estimate out — and answer exactly as with it; where memory binds they keep it.
 TEST(PipelineTest, SkippingTheMemoryEstimateWhereMemoryCannotBindChangesNothing) {
+  constexpr int64_t kAmple = int64_t{1} << 50, kTight = int64_t{1} << 24;  // the estimate binds at kTight
   PipelineOptions always;
   always.skip_memory_when_it_cannot_bind = false;
   const std::unique_ptr<Partitioner> skipping = MakePipelinePartitioner();
   const std::unique_ptr<Partitioner> estimating = MakePipelinePartitioner(always);
-  for (const int64_t memory : {int64_t{1} << 50, int64_t{1} << 24}) {  // ample; tight (the estimate binds)
+  for (const int64_t memory : {kAmple, kTight}) {
     for (uint64_t seed : {1, 2, 3, 4}) {
-      testutil::RandomGraphOptions options;
-      options.num_ops = 600;
-      options.avg_out_degree = 2.5;
-      options.num_devices = 4;
-      options.num_nodes = 2;
-      options.heterogeneous_speeds = true;
-      options.colocation_fraction = 0.1;
-      options.device_memory_bytes = memory;
-      options.seed = seed;
-      absl::StatusOr<Model> model = BuildModel(testutil::RandomLayeredRequest(options));
-      ASSERT_TRUE(model.ok()) << model.status();
-      EXPECT_EQ(PlaceWith(*skipping, *model), PlaceWith(*estimating, *model)) << memory << " " << seed;
+      const Model model = RandomStep(memory, seed);
+      ASSERT_GT(model.num_ops(), 0);
+      EXPECT_EQ(PlaceWith(*skipping, model), PlaceWith(*estimating, model)) << memory << " " << seed;
     }
   }
-  // The tight case really is one where the estimate decides: a split that ignores memory differs.
-  testutil::RandomGraphOptions options;
-  options.num_ops = 600;
-  options.num_devices = 4;
-  options.device_memory_bytes = int64_t{1} << 24;
-  options.seed = 1;
-  absl::StatusOr<Model> tight = BuildModel(testutil::RandomLayeredRequest(options));
-  ASSERT_TRUE(tight.ok());
-  options.device_memory_bytes = int64_t{1} << 50;
-  absl::StatusOr<Model> ample = BuildModel(testutil::RandomLayeredRequest(options));
-  ASSERT_TRUE(ample.ok());
-  EXPECT_NE(PlaceWith(*skipping, *tight), PlaceWith(*skipping, *ample));
+  // The tight case really is one where the estimate decides: the same step split differently.
+  EXPECT_NE(PlaceWith(*skipping, RandomStep(kTight, 1)), PlaceWith(*skipping, RandomStep(kAmple, 1)));
 }
 
 }  // namespace
