@@ -9,18 +9,6 @@ if [ "${1:-}" = "--build-only" ]; then
   list="$(sed '/^# test-only/,$d' <<<"$list")"
 fi
 mapfile -t packages < <(grep -v '^\s*#' <<<"$list" | sed '/^\s*$/d')
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "build dependencies: all ${#packages[@]} Debian packages present"
-  exit 0
-fi
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-echo "installing: ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q >/dev/null
-$sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-echo "build dependencies installed"
+count=${#packages[@]}
+bash "$here/apt_install.sh" "${packages[@]}"
+echo "build dependencies: all $count Debian packages present"
