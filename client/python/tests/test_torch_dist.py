@@ -210,3 +210,36 @@ def test_launch_without_a_launcher_says_how():
     finally:
         os.environ.update(saved)
     assert (SOURCE_DIR / "client" / "python" / "placement" / "torch_dist.py").exists()
+
+
+_FAULTS_PROBE = """
+import resource, sys, torch
+from placement import torch_dist
+retained = torch_dist.retain_freed_memory()
+faults = []
+for _ in range(5):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    t = torch.empty(16 << 20, dtype=torch.float32)  # 64 MiB: above glibc's largest dynamic mmap threshold
+    t.fill_(1.0)
+    del t
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(retained, sum(faults[2:]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_freed_tensor_memory_is_reused_without_faulting_it_in_again():
+    """The runner keeps freed tensor memory in the heap (torch_dist.retain_freed_memory): the third and
+    later 64 MiB tensors fault in almost no pages (the second now and then does, as the heap settles);
+    with it turned off, each faults in all its pages again."""
+    pages = 3 * (64 << 20) // os.sysconf("SC_PAGESIZE")  # the pages of the last three tensors
+
+    def later_faults(**env):
+        out = subprocess.run([sys.executable, "-c", _FAULTS_PROBE], capture_output=True, text=True, check=True,
+                             env=dict(os.environ, **env)).stdout.split()
+        return out[0] == "True", int(out[1])
+
+    retained, faults = later_faults()
+    assert retained and faults < pages // 20, faults
+    retained, faults = later_faults(PLACEMENT_RETAIN_FREED_MEMORY="0")
+    assert not retained and faults > pages // 2, faults
