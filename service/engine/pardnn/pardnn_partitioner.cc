@@ -24,10 +24,14 @@ namespace {
 
 class PardnnPartitioner final : public Partitioner {
  public:
-  explicit PardnnPartitioner(const PardnnOptions& options) : options_(options) {}
+  // Without refinement and re-timing (what a re-placement asks for: its own search follows) the
+  // answers differ, and so does the version.
+  explicit PardnnPartitioner(const PardnnOptions& options)
+      : options_(options),
+        version_(options.refinement_max_simulations == 0 && options.retiming_rounds == 0 ? "3-quick" : "3") {}
 
   std::string_view name() const override { return "pardnn"; }
-  std::string_view version() const override { return "3"; }
+  std::string_view version() const override { return version_; }
   std::string_view description() const override {
     return "ParDNN on its own: critical-path slicing into linear clusters, span/communication-aware "
            "mapping (Fenwick trees), memory stage on the simulated timeline, critical-path refinement; "
@@ -38,6 +42,7 @@ class PardnnPartitioner final : public Partitioner {
 
  private:
   PardnnOptions options_;
+  std::string version_;
 };
 
 // One run of ParDNN on one model, in its stages (pardnn_partitioner.h numbers them): mapping candidates

@@ -212,6 +212,13 @@ std::vector<int32_t> InterchangeableClasses(const Model& model) {
   return class_of;
 }
 
+// Every op's persistent bytes, in every replica group (the units of BytesMoved).
+double TotalPersistentBytes(const Model& model) {
+  double bytes = 0;
+  for (OpId v = 0; v < model.num_ops(); ++v) bytes += static_cast<double>(model.persistent_bytes[v]);
+  return bytes * std::max(1, model.plan.data_parallel);
+}
+
 // A fresh answer says which ops share a device, not which device: rename its devices (among
 // interchangeable ones, `class_of`) so that as much state as possible stays where it was — greedily, the pair
 // (answer's device, previous device) sharing the most persistent bytes (+ 1 per op) first; ties by
@@ -478,6 +485,11 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
     const std::vector<int32_t> class_of =
         fresh_members.empty() || near_bound ? std::vector<int32_t>() : InterchangeableClasses(model);
     int64_t incumbent_bytes = BytesMoved(model, assignment);
+    // One device's worth of state: what the seed must move (the departed devices' state), or a
+    // device's share of all of it when that is more (a device that joins forces no move).
+    const double device_share_bytes =
+        std::max({1.0, static_cast<double>(incumbent_bytes),
+                  static_cast<double>(TotalPersistentBytes(model)) / model.num_devices()});
     PlacementScore objective = seed;
     objective.makespan_ns += MoveCostNs(model, assignment);
     auto offer = [&](Assignment& candidate, std::string_view name) {
@@ -486,7 +498,9 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
       PlacementScore with_moves = score;
       with_moves.makespan_ns += MoveCostNs(model, candidate);
       if (bytes > incumbent_bytes) {
-        with_moves.makespan_ns += std::llround(options.keep_in_place_tolerance *
+        const double extra_shares =
+            std::max(1.0, static_cast<double>(bytes - incumbent_bytes) / device_share_bytes);
+        with_moves.makespan_ns += std::llround(options.keep_in_place_tolerance * extra_shares *
                                                static_cast<double>(seed.makespan_ns));
       }
       if (!with_moves.BetterThan(objective)) return;

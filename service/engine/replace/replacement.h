@@ -17,7 +17,8 @@
 //      devices alike in kind, speed, capacity and links, so a renamed answer simulates as the member's
 //      own), compete with that seed on step + move cost, and so does each answer's hybrid (the previous
 //      placement where it survives, the member's devices for the units to re-home); a candidate moving
-//      more bytes than the best so far must beat it by keep_in_place_tolerance of its step;
+//      more bytes than the best so far must beat it by keep_in_place_tolerance of its step for every
+//      device's worth of state it moves beyond that one (at least once);
 //   2. **memory**: if the chosen start overflows, ParDNN's memory repair (../repair/);
 //   3. **search**: the critical-path local search (../pardnn/refinement.h) judging step + move weight ×
 //      bytes moved (RefinementOptions::count_moves), with a simulation budget a quarter of `auto`'s;
@@ -58,8 +59,13 @@ struct ReplacementOptions {
   bool search = true;
   // Step 1's choice among the re-homed seed, the members' fresh answers and their hybrids: a
   // candidate that moves more persistent bytes than the best so far must be better on step + move
-  // cost by more than this fraction of that one's step (the step the search then starts from is
-  // within this of the faster candidate's; the search recovers most of it, the bytes stay put).
+  // cost by more than this fraction of that one's step for every device's worth of state it moves
+  // beyond it (a device's worth: what the seed must move, the departed devices' state, or a device's
+  // share of all state when that is more; at least once). The step the search then starts from is
+  // within this of the faster candidate's; the search recovers most of it, the bytes stay put. Scaled
+  // by the bytes (2026-12-05) because a fresh answer that re-balances everything can be a few per cent
+  // faster while moving 7-10 devices' worth (MobileNet-v2, a wide transformer, GPT-24 on the
+  // replace bench), moves that a small move weight (1e-3 ns/byte there) prices below that gain.
   double keep_in_place_tolerance = 0.02;
   // When the seed fits and its step is within (1 + this) × LowerBoundNs (simulator.h), the members'
   // fresh answers and the search are skipped: none could gain more than this fraction.
@@ -79,10 +85,10 @@ struct ReplacementOptions {
 // model.has_previous_placement().
 Assignment ReplacementSeed(const Model& model);
 
-// Steps 1–4. `fresh_members` (quick algorithms; `auto` passes its members but pardnn) each answer
-// afresh within half the time left in turn (unless the seed is near the lower bound); each answer, its
-// devices renamed (among alike devices) to keep as much state where it was as possible, and its hybrid
-// compete with the seed as step 1 says. PartitionResult::winner is "previous_placement", the member
+// Steps 1–4. `fresh_members` (quick algorithms; `auto` passes its members, pardnn without refinement
+// and re-timing) each answer afresh within half the time left in turn (unless the seed is near the
+// lower bound); each answer, its devices renamed (among alike devices) to keep as much state where it
+// was as possible, and its hybrid compete with the seed as step 1 says. PartitionResult::winner is "previous_placement", the member
 // whose answer won, or "previous_placement+" and the member whose hybrid won; winner_makespan_ns is
 // that start's step before memory repair, search and pull-back. Precondition:
 // model.has_previous_placement().

@@ -319,6 +319,49 @@ TEST(ReplacementTest, AnAnswerThatMovesMoreBytesMustBeatTheIncumbentByTheToleran
   EXPECT_EQ(BytesMoved(*model, moved->assignment), 1000);
 }
 
+TEST(ReplacementTest, TheToleranceGrowsWithEveryDevicesWorthOfStateAnAnswerMoves) {
+  // Before: L and x on gpu0 (103 ms), M on gpu1 and N on gpu2 (100 ms each); gpu3 joins. A fresh
+  // answer moves x to gpu3: 100 ms, 2.9 % faster. L holds the most state, so renaming keeps it (and
+  // gpu0) in place and x moves. Nothing must move, so a device's worth of state is a quarter of all.
+  ReplacementOptions options;
+  options.search = false;
+  options.pull_back = false;
+  options.skip_near_lower_bound = 0;
+  for (const int64_t x_bytes : {40'000, 190'000}) {
+    SCOPED_TRACE(x_bytes);
+    v1::PlaceRequest request = IndependentOps(
+        {{"L", 100'000'000}, {"x", 3'000'000}, {"M", 100'000'000}, {"N", 100'000'000}});
+    AddTestDevice(request, "gpu3", "gpu", 1 << 20);
+    const int64_t bytes[] = {200'000, x_bytes, 5'000, 5'000};
+    for (int i = 0; i < 4; ++i) request.mutable_graph()->mutable_ops(i)->set_persistent_bytes(bytes[i]);
+    auto& previous = *request.mutable_options()->mutable_previous_placement();
+    previous["L"] = previous["x"] = "gpu0";
+    previous["M"] = "gpu1";
+    previous["N"] = "gpu2";
+    request.mutable_options()->set_move_weight_ns_per_byte(1e-6);
+    absl::StatusOr<Model> model = BuildModel(request);
+    ASSERT_TRUE(model.ok()) << model.status();
+    Assignment fresh(4);
+    fresh[OpNamed(*model, "L")] = 0;
+    fresh[OpNamed(*model, "M")] = 1;
+    fresh[OpNamed(*model, "N")] = 2;
+    fresh[OpNamed(*model, "x")] = 3;
+    const FixedAnswer member(fresh);
+    absl::StatusOr<PartitionResult> result = Replace(*model, SolveContext(), options, {&member});
+    ASSERT_TRUE(result.ok()) << result.status();
+    if (x_bytes == 40'000) {
+      // x is 0.64 of a device's worth (250 KB / 4): the tolerance once, 2 % < 2.9 %.
+      EXPECT_EQ(result->winner, "fixed");
+      EXPECT_EQ(result->winner_makespan_ns, 100'000'000);
+      EXPECT_EQ(BytesMoved(*model, result->assignment), x_bytes);
+    } else {
+      // x is 1.9 devices' worth (400 KB / 4): 1.9 x 2 % = 3.8 % > 2.9 %, the state stays.
+      EXPECT_EQ(result->winner, "previous_placement");
+      EXPECT_EQ(BytesMoved(*model, result->assignment), 0);
+    }
+  }
+}
+
 TEST(ReplacementTest, ASeedNearTheLowerBoundSkipsTheMembersAndTheSearch) {
   // Four independent 100 ms ops, two of them on gpu0 before, one on gpu1 and one on gpu2, which
   // leaves: the seed re-homes its op to gpu1, a 200 ms step, which is the lower bound (400 ms of work

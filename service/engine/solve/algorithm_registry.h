@@ -53,8 +53,9 @@ class AlgorithmRegistry {
 
   std::vector<std::unique_ptr<Partitioner>> owned_;
   std::vector<const Partitioner*> all_;
-  // `auto`'s re-placement variant of `stages` (not listed).
+  // `auto`'s re-placement variants of `stages` and `pardnn` (not listed).
   std::unique_ptr<Partitioner> replacement_stages_;
+  std::unique_ptr<Partitioner> replacement_pardnn_;
 };
 
 }  // namespace placement::engine
