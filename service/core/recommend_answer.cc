@@ -103,8 +103,8 @@ void RecommendAnswer::Wait(const std::shared_ptr<State>& state,
 }
 
 void RecommendAnswer::RoundDone(const std::shared_ptr<State>& state) {
-  std::function<void()> done;
-  std::vector<std::shared_ptr<PendingAnswer>> waiting;
+  Refine refine;
+  v1::RecommendResponse rows;
   {
     absl::MutexLock lock(&state->mu);
     if (state->released) return;
@@ -114,19 +114,40 @@ void RecommendAnswer::RoundDone(const std::shared_ptr<State>& state) {
         state->first_solve = std::max(state->first_solve, part.pending->solve_time());
         WritePart(part, state->include_placements, state->response);
       }
-      const Refine refine = std::move(state->refine);
+      refine = std::move(state->refine);
       state->refine = nullptr;
-      state->parts = refine(state->response);
-      waiting = Pendings(state->parts);
+      state->parts.clear();
+      // The second round works on a copy: its cache lookups (Redis with --redis) run without the lock,
+      // so a Release (a cancelled call, the end of a shutdown grace) never waits for them, and once
+      // released the caller's response is never written again.
+      rows = *state->response;
     }
-    if (waiting.empty()) done = std::move(state->on_done);
+  }
+  std::vector<Part> second = refine != nullptr ? refine(&rows) : std::vector<Part>{};
+  const std::vector<std::shared_ptr<PendingAnswer>> waiting = Pendings(second);
+  std::function<void()> done;
+  bool released = false;
+  {
+    absl::MutexLock lock(&state->mu);
+    released = state->released;
+    if (!released) {
+      if (refine != nullptr) {
+        state->response->Swap(&rows);
+        state->parts = std::move(second);
+      }
+      if (waiting.empty()) done = std::move(state->on_done);
+    }
+  }
+  if (released) {  // while the second round was being started: it ends here
+    for (const std::shared_ptr<PendingAnswer>& pending : waiting) pending->Release();
+    return;
   }
   // Outside the lock: a part already done calls back at once, and the caller's callback may Finish.
   if (done != nullptr) {
     done();
     return;
   }
-  Wait(state, std::move(waiting));
+  Wait(state, waiting);
 }
 
 absl::Status RecommendAnswer::Finish() {

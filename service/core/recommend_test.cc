@@ -1,8 +1,10 @@
 // Recommend without gRPC: which candidates a sizing question has and which devices each uses
 // (sizing.h), what each objective recommends, and the core placing every candidate as an ordinary
 // request (cached, single-flight, a job each) — a repeat answered from the cache.
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -11,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "service/cache/lru_cache.h"
 #include "service/core/placement_core.h"
+#include "service/core/recommend_answer.h"
 #include "service/core/sizing.h"
 #include "service/status_payloads/status_payloads.h"
 #include "tests/testutil/random_graph.h"
@@ -189,43 +192,38 @@ TEST(SizingTest, TheRowsRefinedAreTheCutShortContendersOfTheObjective) {
   *table.add_candidates() = Solved(Row(1, 1, 10), 200, /*cut_short=*/false);
   *table.add_candidates() = Solved(Row(2, 1, 19), 200, true);
   *table.add_candidates() = Solved(Row(4, 1, 29.5), 200, true);    // within 2 % of the fastest
-  *table.add_candidates() = Solved(Row(4, 2, 29.0), 200, false);   // within, but solved to the end
+  *table.add_candidates() = Solved(Row(4, 2, 29.0), 200, false);   // more than 2 % behind, solved to the end
   *table.add_candidates() = Solved(Row(6, 1, 30.0), 200, true);    // the fastest
-  *table.add_candidates() = Solved(Row(8, 1, 29.6), 600, true);    // within, but already at the share
+  *table.add_candidates() = Solved(Row(8, 1, 29.6), 200, true);    // within
   *table.add_candidates() = Solved(Row(8, 2, 28.0), 200, true);    // more than 2 % behind
   *table.add_candidates() = Solved(Row(8, 4, 40.0, /*feasible=*/false), 200, true);
   v1::RecommendRequest request;
   v1::RecommendResponse fastest = table;
   CompleteRecommendation(request, &fastest);
   ASSERT_EQ(fastest.recommended(), 4);
-  // Two contenders decide: the one refined already (29.6) and the best (30), which is refined.
-  EXPECT_THAT(RowsToRefine(request, fastest, refine, /*workers=*/2), ElementsAre(4));
-  // max(2, workers) decide: one worker as two; four take every contender.
-  v1::RecommendResponse wide = fastest;
-  wide.mutable_candidates(6)->set_microbatches_per_second(29.45);
-  EXPECT_THAT(RowsToRefine(request, wide, refine, 1), ElementsAre(4));
-  EXPECT_THAT(RowsToRefine(request, wide, refine, 4), ElementsAre(4, 2, 6));
-  // Once those are refined, the same call again refines nothing (the repeat's case).
-  v1::RecommendResponse repeat = wide;
-  for (int i : {2, 4, 6}) repeat.mutable_candidates(i)->set_time_limit_ns(600'000'000);
+  // max(2, workers) decide, best first: one worker as two; four take every contender.
+  EXPECT_THAT(RowsToRefine(request, fastest, refine, /*workers=*/2), ElementsAre(4, 5));
+  EXPECT_THAT(RowsToRefine(request, fastest, refine, 1), ElementsAre(4, 5));
+  EXPECT_THAT(RowsToRefine(request, fastest, refine, 4), ElementsAre(4, 5, 2));
+  // A contender solved to the end takes its slot and is not refined.
+  v1::RecommendResponse finished = fastest;
+  finished.mutable_candidates(5)->set_time_limited(false);
+  EXPECT_THAT(RowsToRefine(request, finished, refine, 2), ElementsAre(4));
+  // Once those are refined, the same call again refines nothing (the repeat's case) ...
+  v1::RecommendResponse repeat = fastest;
+  for (int i : {2, 4, 5}) repeat.mutable_candidates(i)->set_time_limit_ns(600'000'000);
   EXPECT_THAT(RowsToRefine(request, repeat, refine, 4), ElementsAre());
-  // Even where a second solve came out slower than a row it had beaten: the refined rows keep their slots.
+  // ... even where a second solve came out slower than rows it had beaten, which now contend ...
   repeat.mutable_candidates(4)->set_microbatches_per_second(20.0);
+  repeat.mutable_candidates(6)->set_microbatches_per_second(29.5);
+  CompleteRecommendation(request, &repeat);
   EXPECT_THAT(RowsToRefine(request, repeat, refine, 4), ElementsAre());
-  // ... or so much faster that the rows it was close to no longer contend (two workers: rows 4 and 5
-  // were refined; 4 now leads by far, 5 is out of its 2 % — and still keeps its slot, so row 2, which is
-  // within 2 % of nothing, is not picked either).
-  v1::RecommendResponse leap = fastest;
-  leap.mutable_candidates(4)->set_time_limit_ns(600'000'000);
-  leap.mutable_candidates(4)->set_microbatches_per_second(40.0);
-  CompleteRecommendation(request, &leap);
-  ASSERT_EQ(leap.recommended(), 4);
-  leap.mutable_candidates(3)->set_microbatches_per_second(39.5);  // a contender cut short? no: solved to the end
-  leap.mutable_candidates(6)->set_microbatches_per_second(39.6);  // a contender cut short
-  EXPECT_THAT(RowsToRefine(request, leap, refine, 2), ElementsAre());
-  EXPECT_THAT(RowsToRefine(request, leap, refine, 3), ElementsAre(6));
-  // A longer second share makes the row solved under 600 ms a contender too.
-  EXPECT_THAT(RowsToRefine(request, fastest, absl::Milliseconds(700), 4), ElementsAre(4, 5, 2));
+  // ... and with fewer workers than the first call had: one refined row is enough.
+  v1::RecommendResponse one = fastest;
+  one.mutable_candidates(5)->set_time_limit_ns(600'000'000);
+  EXPECT_THAT(RowsToRefine(request, one, refine, 2), ElementsAre());
+  // A longer second share: rows solved under 600 ms are cut short for it, and contend again.
+  EXPECT_THAT(RowsToRefine(request, one, absl::Milliseconds(700), 4), ElementsAre(4, 5, 2));
 
   // The fewest devices within 40 % of 30 (at least 18): 2 devices decide; the rows near the fastest set
   // the bar; 2 devices and fewer within 42 % count.
@@ -234,7 +232,7 @@ TEST(SizingTest, TheRowsRefinedAreTheCutShortContendersOfTheObjective) {
   v1::RecommendResponse within = table;
   CompleteRecommendation(request, &within);
   ASSERT_EQ(within.recommended(), 1);
-  EXPECT_THAT(RowsToRefine(request, within, refine, 4), ElementsAre(4, 2, 1));
+  EXPECT_THAT(RowsToRefine(request, within, refine, 4), ElementsAre(4, 5, 2, 1));
 
   // Best per device: 1 device gives 10 (solved to the end), 2 give 9.5 (within 5 %, not 2 %).
   request.set_objective(v1::RECOMMEND_OBJECTIVE_BEST_PER_DEVICE);
@@ -244,11 +242,11 @@ TEST(SizingTest, TheRowsRefinedAreTheCutShortContendersOfTheObjective) {
   CompleteRecommendation(request, &per_device);
   ASSERT_EQ(per_device.recommended(), 0);
   EXPECT_THAT(RowsToRefine(request, per_device, refine, 3), ElementsAre(1));
-  // The row solved at the longer share already (8 devices: an earlier call's contender for the fastest)
-  // keeps its slot here too, though it does not contend for the best per device: with two slots, the
-  // other goes to the one-device row (solved to the end) and nothing is refined — the price of repeats
-  // that pick the same rows.
-  EXPECT_THAT(RowsToRefine(request, per_device, refine, 2), ElementsAre());
+  // A row solved at the longer share already (an earlier call's contender for the fastest) means a
+  // second round ran for these candidates: nothing is refined for this objective either — the price
+  // of repeats that are answered from the cache alone.
+  per_device.mutable_candidates(5)->set_time_limit_ns(600'000'000);
+  EXPECT_THAT(RowsToRefine(request, per_device, refine, 3), ElementsAre());
 
   // Nothing recommended, nothing refined.
   v1::RecommendResponse none;
@@ -522,6 +520,62 @@ TEST_F(RecommendCoreTest, ContendersCutShortGetASecondLongerSolveAndTheRepeatIsA
     EXPECT_EQ(again->candidates(i).step_ns(), first->candidates(i).step_ns()) << i;
     EXPECT_EQ(again->candidates(i).time_limit_ns(), first->candidates(i).time_limit_ns()) << i;
   }
+}
+
+// A candidate's answer for RecommendAnswer's own tests: done at once or never, its Release counted.
+class FakeAnswer final : public PendingAnswer {
+ public:
+  explicit FakeAnswer(bool done) : done_(done) {}
+  void OnDone(std::function<void()> on_done) override {
+    if (done_) on_done();
+  }
+  absl::Status Finish() override { return absl::OkStatus(); }
+  void Release() override { released_.store(true); }
+  absl::Duration queue_time() const override { return absl::ZeroDuration(); }
+  absl::Duration solve_time() const override { return absl::ZeroDuration(); }
+  bool released() const { return released_.load(); }
+
+ private:
+  const bool done_;
+  std::atomic<bool> released_{false};
+};
+
+// The second round starts on the worker that finished the first, and its cache lookups may wait on a
+// stalled Redis: a caller that goes away meanwhile (Release, from a gRPC thread) must not wait for
+// them, and what that round started is let go.
+TEST(RecommendAnswerTest, AReleaseDuringASlowSecondRoundReturnsAtOnceAndLetsItsCandidatesGo) {
+  v1::RecommendResponse response;
+  response.add_candidates()->set_devices(1);
+  std::vector<RecommendAnswer::Part> first;
+  first.push_back(RecommendAnswer::Part{std::make_shared<FakeAnswer>(/*done=*/true),
+                                        std::make_unique<v1::PlaceResponse>(), 0, false});
+  auto second_answer = std::make_shared<FakeAnswer>(/*done=*/false);
+  absl::Notification refining, proceed;
+  RecommendAnswer::Refine refine = [&](v1::RecommendResponse* rows) {
+    EXPECT_EQ(rows->candidates_size(), 1);
+    refining.Notify();
+    proceed.WaitForNotificationWithTimeout(absl::Seconds(30));
+    std::vector<RecommendAnswer::Part> parts;
+    parts.push_back(RecommendAnswer::Part{second_answer, std::make_unique<v1::PlaceResponse>(), 0, true});
+    return parts;
+  };
+  auto answer = std::make_shared<RecommendAnswer>(std::move(first), std::move(refine), v1::RecommendRequest(),
+                                                  &response, absl::Now(), nullptr);
+  std::atomic<bool> done{false};
+  std::thread worker([&] { answer->OnDone([&] { done.store(true); }); });  // runs the second round
+  ASSERT_TRUE(refining.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  absl::Notification released;
+  std::thread caller([&] {
+    answer->Release();
+    released.Notify();
+  });
+  EXPECT_TRUE(released.WaitForNotificationWithTimeout(absl::Seconds(5)))
+      << "Release waited for the second round's lookups";
+  proceed.Notify();
+  worker.join();
+  caller.join();
+  EXPECT_TRUE(second_answer->released());
+  EXPECT_FALSE(done.load());
 }
 
 }  // namespace

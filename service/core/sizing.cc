@@ -249,28 +249,33 @@ std::vector<int32_t> RowsToRefine(const v1::RecommendRequest& request, const v1:
         return throughput(i) >= throughput(chosen) * near;
     }
   };
+  // A row already solved with the longer share means a second round was run for this graph and pool
+  // (this question's, or another objective's on the same candidates): nothing more is refined. A
+  // repeat, which finds the longer answers in the cache, must pick no rows at all, and what it sees
+  // differs from what the first call chose from — a second solve may have come out slower than the
+  // first (time-limited solves depend on timing), so rows it had beaten may now contend, or so much
+  // faster that the rows it was close to no longer do. The price: a call with another objective on
+  // a cache warm from the first refines nothing of its own.
+  const int64_t refine_ns = absl::ToInt64Nanoseconds(refine_share);
+  for (const v1::RecommendCandidate& row : rows) {
+    if (row.time_limit_ns() >= refine_ns) return {};
+  }
   // The contenders best first on the objective's figure (the fewest-devices objective: the fastest
   // first), then row order; the first max(2, workers) of them decide. Of those, the ones cut short by a
-  // shorter limit are refined. A row solved with the longer share already keeps its slot, first and
-  // whether it contends or not: a repeat (which finds the longer answers in the cache) must pick no
-  // other rows, though a second solve may have come out slower than a row it had beaten, or so much
-  // faster that the rows it was close to no longer contend.
-  const int64_t refine_ns = absl::ToInt64Nanoseconds(refine_share);
-  const auto refined = [&rows, refine_ns](int32_t i) { return rows[i].time_limit_ns() >= refine_ns; };
+  // shorter limit are refined.
   std::vector<int32_t> ranked;
   for (int32_t i = 0; i < rows.size(); ++i) {
-    if (rows[i].feasible() && !rows[i].has_error() && (refined(i) || contends(i))) ranked.push_back(i);
+    if (rows[i].feasible() && !rows[i].has_error() && contends(i)) ranked.push_back(i);
   }
   const bool by_device = request.objective() == v1::RECOMMEND_OBJECTIVE_BEST_PER_DEVICE;
   std::stable_sort(ranked.begin(), ranked.end(), [&](int32_t a, int32_t b) {
-    if (refined(a) != refined(b)) return refined(a);
     return by_device ? per_device(a) > per_device(b) : throughput(a) > throughput(b);
   });
   const size_t most = static_cast<size_t>(std::max(2, workers));
   if (ranked.size() > most) ranked.resize(most);
   std::vector<int32_t> picked;
   for (const int32_t i : ranked) {
-    if (rows[i].time_limited() && !refined(i)) picked.push_back(i);
+    if (rows[i].time_limited()) picked.push_back(i);
   }
   return picked;
 }

@@ -95,12 +95,11 @@ absl::Duration RefineShare(absl::Duration budget, int32_t workers);
 // row's; for the best per device, throughput per device likewise; for the fewest devices within X %,
 // the rows within kContenderPercent % of the fastest (they set the bar) and the rows with no more
 // devices than the recommended one whose throughput is within X + kContenderPercent % of the fastest.
-// The best max(2, workers) of them decide — rows solved with at least `refine_share` already first,
-// contenders or not, then by that figure, then row order; returned, best first, are those among them
-// whose answer a time limit below `refine_share` cut short. A row refined already keeps its slot, so a
-// repeated call (which finds the longer answers in the cache) picks no other: not where a second solve
-// came out slower, nor where it came out so much faster that its neighbours no longer contend. Empty when nothing is recommended
-// (submit_only, nothing feasible).
+// The best max(2, workers) of them decide, by that figure, then row order; returned, best first, are
+// those among them whose answer a time limit below `refine_share` cut short. Empty when any row was
+// solved with at least `refine_share` already (a second round ran for these candidates: a repeated
+// call, which finds the longer answers in the cache, picks nothing, whatever those answers changed in
+// the ranking), and when nothing is recommended (submit_only, nothing feasible).
 std::vector<int32_t> RowsToRefine(const v1::RecommendRequest& request, const v1::RecommendResponse& response,
                                   absl::Duration refine_share, int32_t workers);
 
