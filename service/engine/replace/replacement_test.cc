@@ -1,5 +1,6 @@
 #include "service/engine/replace/replacement.h"
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -283,30 +284,49 @@ v1::PlaceRequest IndependentOps(const std::vector<std::pair<std::string, int64_t
   return request;
 }
 
-TEST(ReplacementTest, AnAnswerThatMovesMoreBytesMustBeatTheIncumbentByTheTolerance) {
-  // Before: L and x on gpu0 (101 ms), M on gpu1 (100 ms), N on gpu2 (99.5 ms). A fresh answer moves
-  // x (stateful) to gpu2: 100.5 ms, 0.5 % faster, for x's bytes at a negligible weight.
-  v1::PlaceRequest request = IndependentOps(
-      {{"L", 100'000'000}, {"x", 1'000'000}, {"M", 100'000'000}, {"N", 99'500'000}});
-  for (int i = 0; i < 4; ++i) {  // L, M and N hold the most state: renaming keeps them in place
-    request.mutable_graph()->mutable_ops(i)->set_persistent_bytes(i == 1 ? 1000 : 10'000);
-  }
+// Ops L (100 ms), x, M (100 ms) and N on gpu0..gpu2 with these persistent bytes; the previous
+// placement had L and x on gpu0, M on gpu1, N on gpu2; a negligible move weight.
+v1::PlaceRequest LAndXShareGpu0(int64_t x_ns, int64_t n_ns, const std::array<int64_t, 4>& bytes) {
+  v1::PlaceRequest request =
+      IndependentOps({{"L", 100'000'000}, {"x", x_ns}, {"M", 100'000'000}, {"N", n_ns}});
+  for (int i = 0; i < 4; ++i) request.mutable_graph()->mutable_ops(i)->set_persistent_bytes(bytes[i]);
   auto& previous = *request.mutable_options()->mutable_previous_placement();
   previous["L"] = previous["x"] = "gpu0";
   previous["M"] = "gpu1";
   previous["N"] = "gpu2";
   request.mutable_options()->set_move_weight_ns_per_byte(1e-6);
-  absl::StatusOr<Model> model = BuildModel(request);
-  ASSERT_TRUE(model.ok()) << model.status();
-  Assignment fresh(4);
-  fresh[OpNamed(*model, "L")] = 0;
-  fresh[OpNamed(*model, "M")] = 1;
-  fresh[OpNamed(*model, "x")] = fresh[OpNamed(*model, "N")] = 2;
-  const FixedAnswer member(fresh);
+  return request;
+}
+
+// A fresh answer for LAndXShareGpu0's model: L, M and N on devices 0, 1 and 2, x on `x_device`.
+Assignment FreshWithXOn(const Model& model, DeviceId x_device) {
+  Assignment fresh(model.num_ops());
+  fresh[OpNamed(model, "L")] = 0;
+  fresh[OpNamed(model, "M")] = 1;
+  fresh[OpNamed(model, "N")] = 2;
+  fresh[OpNamed(model, "x")] = x_device;
+  return fresh;
+}
+
+// Step 1's choice alone: no search, no pull-back, and no shortcut near the lower bound (these seeds
+// are within 1 % of it).
+ReplacementOptions ChoiceOnly() {
   ReplacementOptions options;
   options.search = false;
   options.pull_back = false;
-  options.skip_near_lower_bound = 0;  // the seed is within 1 % of the lower bound
+  options.skip_near_lower_bound = 0;
+  return options;
+}
+
+TEST(ReplacementTest, AnAnswerThatMovesMoreBytesMustBeatTheIncumbentByTheTolerance) {
+  // Before: L and x on gpu0 (101 ms), M on gpu1 (100 ms), N on gpu2 (99.5 ms). A fresh answer moves
+  // x (stateful) to gpu2: 100.5 ms, 0.5 % faster, for x's bytes at a negligible weight. L, M and N
+  // hold the most state: renaming keeps them in place.
+  absl::StatusOr<Model> model =
+      BuildModel(LAndXShareGpu0(1'000'000, 99'500'000, {10'000, 1000, 10'000, 10'000}));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const FixedAnswer member(FreshWithXOn(*model, 2));
+  ReplacementOptions options = ChoiceOnly();
   absl::StatusOr<PartitionResult> kept = Replace(*model, SolveContext(), options, {&member});
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ(kept->winner, "previous_placement");  // 0.5 % < the default 2 %
@@ -323,31 +343,14 @@ TEST(ReplacementTest, TheToleranceGrowsWithEveryDevicesWorthOfStateAnAnswerMoves
   // Before: L and x on gpu0 (103 ms), M on gpu1 and N on gpu2 (100 ms each); gpu3 joins. A fresh
   // answer moves x to gpu3: 100 ms, 2.9 % faster. L holds the most state, so renaming keeps it (and
   // gpu0) in place and x moves. Nothing must move, so a device's worth of state is a quarter of all.
-  ReplacementOptions options;
-  options.search = false;
-  options.pull_back = false;
-  options.skip_near_lower_bound = 0;
   for (const int64_t x_bytes : {40'000, 190'000}) {
     SCOPED_TRACE(x_bytes);
-    v1::PlaceRequest request = IndependentOps(
-        {{"L", 100'000'000}, {"x", 3'000'000}, {"M", 100'000'000}, {"N", 100'000'000}});
+    v1::PlaceRequest request = LAndXShareGpu0(3'000'000, 100'000'000, {200'000, x_bytes, 5'000, 5'000});
     AddTestDevice(request, "gpu3", "gpu", 1 << 20);
-    const int64_t bytes[] = {200'000, x_bytes, 5'000, 5'000};
-    for (int i = 0; i < 4; ++i) request.mutable_graph()->mutable_ops(i)->set_persistent_bytes(bytes[i]);
-    auto& previous = *request.mutable_options()->mutable_previous_placement();
-    previous["L"] = previous["x"] = "gpu0";
-    previous["M"] = "gpu1";
-    previous["N"] = "gpu2";
-    request.mutable_options()->set_move_weight_ns_per_byte(1e-6);
     absl::StatusOr<Model> model = BuildModel(request);
     ASSERT_TRUE(model.ok()) << model.status();
-    Assignment fresh(4);
-    fresh[OpNamed(*model, "L")] = 0;
-    fresh[OpNamed(*model, "M")] = 1;
-    fresh[OpNamed(*model, "N")] = 2;
-    fresh[OpNamed(*model, "x")] = 3;
-    const FixedAnswer member(fresh);
-    absl::StatusOr<PartitionResult> result = Replace(*model, SolveContext(), options, {&member});
+    const FixedAnswer member(FreshWithXOn(*model, 3));
+    absl::StatusOr<PartitionResult> result = Replace(*model, SolveContext(), ChoiceOnly(), {&member});
     ASSERT_TRUE(result.ok()) << result.status();
     if (x_bytes == 40'000) {
       // x is 0.64 of a device's worth (250 KB / 4): the tolerance once, 2 % < 2.9 %.
