@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "service/engine/pardnn/cluster_mapping.h"
 #include "service/engine/pardnn/linear_clustering.h"
@@ -387,6 +388,10 @@ class PardnnRun {
 
 absl::StatusOr<PartitionResult> PardnnPartitioner::Partition(const Model& model,
                                                              const SolveContext& context) const {
+  if (options_.decline_when_memory_can_bind && MemoryCanBind(model)) {
+    return absl::FailedPreconditionError(
+        "pardnn (decline_when_memory_can_bind): memory can bind on this step; no answer");
+  }
   return PardnnRun(options_, model, context).Run();
 }
 

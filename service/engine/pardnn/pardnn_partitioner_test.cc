@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "service/engine/model/model_builder.h"
+#include "service/engine/sim/placement_score.h"
 #include "service/engine/partition/placement_rules.h"
 #include "service/engine/partition/reported_score_check.h"
 #include "service/engine/repair/test_model.h"
@@ -156,6 +157,23 @@ TEST(PardnnPartitionerTest, AMemoryBoundTrainingStepFitsWithFewCuts) {
   EXPECT_TRUE(s.MemoryFits(model));
   const int64_t serial = 16 * 300'000;  // every op on one device, no transfer
   EXPECT_LE(s.makespan_ns, serial + serial / 10) << "a few cuts of 67 us each";
+}
+
+TEST(PardnnPartitionerTest, TheQuickFormDeclinesWhereMemoryCanBind) {
+  PardnnOptions quick;
+  quick.decline_when_memory_can_bind = true;
+  const Model bound = MemoryBoundTrainingChain(16, 8);
+  ASSERT_TRUE(MemoryCanBind(bound));
+  const absl::StatusOr<PartitionResult> declined = MakePardnnPartitioner(quick)->Partition(bound, SolveContext());
+  EXPECT_EQ(declined.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(MakePardnnPartitioner()->Partition(bound, SolveContext()).ok());
+  TestModel roomy;
+  const int a = roomy.AddOp(100'000, 0, 300);
+  roomy.AddEdge(a, roomy.AddOp(100'000, 0, 300), 10);
+  roomy.AddDevices(2, 1 << 30);
+  const Model model = roomy.Build();
+  ASSERT_FALSE(MemoryCanBind(model));
+  EXPECT_TRUE(MakePardnnPartitioner(quick)->Partition(model, SolveContext()).ok());
 }
 
 TEST(PardnnPartitionerTest, LargeGraphsAreRefinedInBatches) {

@@ -34,12 +34,14 @@ AlgorithmRegistry::AlgorithmRegistry(AlgorithmRegistryOptions options) {
   // A re-placement's quick members: every member, pardnn without its refinement and re-timing (the
   // re-placement's own search follows; on GPT-12 losing its first device this form's answer kept the
   // state in place at 1.003 x a fresh solve's step, where the others' ended at 1.044 x, for a tenth of
-  // the fresh solve's time) and `stages` planning its two orders only (not the exact search over every
+  // the fresh solve's time) and only where memory cannot bind (its memory work would be most of the
+  // re-placement's time; the re-placement repairs memory itself), and `stages` planning its two orders only (not the exact search over every
   // contiguous split: most of its time on small branchy graphs, for a fresh plan a re-placement rarely
   // keeps). Not algorithms of their own: owned here, not listed.
   PardnnOptions quick_pardnn;
   quick_pardnn.refinement_max_simulations = 0;
   quick_pardnn.retiming_rounds = 0;
+  quick_pardnn.decline_when_memory_can_bind = true;
   replacement_pardnn_ = MakePardnnPartitioner(quick_pardnn);
   StagesOptions chains;
   chains.exact_search = false;
