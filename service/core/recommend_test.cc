@@ -275,19 +275,26 @@ class RecommendCoreTest : public ::testing::Test {
     return options;
   }
 
-  // A 4-device pool on two hosts and a layered graph with 4 microbatches.
-  static v1::RecommendRequest Request() {
+  // A Recommend request for a random layered graph of `num_ops` ops on the whole Pool(), 4 microbatches.
+  static v1::RecommendRequest RequestOnPool(int32_t num_ops, uint64_t seed, const std::string& algorithm) {
     testutil::RandomGraphOptions graph;
-    graph.num_ops = 160;
+    graph.num_ops = num_ops;
     graph.num_devices = 1;
-    graph.seed = 3;
+    graph.seed = seed;
     v1::RecommendRequest request;
     *request.mutable_graph() = testutil::RandomLayeredRequest(graph).graph();
+    *request.mutable_cluster() = Pool();
+    request.mutable_options()->set_algorithm(algorithm);
+    request.mutable_options()->set_microbatches(4);
+    return request;
+  }
+
+  // A 4-device pool on two hosts and a 160-op layered graph with 4 microbatches, placed by `pipeline`.
+  static v1::RecommendRequest Request() {
+    v1::RecommendRequest request = RequestOnPool(160, 3, "pipeline");
     v1::Cluster pool = Pool();
     pool.mutable_devices()->DeleteSubrange(2, 4);  // a0, a1, b2, b3
     *request.mutable_cluster() = pool;
-    request.mutable_options()->set_algorithm("pipeline");
-    request.mutable_options()->set_microbatches(4);
     return request;
   }
 
@@ -307,6 +314,17 @@ class RecommendCoreTest : public ::testing::Test {
       if (!finished.ok()) return finished;
     }
     return response;
+  }
+
+  // Recommends `request` again: answered at once (no job), `hits` of its candidates from the cache.
+  v1::RecommendResponse RecommendFromCache(const v1::RecommendRequest& request, int32_t hits) {
+    bool at_once = false;
+    absl::StatusOr<v1::RecommendResponse> answer = Recommend(request, &at_once);
+    EXPECT_TRUE(answer.ok()) << answer.status();
+    if (!answer.ok()) return v1::RecommendResponse();  // recommended() -1: the callers' checks fail too
+    EXPECT_TRUE(at_once);
+    EXPECT_EQ(answer->cache_hits(), hits);
+    return *std::move(answer);
   }
 
   // One candidate placed on its own, as a scheduler would fetch it.
@@ -381,15 +399,13 @@ TEST_F(RecommendCoreTest, EveryCandidateIsAnOrdinaryCachedPlacementAndTheRepeatI
   }
   EXPECT_EQ(first->recommended(), best);
 
-  absl::StatusOr<v1::RecommendResponse> again = Recommend(request, &at_once);
-  ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_TRUE(at_once);  // answered from the cache, no job
-  EXPECT_EQ(again->cache_hits(), 8);
-  EXPECT_EQ(again->recommended(), first->recommended());
+  const v1::RecommendResponse again = RecommendFromCache(request, 8);
+  EXPECT_EQ(again.recommended(), first->recommended());
+  ASSERT_EQ(again.candidates_size(), 8);
   for (int32_t i = 0; i < 8; ++i) {
-    EXPECT_EQ(again->candidates(i).cache(), v1::HIT);
-    EXPECT_EQ(again->candidates(i).step_ns(), first->candidates(i).step_ns());
-    EXPECT_FALSE(again->candidates(i).has_placement());
+    EXPECT_EQ(again.candidates(i).cache(), v1::HIT);
+    EXPECT_EQ(again.candidates(i).step_ns(), first->candidates(i).step_ns());
+    EXPECT_FALSE(again.candidates(i).has_placement());
   }
 
   v1::RecommendRequest with_placements = request;
@@ -462,12 +478,7 @@ TEST_F(RecommendCoreTest, SubmitOnlyStartsOperationsAndALaterCallIsAnsweredFromT
     }
   }
   request.set_submit_only(false);
-  bool at_once = false;
-  absl::StatusOr<v1::RecommendResponse> answered = Recommend(request, &at_once);
-  ASSERT_TRUE(answered.ok()) << answered.status();
-  EXPECT_TRUE(at_once);
-  EXPECT_EQ(answered->cache_hits(), 3);
-  EXPECT_GE(answered->recommended(), 0);
+  EXPECT_GE(RecommendFromCache(request, 3).recommended(), 0);
 }
 
 // The whole pool (20 candidates on 2 workers), `auto` on a graph it cannot finish in a few ms: the first
@@ -475,15 +486,7 @@ TEST_F(RecommendCoreTest, SubmitOnlyStartsOperationsAndALaterCallIsAnsweredFromT
 // second solve of 15 ms (RowsToRefine). The repeat is answered from the cache alone — the refined
 // answers are the ones stored — with the same rows and recommendation, and refines nothing.
 TEST_F(RecommendCoreTest, ContendersCutShortGetASecondLongerSolveAndTheRepeatIsAllHits) {
-  testutil::RandomGraphOptions graph;
-  graph.num_ops = 1500;
-  graph.num_devices = 1;
-  graph.seed = 11;
-  v1::RecommendRequest request;
-  *request.mutable_graph() = testutil::RandomLayeredRequest(graph).graph();
-  *request.mutable_cluster() = Pool();
-  request.mutable_options()->set_algorithm("auto");
-  request.mutable_options()->set_microbatches(4);
+  v1::RecommendRequest request = RequestOnPool(1500, 11, "auto");
   *request.mutable_options()->mutable_time_limit() = google::protobuf::util::TimeUtil::MillisecondsToDuration(100);
   const int64_t first_ns = absl::ToInt64Nanoseconds(FirstRoundShare(absl::Milliseconds(100), 2, 20));
   const int64_t refine_ns = absl::ToInt64Nanoseconds(RefineShare(absl::Milliseconds(100), 2));
@@ -509,16 +512,13 @@ TEST_F(RecommendCoreTest, ContendersCutShortGetASecondLongerSolveAndTheRepeatIsA
     if (row.feasible()) EXPECT_LE(row.microbatches_per_second(), chosen.microbatches_per_second());
   }
 
-  bool at_once = false;
-  absl::StatusOr<v1::RecommendResponse> again = Recommend(request, &at_once);
-  ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_TRUE(at_once);
-  EXPECT_EQ(again->cache_hits(), 20);
-  EXPECT_EQ(again->refined(), 0);
-  EXPECT_EQ(again->recommended(), first->recommended());
+  const v1::RecommendResponse again = RecommendFromCache(request, 20);
+  EXPECT_EQ(again.refined(), 0);
+  EXPECT_EQ(again.recommended(), first->recommended());
+  ASSERT_EQ(again.candidates_size(), 20);
   for (int32_t i = 0; i < 20; ++i) {
-    EXPECT_EQ(again->candidates(i).step_ns(), first->candidates(i).step_ns()) << i;
-    EXPECT_EQ(again->candidates(i).time_limit_ns(), first->candidates(i).time_limit_ns()) << i;
+    EXPECT_EQ(again.candidates(i).step_ns(), first->candidates(i).step_ns()) << i;
+    EXPECT_EQ(again.candidates(i).time_limit_ns(), first->candidates(i).time_limit_ns()) << i;
   }
 }
 

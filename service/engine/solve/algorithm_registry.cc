@@ -20,38 +20,38 @@
 namespace placement::engine {
 
 AlgorithmRegistry::AlgorithmRegistry(AlgorithmRegistryOptions options) {
-  // pardnn first, the baselines, and last the portfolio of all of them, `auto` (the default).
-  Add(MakePardnnPartitioner());
-  Add(MakeMEtfPartitioner());
-  Add(MakeMTopoPartitioner());
-  Add(MakeHeftPartitioner());
-  Add(MakeMetisPartitioner());
-  Add(MakePipelinePartitioner());
-  Add(MakeStagesPartitioner());
-  Add(MakeRoundRobinPartitioner());
-  Add(MakeSingleDevicePartitioner());
-  std::vector<const Partitioner*> members = all_;
-  // A re-placement's quick members: every member, pardnn without its refinement and re-timing (the
-  // re-placement's own search follows; on GPT-12 losing its first device this form's answer kept the
-  // state in place at 1.003 x a fresh solve's step, where the others' ended at 1.044 x, for a tenth of
-  // the fresh solve's time) and only where memory cannot bind (its memory work would be most of the
-  // re-placement's time; the re-placement repairs memory itself), and `stages` planning its two orders only (not the exact search over every
-  // contiguous split: most of its time on small branchy graphs, for a fresh plan a re-placement rarely
-  // keeps). Not algorithms of their own: owned here, not listed.
+  // A re-placement's quick members: every member, some in a form of their own (owned here, not
+  // listed). pardnn without its refinement and re-timing (the re-placement's own search follows; on
+  // GPT-12 losing its first device this form's answer kept the state in place at 1.003 x a fresh
+  // solve's step, where the others' ended at 1.044 x, for a tenth of the fresh solve's time), and only
+  // where memory cannot bind (its memory work would be most of the re-placement's time; the
+  // re-placement repairs memory itself). `stages` planning its two orders only (not the exact search
+  // over every contiguous split: most of its time on small branchy graphs, for a fresh plan a
+  // re-placement rarely keeps).
   PardnnOptions quick_pardnn;
   quick_pardnn.refinement_max_simulations = 0;
   quick_pardnn.retiming_rounds = 0;
   quick_pardnn.decline_when_memory_can_bind = true;
-  replacement_pardnn_ = MakePardnnPartitioner(quick_pardnn);
   StagesOptions chains;
   chains.exact_search = false;
-  replacement_stages_ = MakeStagesPartitioner(chains);
-  std::vector<const Partitioner*> replacement;
-  for (const Partitioner* member : members) {
-    replacement.push_back(member->name() == "pardnn"   ? replacement_pardnn_.get()
-                          : member->name() == "stages" ? replacement_stages_.get()
-                                                       : member);
-  }
+  std::vector<const Partitioner*> replacement;  // in the members' order
+  const auto add_member = [&](std::unique_ptr<Partitioner> member,
+                              std::unique_ptr<Partitioner> replacement_form = nullptr) {
+    replacement.push_back(replacement_form != nullptr ? replacement_form.get() : member.get());
+    if (replacement_form != nullptr) owned_.push_back(std::move(replacement_form));
+    Add(std::move(member));
+  };
+  // pardnn first, the baselines, and last the portfolio of all of them, `auto` (the default).
+  add_member(MakePardnnPartitioner(), MakePardnnPartitioner(quick_pardnn));
+  add_member(MakeMEtfPartitioner());
+  add_member(MakeMTopoPartitioner());
+  add_member(MakeHeftPartitioner());
+  add_member(MakeMetisPartitioner());
+  add_member(MakePipelinePartitioner());
+  add_member(MakeStagesPartitioner(), MakeStagesPartitioner(chains));
+  add_member(MakeRoundRobinPartitioner());
+  add_member(MakeSingleDevicePartitioner());
+  std::vector<const Partitioner*> members = all_;
   Add(MakePortfolioPartitioner(std::move(members), PortfolioOptions(), std::move(replacement)));
   if (options.include_testing_algorithms) {
     for (std::unique_ptr<Partitioner>& testing : MakeTestingPartitioners()) Add(std::move(testing));

@@ -51,11 +51,9 @@ class AlgorithmRegistry {
  private:
   void Add(std::unique_ptr<Partitioner> partitioner);
 
+  // Every algorithm, listed or not (`auto`'s re-placement forms of some members are not).
   std::vector<std::unique_ptr<Partitioner>> owned_;
   std::vector<const Partitioner*> all_;
-  // `auto`'s re-placement variants of `stages` and `pardnn` (not listed).
-  std::unique_ptr<Partitioner> replacement_stages_;
-  std::unique_ptr<Partitioner> replacement_pardnn_;
 };
 
 }  // namespace placement::engine
