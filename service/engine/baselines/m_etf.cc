@@ -44,6 +44,10 @@ class EtfScheduler : private baselines::ListSchedulerBase {
  public:
   using ListSchedulerBase::ListSchedulerBase;
 
+  // Re-placement's form (MEtfTowardsPrevious): binding a unit anywhere but its previous device costs
+  // `ns_per_byte` × the persistent bytes it would move, as if it started that much later.
+  void PreferPreviousDevices(double ns_per_byte) { towards_previous_ns_per_byte_ = ns_per_byte; }
+
   PartitionResult Run() {
     Initialise();
     baselines::StopChecker stop(context_, "m_etf", 256);
@@ -72,7 +76,8 @@ class EtfScheduler : private baselines::ListSchedulerBase {
         if (!BestCandidate(d, now, entry)) continue;
         const int64_t start = std::max(now, entry.arrival);
         const std::tuple<int64_t, int64_t, OpId, int64_t, DeviceId> key(
-            start, -level_[entry.op], entry.op, start + model_.OpTimeNs(entry.op, d), d);
+            SaturatingAdd(start, MovePenalty(entry.op, d)), -level_[entry.op], entry.op,
+            start + model_.OpTimeNs(entry.op, d), d);
         if (!found || key < best) {
           best = key;
           best_arrival = entry.arrival;
@@ -98,6 +103,7 @@ class EtfScheduler : private baselines::ListSchedulerBase {
 
  private:
   void Initialise() {
+    InitialisePreviousDevices();
     free_at_.assign(num_devices_, 0);
     released_.assign(num_devices_, 0);
     pending_.resize(num_devices_);
@@ -123,6 +129,49 @@ class EtfScheduler : private baselines::ListSchedulerBase {
     for (OpId v : model_.topo_order) {
       if (inputs_left_[v] == 0) MakeReady(v);
     }
+  }
+
+  // Previous device and the ns that binding elsewhere costs, by unit (PreferPreviousDevices): the
+  // device that held most of the unit's persistent bytes, and the bytes binding elsewhere moves
+  // beyond what binding there moves.
+  void InitialisePreviousDevices() {
+    if (towards_previous_ns_per_byte_ <= 0 || !model_.has_previous_placement()) return;
+    const int32_t num_units = units_.num_units();
+    unit_previous_.assign(num_units, kNone);
+    unit_penalty_ns_.assign(num_units, 0);
+    std::vector<std::pair<DeviceId, int64_t>> tally;
+    for (int32_t u = 0; u < num_units; ++u) {
+      tally.clear();
+      for (int32_t i = units_.begin(u); i < units_.end(u); ++i) {
+        const OpId m = units_.member[i];
+        const DeviceId previous = model_.PreviousDeviceOf(m);
+        if (previous < 0 || model_.persistent_bytes[m] == 0) continue;
+        auto it = std::find_if(tally.begin(), tally.end(),
+                               [previous](const auto& entry) { return entry.first == previous; });
+        if (it == tally.end()) {
+          tally.emplace_back(previous, 0);
+          it = tally.end() - 1;
+        }
+        it->second += model_.persistent_bytes[m];
+      }
+      for (const auto& [device, bytes] : tally) {
+        if (!units_.Allowed(model_, u, device)) continue;
+        const int64_t penalty = static_cast<int64_t>(
+            std::min(towards_previous_ns_per_byte_ * static_cast<double>(bytes), 1e15));
+        if (penalty > unit_penalty_ns_[u] ||
+            (penalty == unit_penalty_ns_[u] && unit_previous_[u] != kNone && device < unit_previous_[u])) {
+          unit_previous_[u] = device;
+          unit_penalty_ns_[u] = penalty;
+        }
+      }
+    }
+  }
+
+  int64_t MovePenalty(OpId v, DeviceId d) const {
+    if (unit_previous_.empty()) return 0;
+    const int32_t u = units_.unit_of_op[v];
+    if (unit_device_[u] != kNone || unit_previous_[u] == kNone || unit_previous_[u] == d) return 0;
+    return unit_penalty_ns_[u];
   }
 
   bool Valid(OpId v, DeviceId d) const {
@@ -276,6 +325,9 @@ class EtfScheduler : private baselines::ListSchedulerBase {
   std::vector<uint8_t> released_;     // by device: memory released since the last Unblock
   std::vector<DeviceId> released_on_;
   int32_t scheduled_ = 0;
+  double towards_previous_ns_per_byte_ = 0;
+  std::vector<DeviceId> unit_previous_;   // by unit, when preferring previous devices
+  std::vector<int64_t> unit_penalty_ns_;  // by unit: what binding elsewhere costs
 };
 
 class MEtfPartitioner final : public Partitioner {
@@ -296,5 +348,13 @@ class MEtfPartitioner final : public Partitioner {
 }  // namespace
 
 std::unique_ptr<Partitioner> MakeMEtfPartitioner() { return std::make_unique<MEtfPartitioner>(); }
+
+absl::StatusOr<PartitionResult> MEtfTowardsPrevious(const Model& model, const SolveContext& context,
+                                                    double ns_per_byte) {
+  if (std::optional<PartitionResult> none = baselines::NothingToPlace(model)) return *std::move(none);
+  EtfScheduler scheduler(model, context);
+  scheduler.PreferPreviousDevices(ns_per_byte);
+  return scheduler.Run();
+}
 
 }  // namespace placement::engine

@@ -42,6 +42,14 @@ namespace placement::engine {
 // api.md name "m_etf".
 std::unique_ptr<Partitioner> MakeMEtfPartitioner();
 
+// Re-placement's form (../replace/): m-ETF where binding a unit (colocation group or op) to any device
+// but the one that held most of its persistent bytes before (Model::previous_device) counts as starting
+// `ns_per_byte` × those bytes later — in the choice of the next (op, device) pair only; the schedule
+// runs at the real times. So a unit waits a little for its old device, or goes elsewhere when that
+// gains more than its bytes are worth. ns_per_byte <= 0 or no previous placement: plain m-ETF.
+absl::StatusOr<PartitionResult> MEtfTowardsPrevious(const Model& model, const SolveContext& context,
+                                                    double ns_per_byte);
+
 }  // namespace placement::engine
 
 #endif  // PLACEMENT_SERVICE_ENGINE_BASELINES_M_ETF_H_

@@ -234,11 +234,14 @@ inline int64_t BytesMoved(const Model& model, const Assignment& assignment) {
 
 // The moves' price in ns of step: round(move_weight_ns_per_byte × BytesMoved), capped at 1e18 (the
 // largest step validation allows), so that step + price never overflows.
-inline int64_t MoveCostNs(const Model& model, const Assignment& assignment) {
-  if (model.move_weight_ns_per_byte == 0.0) return 0;
-  const double cost =
-      model.move_weight_ns_per_byte * static_cast<double>(BytesMoved(model, assignment));
+// With another weight (re-placement's search adds its keep-in-place price, ../replace/).
+inline int64_t MoveCostNs(const Model& model, const Assignment& assignment, double ns_per_byte) {
+  if (ns_per_byte == 0.0) return 0;
+  const double cost = ns_per_byte * static_cast<double>(BytesMoved(model, assignment));
   return cost >= 1e18 ? int64_t{1'000'000'000'000'000'000} : std::llround(cost);
+}
+inline int64_t MoveCostNs(const Model& model, const Assignment& assignment) {
+  return MoveCostNs(model, assignment, model.move_weight_ns_per_byte);
 }
 
 }  // namespace placement::engine

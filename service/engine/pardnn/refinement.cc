@@ -55,8 +55,13 @@ class Refiner {
   // away from its previous placement (an O(V) pass, small beside the simulation it follows).
   PlacementScore Score(const SimResult& simulated, const Assignment& assignment) const {
     PlacementScore score = ScoreSimulation(model_, simulated);
-    if (options_.count_moves) score.makespan_ns += MoveCostNs(model_, assignment);
+    if (options_.count_moves) score.makespan_ns += MoveCost(assignment);
     return score;
+  }
+  int64_t MoveCost(const Assignment& assignment) const {
+    return MoveCostNs(model_, assignment,
+                      options_.move_weight_ns_per_byte < 0 ? model_.move_weight_ns_per_byte
+                                                           : options_.move_weight_ns_per_byte);
   }
   void AddCandidate(int64_t gain, const OpId* ops, int32_t count, DeviceId target) {
     candidates_.push_back(Candidate{gain, static_cast<int32_t>(candidates_.size()),
@@ -360,7 +365,7 @@ bool Refiner::RepairAfterMove(Assignment& assignment, const PlacementScore& curr
   result->simulations += outcome.rounds;
   if (!outcome.fits) return false;
   const int64_t repaired_ns =
-      outcome.makespan_ns + (options_.count_moves ? MoveCostNs(model_, trial_) : 0);
+      outcome.makespan_ns + (options_.count_moves ? MoveCost(trial_) : 0);
   if (repaired_ns >= current.makespan_ns) return false;
   assignment.swap(trial_);
   *next = PlacementScore{0, repaired_ns};

@@ -59,6 +59,9 @@ struct RefinementOptions {
   // model's move weight × the persistent bytes it moves away from the previous placement) instead of
   // the step alone. RefinementResult::makespan_ns is then that sum.
   bool count_moves = false;
+  // With count_moves: the ns of step one byte moved costs; < 0: the model's move_weight_ns_per_byte
+  // (re-placement passes the model's plus its keep-in-place price).
+  double move_weight_ns_per_byte = -1.0;
   // Progress reports: stage name and the fraction range this stage covers.
   const char* progress_stage = "refinement";
   double progress_from = 0.0;

@@ -92,7 +92,7 @@ class PortfolioPartitioner final : public Partitioner {
       absl::StrAppend(&version_, member == members_.front() ? ":" : ",", std::string(member->name()), "@",
                       std::string(member->version()));
     }
-    absl::StrAppend(&version_, ";replace@2");
+    absl::StrAppend(&version_, ";replace@3");
     for (const Partitioner* member : replacement_members_) {
       absl::StrAppend(&version_, member == replacement_members_.front() ? ":" : ",", std::string(member->name()),
                       "@", std::string(member->version()));

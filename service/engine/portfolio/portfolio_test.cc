@@ -154,9 +154,9 @@ TEST(PortfolioTest, VersionNamesItsMembersAndTheReplacementMembers) {
   FixedPartitioner a("a", {}), b("b", {}), c("c", {});
   auto portfolio = MakePortfolioPartitioner({&a, &b});
   EXPECT_EQ(portfolio->name(), "auto");
-  EXPECT_EQ(portfolio->version(), "3:a@7,b@7;replace@2:b@7");
+  EXPECT_EQ(portfolio->version(), "3:a@7,b@7;replace@3:b@7");
   auto other = MakePortfolioPartitioner({&a, &b}, PortfolioOptions(), {&b, &c});
-  EXPECT_EQ(other->version(), "3:a@7,b@7;replace@2:b@7,c@7");
+  EXPECT_EQ(other->version(), "3:a@7,b@7;replace@3:b@7,c@7");
 }
 
 // `auto` over pardnn and the real baselines is never worse than any member, on random graphs with tight

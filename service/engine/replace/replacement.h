@@ -15,16 +15,18 @@
 //      members and the search below are skipped (small steps, where they would be most of the time);
 //      else the quick members' fresh answers, renamed towards the previous placement (only among
 //      devices alike in kind, speed, capacity and links, so a renamed answer simulates as the member's
-//      own), compete with that seed on step + move cost, and so does each answer's hybrid (the previous
-//      placement where it survives, the member's devices for the units to re-home); a candidate moving
-//      more bytes than the best so far must beat it by keep_in_place_tolerance of its step for every
-//      device's worth of state it moves beyond that one (at least once);
+//      own), compete with that seed, and so do each answer's two hybrids (the previous placement where
+//      it survives and the member's devices for the units to re-home; the member's answer with the
+//      kept state put back) and m-ETF drawn towards the previous devices at a few prices per byte
+//      (MEtfTowardsPrevious, ../baselines/m_etf.h); every candidate is judged by step + moves priced
+//      at the request's move weight plus the keep-in-place price (keep_in_place_tolerance of the
+//      seed's step per device's worth of state moved), and so are the steps below;
 //   2. **memory**: if the chosen start overflows, ParDNN's memory repair (../repair/);
-//   3. **search**: the critical-path local search (../pardnn/refinement.h) judging step + move weight ×
+//   3. **search**: the critical-path local search (../pardnn/refinement.h) judging step + that price ×
 //      bytes moved (RefinementOptions::count_moves), with a simulation budget a quarter of `auto`'s;
 //   4. **pull-back**: units the answer moves but the step does not need moved (the search only touches
 //      the critical path) go back to their previous device — a group test, largest saving first —
-//      when step + move cost gets no worse, or the step stays within pull_back_step_tolerance of the
+//      when step + priced moves gets no worse, or the step stays within pull_back_step_tolerance of the
 //      searched answer's (and not above the start's, winner_makespan_ns);
 // (When the request leaves W open, Solve then picks the answer's fastest window that fits.)
 // Deterministic for a model and seed (the search's restarts draw from the context's seed).
@@ -55,18 +57,24 @@ struct ReplacementOptions {
   // gains within the first few restarts; the rest were a quarter of a re-placement's time on the
   // bench's steps for no step gained).
   int32_t search_restarts_without_improvement = 6;
+  // ... and at most this many restarts in all (a search that keeps gaining a little, GPT-6 started
+  // from a re-cut pipeline, took twice the time of one that stops here, for 0.1 % of step).
+  int32_t search_max_restarts = 12;
   // Off: seed and memory repair only (tests, measurements).
   bool search = true;
-  // Step 1's choice among the re-homed seed, the members' fresh answers and their hybrids: a
-  // candidate that moves more persistent bytes than the best so far must be better on step + move
-  // cost by more than this fraction of that one's step for every device's worth of state it moves
-  // beyond it (a device's worth: what the seed must move, the departed devices' state, or a device's
-  // share of all state when that is more; at least once). The step the search then starts from is
-  // within this of the faster candidate's; the search recovers most of it, the bytes stay put. Scaled
-  // by the bytes (2026-12-05) because a fresh answer that re-balances everything can be a few per cent
-  // faster while moving 7-10 devices' worth (MobileNet-v2, a wide transformer, GPT-24 on the
-  // replace bench), moves that a small move weight (1e-3 ns/byte there) prices below that gain.
-  double keep_in_place_tolerance = 0.02;
+  // The keep-in-place price: every device's worth of state moved costs this fraction of the re-homed
+  // seed's step, on top of the request's move weight (a device's worth: what must move, the departed
+  // devices' state; when nothing must move, a device's share of all state). Every step below prices
+  // moves at the sum: step 1's choice, the search and the pull-back. A scheduler re-places to keep
+  // state where it is, and a small move weight (1e-3 ns/byte on the replace bench) prices moving
+  // seven devices' worth below a 1 % gain; linear in the bytes (2026-12-06; before: the whole price
+  // for any move beyond the incumbent's, which let a fresh answer moving half a device's worth beat
+  // one moving a tenth for 0.1 % of step).
+  double keep_in_place_tolerance = 0.03;
+  // m-ETF drawn towards the previous devices (MEtfTowardsPrevious) runs once per entry, at this
+  // multiple of the move price above: the cheaper, the more it re-balances; the dearer, the more it
+  // keeps. Empty: not run. Only with fresh members (auto's re-placement, not the tests' choices).
+  std::vector<double> towards_previous_weights = {1, 2, 4, 8, 16};
   // When the seed fits and its step is within (1 + this) × LowerBoundNs (simulator.h), the members'
   // fresh answers and the search are skipped: none could gain more than this fraction.
   double skip_near_lower_bound = 0.01;
@@ -88,9 +96,10 @@ Assignment ReplacementSeed(const Model& model);
 // Steps 1–4. `fresh_members` (quick algorithms; `auto` passes its members, pardnn without refinement
 // and re-timing) each answer afresh within half the time left in turn (unless the seed is near the
 // lower bound); each answer, its devices renamed (among alike devices) to keep as much state where it
-// was as possible, and its hybrid compete with the seed as step 1 says. PartitionResult::winner is "previous_placement", the member
-// whose answer won, or "previous_placement+" and the member whose hybrid won; winner_makespan_ns is
-// that start's step before memory repair, search and pull-back. Precondition:
+// was as possible, and its hybrids compete with the seed as step 1 says. PartitionResult::winner is
+// "previous_placement", the member whose answer won, "previous_placement+" or "previous_state+" and
+// the member whose hybrid won, or "m_etf@previous"; winner_makespan_ns is that start's step before
+// memory repair, search and pull-back. Precondition:
 // model.has_previous_placement().
 absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& context,
                                         const ReplacementOptions& options = ReplacementOptions(),

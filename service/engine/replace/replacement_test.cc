@@ -2,12 +2,14 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "service/engine/baselines/m_etf.h"
 #include "service/engine/model/model_builder.h"
 #include "service/engine/model/model_test_util.h"
 #include "service/engine/sim/placement_score.h"
@@ -308,41 +310,55 @@ Assignment FreshWithXOn(const Model& model, DeviceId x_device) {
   return fresh;
 }
 
-// Step 1's choice alone: no search, no pull-back, and no shortcut near the lower bound (these seeds
-// are within 1 % of it).
+// Step 1's choice alone among the seed and the given members: no search, no pull-back, no m-ETF
+// drawn towards the previous devices, and no shortcut near the lower bound (these seeds are within
+// 1 % of it).
 ReplacementOptions ChoiceOnly() {
   ReplacementOptions options;
+  options.towards_previous_weights.clear();
   options.search = false;
   options.pull_back = false;
   options.skip_near_lower_bound = 0;
   return options;
 }
 
-TEST(ReplacementTest, AnAnswerThatMovesMoreBytesMustBeatTheIncumbentByTheTolerance) {
+TEST(ReplacementTest, AnAnswerThatMovesStateMustGainItsKeepInPlacePriceInStep) {
   // Before: L and x on gpu0 (101 ms), M on gpu1 (100 ms), N on gpu2 (99.5 ms). A fresh answer moves
-  // x (stateful) to gpu2: 100.5 ms, 0.5 % faster, for x's bytes at a negligible weight. L, M and N
-  // hold the most state: renaming keeps them in place.
-  absl::StatusOr<Model> model =
-      BuildModel(LAndXShareGpu0(1'000'000, 99'500'000, {10'000, 1000, 10'000, 10'000}));
-  ASSERT_TRUE(model.ok()) << model.status();
-  const FixedAnswer member(FreshWithXOn(*model, 2));
-  ReplacementOptions options = ChoiceOnly();
-  absl::StatusOr<PartitionResult> kept = Replace(*model, SolveContext(), options, {&member});
-  ASSERT_TRUE(kept.ok()) << kept.status();
-  EXPECT_EQ(kept->winner, "previous_placement");  // 0.5 % < the default 2 %
-  EXPECT_EQ(BytesMoved(*model, kept->assignment), 0);
-  options.keep_in_place_tolerance = 0.0;  // step + move cost alone: the fresh answer wins
-  absl::StatusOr<PartitionResult> moved = Replace(*model, SolveContext(), options, {&member});
-  ASSERT_TRUE(moved.ok()) << moved.status();
-  EXPECT_EQ(moved->winner, "fixed");
-  EXPECT_EQ(moved->winner_makespan_ns, 100'500'000);
-  EXPECT_EQ(BytesMoved(*model, moved->assignment), 1000);
+  // x (stateful) to gpu2: 100.5 ms, 0.5 ms faster, at a negligible move weight. L, M and N hold the
+  // most state: renaming keeps them in place. Nothing must move, so a device's worth of state is a
+  // third of all; the keep-in-place price is 3 % of the seed's 101 ms per device's worth.
+  for (const int64_t x_bytes : {1000, 4000}) {
+    SCOPED_TRACE(x_bytes);
+    absl::StatusOr<Model> model =
+        BuildModel(LAndXShareGpu0(1'000'000, 99'500'000, {10'000, x_bytes, 10'000, 10'000}));
+    ASSERT_TRUE(model.ok()) << model.status();
+    const FixedAnswer member(FreshWithXOn(*model, 2));
+    ReplacementOptions options = ChoiceOnly();
+    absl::StatusOr<PartitionResult> result = Replace(*model, SolveContext(), options, {&member});
+    ASSERT_TRUE(result.ok()) << result.status();
+    if (x_bytes == 1000) {
+      // x is 0.097 of a device's worth (31 KB / 3): priced 0.29 ms < the 0.5 ms it gains.
+      EXPECT_EQ(result->winner, "fixed");
+      EXPECT_EQ(result->winner_makespan_ns, 100'500'000);
+      EXPECT_EQ(BytesMoved(*model, result->assignment), 1000);
+    } else {
+      // x is 0.35 of a device's worth (34 KB / 3): priced 1.07 ms > 0.5 ms, the state stays.
+      EXPECT_EQ(result->winner, "previous_placement");
+      EXPECT_EQ(BytesMoved(*model, result->assignment), 0);
+      options.keep_in_place_tolerance = 0.0;  // the request's weight alone: the fresh answer wins
+      absl::StatusOr<PartitionResult> moved = Replace(*model, SolveContext(), options, {&member});
+      ASSERT_TRUE(moved.ok()) << moved.status();
+      EXPECT_EQ(moved->winner, "fixed");
+      EXPECT_EQ(BytesMoved(*model, moved->assignment), 4000);
+    }
+  }
 }
 
 TEST(ReplacementTest, TheToleranceGrowsWithEveryDevicesWorthOfStateAnAnswerMoves) {
   // Before: L and x on gpu0 (103 ms), M on gpu1 and N on gpu2 (100 ms each); gpu3 joins. A fresh
   // answer moves x to gpu3: 100 ms, 2.9 % faster. L holds the most state, so renaming keeps it (and
-  // gpu0) in place and x moves. Nothing must move, so a device's worth of state is a quarter of all.
+  // gpu0) in place and x moves. Nothing must move, so a device's worth of state is a quarter of all;
+  // each is priced 3 % of the seed's 103 ms.
   for (const int64_t x_bytes : {40'000, 190'000}) {
     SCOPED_TRACE(x_bytes);
     v1::PlaceRequest request = LAndXShareGpu0(3'000'000, 100'000'000, {200'000, x_bytes, 5'000, 5'000});
@@ -353,16 +369,90 @@ TEST(ReplacementTest, TheToleranceGrowsWithEveryDevicesWorthOfStateAnAnswerMoves
     absl::StatusOr<PartitionResult> result = Replace(*model, SolveContext(), ChoiceOnly(), {&member});
     ASSERT_TRUE(result.ok()) << result.status();
     if (x_bytes == 40'000) {
-      // x is 0.64 of a device's worth (250 KB / 4): the tolerance once, 2 % < 2.9 %.
+      // x is 0.39 of a device's worth (410 KB / 4): 1.2 ms < the 3 ms it gains.
       EXPECT_EQ(result->winner, "fixed");
       EXPECT_EQ(result->winner_makespan_ns, 100'000'000);
       EXPECT_EQ(BytesMoved(*model, result->assignment), x_bytes);
     } else {
-      // x is 1.9 devices' worth (400 KB / 4): 1.9 x 2 % = 3.8 % > 2.9 %, the state stays.
+      // x is 1.9 devices' worth (400 KB / 4): 1.9 x 3 % = 5.9 ms > 3 ms, the state stays.
       EXPECT_EQ(result->winner, "previous_placement");
       EXPECT_EQ(BytesMoved(*model, result->assignment), 0);
     }
   }
+}
+
+TEST(ReplacementTest, AMembersAnswerWithTheKeptStatePutBackCompetesToo) {
+  // Before: w1 (2 KB of state), w2 (1 KB), x and y on gpu0, z (no state) on gpu2, which leaves. The
+  // seed keeps gpu0 and re-homes z to gpu1: 4.2 ms. A fresh answer balances the compute (x on gpu0,
+  // y and z on gpu1: 4.1 ms) but moves w2; with w2 put back on gpu0 it takes 4.0 ms and moves
+  // nothing, so that hybrid wins.
+  v1::PlaceRequest request = IndependentOps(
+      {{"w1", 100'000}, {"w2", 100'000}, {"x", 2'000'000}, {"y", 2'000'000}, {"z", 2'000'000}});
+  request.mutable_graph()->mutable_ops(0)->set_persistent_bytes(2000);
+  request.mutable_graph()->mutable_ops(1)->set_persistent_bytes(1000);
+  auto& previous = *request.mutable_options()->mutable_previous_placement();
+  previous["w1"] = previous["w2"] = previous["x"] = previous["y"] = "gpu0";
+  previous["z"] = "gpu2";
+  request.mutable_options()->set_move_weight_ns_per_byte(1e-6);
+  RemoveDevice(request, "gpu2");
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Assignment fresh(model->num_ops());
+  fresh[OpNamed(*model, "w1")] = fresh[OpNamed(*model, "x")] = 0;
+  fresh[OpNamed(*model, "w2")] = fresh[OpNamed(*model, "y")] = fresh[OpNamed(*model, "z")] = 1;
+  const FixedAnswer member(fresh);
+  absl::StatusOr<PartitionResult> result = Replace(*model, SolveContext(), ChoiceOnly(), {&member});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->winner, "previous_state+fixed");
+  EXPECT_EQ(result->winner_makespan_ns, 4'000'000);
+  EXPECT_EQ(BytesMoved(*model, result->assignment), 0);
+  EXPECT_EQ(result->assignment[OpNamed(*model, "w2")], 0);
+  EXPECT_EQ(result->assignment[OpNamed(*model, "y")], 1);
+}
+
+TEST(ReplacementTest, MEtfDrawnTowardsThePreviousDevicesCompetes) {
+  // A 400-op step that m-ETF placed on 6 GPUs loses gpu0. Among the seed and m-ETF's fresh answer
+  // (and its hybrids) the seed wins; m-ETF drawn towards the previous devices finds a faster start
+  // that still keeps most state in place.
+  RandomGraphOptions graph;
+  graph.num_ops = 400;
+  graph.num_devices = 6;
+  graph.seed = 2;
+  v1::PlaceRequest request = RandomLayeredRequest(graph);
+  absl::StatusOr<Model> before = BuildModel(request);
+  ASSERT_TRUE(before.ok()) << before.status();
+  const std::unique_ptr<Partitioner> m_etf = MakeMEtfPartitioner();
+  absl::StatusOr<PartitionResult> placed = m_etf->Partition(*before, SolveContext());
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  auto& previous = *request.mutable_options()->mutable_previous_placement();
+  for (const v1::Op& op : request.graph().ops()) {
+    previous[op.name()] =
+        request.cluster().devices(placed->assignment[OpNamed(*before, op.name())]).name();
+  }
+  request.mutable_options()->set_move_weight_ns_per_byte(1e-6);
+  RemoveDevice(request, "gpu0");
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ReplacementOptions options = ChoiceOnly();
+  absl::StatusOr<PartitionResult> without = Replace(*model, SolveContext(), options, {m_etf.get()});
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ(without->winner, "previous_placement");
+  options.towards_previous_weights = ReplacementOptions().towards_previous_weights;
+  absl::StatusOr<PartitionResult> with = Replace(*model, SolveContext(), options, {m_etf.get()});
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_EQ(with->winner, "m_etf@previous");
+  EXPECT_LT(with->winner_makespan_ns, without->winner_makespan_ns);
+  // What a device's worth of state costs: the objective the choice minimised is lower too.
+  const Assignment seed = ReplacementSeed(*model);
+  Simulator simulator(*model);
+  const double price = ReplacementOptions().keep_in_place_tolerance *
+                       static_cast<double>(simulator.Run(seed).makespan_ns) /
+                       static_cast<double>(BytesMoved(*model, seed));
+  auto objective = [&](const PartitionResult& r) {
+    return static_cast<double>(r.winner_makespan_ns) +
+           (price + 1e-6) * static_cast<double>(BytesMoved(*model, r.assignment));
+  };
+  EXPECT_LT(objective(*with), objective(*without));
 }
 
 TEST(ReplacementTest, ASeedNearTheLowerBoundSkipsTheMembersAndTheSearch) {
@@ -419,6 +509,7 @@ TEST(ReplacementTest, ThePullBackReturnsStateTheStepDoesNotNeedMoved) {
   ReplacementOptions options;
   options.search = false;
   options.pull_back = false;
+  options.towards_previous_weights.clear();
   absl::StatusOr<PartitionResult> without = Replace(*model, SolveContext(), options, {&member});
   ASSERT_TRUE(without.ok()) << without.status();
   EXPECT_EQ(without->winner, "fixed");
@@ -484,6 +575,7 @@ TEST(ReplacementTest, RenamingKeepsAMembersDevicesOnTheirHosts) {
   ReplacementOptions options;
   options.search = false;
   options.pull_back = false;
+  options.towards_previous_weights.clear();  // it would put p1 and p2 together: a renaming test
   absl::StatusOr<PartitionResult> result = Replace(*model, SolveContext(), options, {&member});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->winner, "fixed");
