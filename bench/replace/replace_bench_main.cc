@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -47,6 +48,10 @@ ABSL_FLAG(bool, add, true, "Also the case where device K-1 joins K-1 others");
 ABSL_FLAG(double, move_weight, 1e-4, "options.move_weight_ns_per_byte of the re-placements");
 ABSL_FLAG(double, time_limit_s, 60, "Time limit of every solve");
 ABSL_FLAG(std::string, out, "", "Also write the markdown table here");
+ABSL_FLAG(std::string, dump_dir, "",
+          "Also write each removal case here, to replay or inspect with placement_offline: "
+          "NAME-gpuR.{before,after}.request.json (the K and K-1 clusters; `after` carries the "
+          "previous placement) and NAME-gpuR.{before,fresh,replaced}.placement.json");
 
 namespace placement::bench {
 namespace {
@@ -202,6 +207,21 @@ int Run() {
       absl::StatusOr<Solved> fresh = SolveAuto(shrunk);
       absl::StatusOr<Solved> replaced = SolveAuto(replace);
       if (!fresh.ok() || !replaced.ok()) continue;
+      if (const std::string dump = absl::GetFlag(FLAGS_dump_dir); !dump.empty()) {
+        const std::string stem =
+            absl::StrCat(dump, "/", name, "-", full.cluster().devices(r).name());
+        for (const auto& [suffix, message] :
+             std::vector<std::pair<std::string, const google::protobuf::Message*>>{
+                 {".before.request.json", &full},
+                 {".after.request.json", &replace},
+                 {".before.placement.json", &fresh_full->placement},
+                 {".fresh.placement.json", &fresh->placement},
+                 {".replaced.placement.json", &replaced->placement}}) {
+          if (absl::Status written = engine::WriteMessageFile(*message, stem + suffix); !written.ok()) {
+            std::fprintf(stderr, "%s\n", written.ToString().c_str());
+          }
+        }
+      }
       Row row;
       row.name = name;
       row.change = absl::StrCat("-", full.cluster().devices(r).name());
