@@ -381,6 +381,34 @@ TEST(ReplacementTest, TheToleranceGrowsWithEveryDevicesWorthOfStateAnAnswerMoves
   }
 }
 
+TEST(ReplacementTest, TheSeedMaySplitTheDepartedWorkBetweenTwoDevices) {
+  // A chain a -> x -> b -> c1 -> c2 of 1 ms ops, 0.5 ms per transfer; a, b and w (2 ms, independent)
+  // on gpu0, z (4 ms) on gpu1, gpu2 idle; x, c1 and c2 were on gpu3, which leaves. Whole on gpu2 (the
+  // best single device) x costs two transfers on the chain: 6.5 ms; whole on gpu0, c2 waits for w:
+  // 7 ms. Split, x goes to gpu0 and c1, c2 to gpu2: 5.5 ms.
+  v1::PlaceRequest request = IndependentOps({{"a", 1'000'000}, {"x", 1'000'000}, {"b", 1'000'000},
+                                             {"c1", 1'000'000}, {"c2", 1'000'000}, {"w", 2'000'000},
+                                             {"z", 4'000'000}});
+  for (int i = 0; i < 4; ++i) {
+    v1::Edge* edge = request.mutable_graph()->add_edges();
+    edge->set_src(i);
+    edge->set_dst(i + 1);
+    edge->set_bytes(500'000);
+  }
+  auto& previous = *request.mutable_options()->mutable_previous_placement();
+  previous["a"] = previous["b"] = previous["w"] = "gpu0";
+  previous["z"] = "gpu1";
+  previous["x"] = previous["c1"] = previous["c2"] = "gpu3";
+  absl::StatusOr<Model> model = BuildModel(request);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const Assignment seed = ReplacementSeed(*model);
+  EXPECT_EQ(seed[OpNamed(*model, "x")], 0);
+  EXPECT_EQ(seed[OpNamed(*model, "c1")], 2);
+  EXPECT_EQ(seed[OpNamed(*model, "c2")], 2);
+  Simulator simulator(*model);
+  EXPECT_EQ(simulator.Run(seed).makespan_ns, 5'500'000);
+}
+
 TEST(ReplacementTest, AMembersAnswerWithTheKeptStatePutBackCompetesToo) {
   // Before: w1 (2 KB of state), w2 (1 KB), x and y on gpu0, z (no state) on gpu2, which leaves. The
   // seed keeps gpu0 and re-homes z to gpu1: 4.2 ms. A fresh answer balances the compute (x on gpu0,
