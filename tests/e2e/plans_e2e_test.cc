@@ -9,8 +9,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/engine/io/message_io.h"
-#include "tests/e2e/client_options.h"
 #include "tests/e2e/server_process.h"
+#include "tests/e2e/solving_suite.h"
 
 namespace placement::e2e {
 namespace {
@@ -19,27 +19,19 @@ using ::testing::HasSubstr;
 
 constexpr char kTransformerStep[] = "tests/data/requests/bert_l3_training.json.gz";
 
-class PlansE2ETest : public ::testing::Test {
+class PlansE2ETest : public SolvingSuiteTest {
  protected:
-  static void SetUpTestSuite() { server_ = StartSuiteServer({"--workers=2"}); }
-  static void TearDownTestSuite() { StopSuiteServer(server_); }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
-    client::ClientOptions options = OneAttemptOptions(*server_);
-    options.default_timeout = absl::Seconds(120);  // whole solves, under sanitizers too
-    client_ = std::make_unique<client::PlacementClient>(options);
+    SolvingSuiteTest::SetUp();
+    if (HasFatalFailure()) return;
     absl::Status read = engine::ReadMessageFile(SourcePath(kTransformerStep), request_);
     ASSERT_TRUE(read.ok()) << read;
     request_.mutable_options()->set_algorithm("pipeline");
     request_.mutable_options()->mutable_time_limit()->set_seconds(20);
   }
 
-  static ServerProcess* server_;
-  std::unique_ptr<client::PlacementClient> client_;
   v1::PlaceRequest request_;
 };
-
-ServerProcess* PlansE2ETest::server_ = nullptr;
 
 TEST_F(PlansE2ETest, APlanIsAnsweredWithThePlanUsedAndItsOwnCacheEntry) {
   absl::StatusOr<v1::PlaceResponse> plain = client_->Place(request_);

@@ -13,8 +13,8 @@
 #include "gtest/gtest.h"
 #include "service/engine/io/message_io.h"
 #include "service/status_payloads/status_payloads.h"
-#include "tests/e2e/client_options.h"
 #include "tests/e2e/server_process.h"
+#include "tests/e2e/solving_suite.h"
 
 namespace placement::e2e {
 namespace {
@@ -24,15 +24,11 @@ using ::testing::HasSubstr;
 
 constexpr char kTransformerStep[] = "tests/data/requests/bert_l3_training.json.gz";
 
-class RecommendE2ETest : public ::testing::Test {
+class RecommendE2ETest : public SolvingSuiteTest {
  protected:
-  static void SetUpTestSuite() { server_ = StartSuiteServer({"--workers=2"}); }
-  static void TearDownTestSuite() { StopSuiteServer(server_); }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
-    client::ClientOptions options = OneAttemptOptions(*server_);
-    options.default_timeout = absl::Seconds(120);  // whole solves, under sanitizers too
-    client_ = std::make_unique<client::PlacementClient>(options);
+    SolvingSuiteTest::SetUp();
+    if (HasFatalFailure()) return;
     ASSERT_TRUE(engine::ReadMessageFile(SourcePath(kTransformerStep), step_).ok());
   }
 
@@ -63,12 +59,8 @@ class RecommendE2ETest : public ::testing::Test {
     return place;
   }
 
-  static ServerProcess* server_;
-  std::unique_ptr<client::PlacementClient> client_;
   v1::PlaceRequest step_;
 };
-
-ServerProcess* RecommendE2ETest::server_ = nullptr;
 
 TEST_F(RecommendE2ETest, TheTableIsOrdinaryPlacementsAndTheRecommendationIsTheBestAmongThem) {
   const v1::RecommendRequest request = Request("pipeline");

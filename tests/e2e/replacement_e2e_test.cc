@@ -13,8 +13,8 @@
 #include "gtest/gtest.h"
 #include "placement/v1/placement_service.pb.h"
 #include "service/engine/io/message_io.h"
-#include "tests/e2e/client_options.h"
 #include "tests/e2e/server_process.h"
+#include "tests/e2e/solving_suite.h"
 #include "tests/testutil/random_graph.h"
 
 namespace placement::e2e {
@@ -23,15 +23,11 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-class ReplacementE2ETest : public ::testing::Test {
+class ReplacementE2ETest : public SolvingSuiteTest {
  protected:
-  static void SetUpTestSuite() { server_ = StartSuiteServer({"--workers=2"}); }
-  static void TearDownTestSuite() { StopSuiteServer(server_); }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
-    client::ClientOptions options = OneAttemptOptions(*server_);
-    options.default_timeout = absl::Seconds(120);  // whole solves, under sanitizers too
-    client_ = std::make_unique<client::PlacementClient>(options);
+    SolvingSuiteTest::SetUp();
+    if (HasFatalFailure()) return;
     testutil::RandomGraphOptions graph;
     graph.num_ops = 400;
     graph.num_devices = 4;
@@ -43,12 +39,8 @@ class ReplacementE2ETest : public ::testing::Test {
   }
   static std::string Temp(const std::string& name) { return ::testing::TempDir() + "/" + name; }
 
-  static ServerProcess* server_;
-  std::unique_ptr<client::PlacementClient> client_;
   v1::PlaceRequest request_;
 };
-
-ServerProcess* ReplacementE2ETest::server_ = nullptr;
 
 TEST_F(ReplacementE2ETest, LosingAGpuMovesItsOpsAndLittleElse) {
   absl::StatusOr<v1::PlaceResponse> fresh = client_->Place(request_);
