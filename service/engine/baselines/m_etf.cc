@@ -141,19 +141,9 @@ class EtfScheduler : private baselines::ListSchedulerBase {
     unit_penalty_ns_.assign(num_units, 0);
     std::vector<std::pair<DeviceId, int64_t>> tally;
     for (int32_t u = 0; u < num_units; ++u) {
-      tally.clear();
-      for (int32_t i = units_.begin(u); i < units_.end(u); ++i) {
-        const OpId m = units_.member[i];
-        const DeviceId previous = model_.PreviousDeviceOf(m);
-        if (previous < 0 || model_.persistent_bytes[m] == 0) continue;
-        auto it = std::find_if(tally.begin(), tally.end(),
-                               [previous](const auto& entry) { return entry.first == previous; });
-        if (it == tally.end()) {
-          tally.emplace_back(previous, 0);
-          it = tally.end() - 1;
-        }
-        it->second += model_.persistent_bytes[m];
-      }
+      const OpId* members = units_.member.data();
+      TallyPreviousDevices(model_, members + units_.begin(u), members + units_.end(u), /*per_op=*/0,
+                           tally);
       for (const auto& [device, bytes] : tally) {
         if (!units_.Allowed(model_, u, device)) continue;
         const int64_t penalty = static_cast<int64_t>(

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace placement::engine {
@@ -230,6 +231,28 @@ inline int64_t BytesMoved(const Model& model, const Assignment& assignment) {
   const int64_t copies = std::max<int64_t>(1, model.plan.data_parallel);
   return bytes > std::numeric_limits<int64_t>::max() / copies ? std::numeric_limits<int64_t>::max()
                                                                : bytes * copies;
+}
+
+// Re-placement: where the ops [begin, end) (a unit: a colocation group or one op) were before, by
+// surviving device — each op's persistent_bytes + `per_op` added to its previous device's entry (ops
+// without a previous device, or whose device left, count nowhere; an op adding 0 makes no entry).
+// `per_op` = 1 lets ops without state vote; 0 weighs state only. Entries in order of first
+// appearance; `tally` is cleared first (a unit's members rarely spanned more than a few devices).
+inline void TallyPreviousDevices(const Model& model, const OpId* begin, const OpId* end, int64_t per_op,
+                                 std::vector<std::pair<DeviceId, int64_t>>& tally) {
+  tally.clear();
+  for (const OpId* m = begin; m != end; ++m) {
+    const DeviceId previous = model.PreviousDeviceOf(*m);
+    const int64_t weight = model.persistent_bytes[*m] + per_op;
+    if (previous < 0 || weight == 0) continue;
+    auto it = std::find_if(tally.begin(), tally.end(),
+                           [previous](const auto& entry) { return entry.first == previous; });
+    if (it == tally.end()) {
+      tally.emplace_back(previous, 0);
+      it = tally.end() - 1;
+    }
+    it->second += weight;
+  }
 }
 
 // The moves' price in ns of step: round(move_weight_ns_per_byte × BytesMoved), capped at 1e18 (the

@@ -75,19 +75,8 @@ class SeedBuilder {
   DeviceId KeptDevice(OpId v) {
     const DeviceId fixed = rules_.FixedDevice(v);
     if (fixed != kNone) return fixed;
-    tally_.clear();
     const auto [begin, end] = UnitOf(model_, v);
-    for (const OpId* m = begin; m != end; ++m) {
-      const DeviceId previous = model_.PreviousDeviceOf(*m);
-      if (previous < 0) continue;
-      auto it = std::find_if(tally_.begin(), tally_.end(),
-                             [previous](const auto& entry) { return entry.first == previous; });
-      if (it == tally_.end()) {
-        tally_.emplace_back(previous, 0);
-        it = tally_.end() - 1;
-      }
-      it->second += model_.persistent_bytes[*m] + 1;  // + 1: ops without state still vote
-    }
+    TallyPreviousDevices(model_, begin, end, /*per_op=*/1, tally_);  // ops without state vote too
     DeviceId best = kNone;
     int64_t best_weight = -1;
     for (const auto& [device, weight] : tally_) {
@@ -291,24 +280,14 @@ std::vector<PullBackMove> PullBackMoves(const Model& model, const PlacementRules
                                         const Assignment& assignment) {
   std::vector<PullBackMove> moves;
   std::vector<char> seen(model.num_ops(), 0);
+  std::vector<std::pair<DeviceId, int64_t>> tally;
   for (OpId v = 0; v < model.num_ops(); ++v) {
     if (seen[v]) continue;
     const auto [begin, end] = UnitOf(model, v);
     for (const OpId* m = begin; m != end; ++m) seen[*m] = 1;
     if (rules.FixedDevice(v) != kNone) continue;
     const DeviceId current = assignment[v];
-    std::vector<std::pair<DeviceId, int64_t>> tally;
-    for (const OpId* m = begin; m != end; ++m) {
-      const DeviceId previous = model.PreviousDeviceOf(*m);
-      if (previous < 0 || model.persistent_bytes[*m] == 0) continue;
-      auto it = std::find_if(tally.begin(), tally.end(),
-                             [previous](const auto& entry) { return entry.first == previous; });
-      if (it == tally.end()) {
-        tally.emplace_back(previous, 0);
-        it = tally.end() - 1;
-      }
-      it->second += model.persistent_bytes[*m];
-    }
+    TallyPreviousDevices(model, begin, end, /*per_op=*/0, tally);
     PullBackMove best;
     for (const auto& [device, bytes] : tally) {
       if (device == current || !rules.Allowed(v, device)) continue;
@@ -410,30 +389,25 @@ Assignment ReplacementSeed(const Model& model) {
   Simulator simulator(model);
   const SimOptions options = ScoringSimOptions(model);
   PlacementScore best_score = ScoreSimulation(model, simulator.Run(best, options));
+  // Keeps the candidate when it simulates better; returns its score.
   auto consider = [&](const SeedBuilder::Split& split) {
     Assignment candidate = SeedBuilder(model, rules, split).Build();
-    if (candidate == best) return;
+    if (candidate == best) return best_score;
     const PlacementScore score = ScoreSimulation(model, simulator.Run(candidate, options));
     if (score.BetterThan(best_score)) {
       best_score = score;
       best.swap(candidate);
     }
+    return score;
   };
   // The device that takes all of it best (the greedy seed may be one of these already).
   DeviceId best_single = kNone;
   PlacementScore best_single_score;
   for (DeviceId d = 0; d < model.num_devices(); ++d) {
-    Assignment candidate = SeedBuilder(model, rules, {d, d, 0}).Build();
-    const PlacementScore score = candidate == best
-                                     ? best_score
-                                     : ScoreSimulation(model, simulator.Run(candidate, options));
+    const PlacementScore score = consider({d, d, 0});
     if (best_single == kNone || score.BetterThan(best_single_score)) {
       best_single = d;
       best_single_score = score;
-    }
-    if (score.BetterThan(best_score)) {
-      best_score = score;
-      best.swap(candidate);
     }
   }
   // A departed stage of a pipeline: its first part to the device that feeds it most, the rest to
@@ -551,13 +525,15 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
         fresh_members.empty() || near_bound ? std::vector<int32_t>() : InterchangeableClasses(model);
     // The kept units that hold state (kNone elsewhere): a member's answer with these put back moves
     // only what must move, and its compute where the member put it.
+    std::vector<int64_t> group_bytes(model.num_groups(), 0);
+    for (OpId v = 0; v < model.num_ops(); ++v) {
+      const int32_t g = model.colocation_group[v];
+      if (g != kNone) group_bytes[g] += model.persistent_bytes[v];
+    }
     Assignment kept_state = kept;
     for (OpId v = 0; v < model.num_ops(); ++v) {
-      if (kept_state[v] == kNone) continue;
-      const auto [begin, end] = UnitOf(model, v);
-      int64_t bytes = 0;
-      for (const OpId* m = begin; m != end; ++m) bytes += model.persistent_bytes[*m];
-      if (bytes == 0) kept_state[v] = kNone;
+      const int32_t g = model.colocation_group[v];
+      if ((g == kNone ? model.persistent_bytes[v] : group_bytes[g]) == 0) kept_state[v] = kNone;
     }
     const bool rehomed_fits = seed.Fits();
     PlacementScore objective = seed;
