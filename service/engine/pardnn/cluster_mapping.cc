@@ -59,10 +59,14 @@ class Mapper {
   // are mapped like secondaries, before them and in path order, with the memory timeline in view.
   void ChunkCriticalPath();
   // The other way (MappingOptions::chunk_critical_path false): contiguous pieces anchored on devices
-  // in rank order, each filled to the share of memory the whole graph needs.
+  // in rank order, each filled to the share of memory the whole graph needs (or, with
+  // segment_with_parameters, each carrying the parameters it reads, sized by its device's share of
+  // the path's whole footprint, with backward ops folded onto their activations' pieces).
   void SegmentCriticalPath(const std::vector<DeviceId>& by_rank, DeviceId first,
                            std::vector<uint8_t>* taken);
   int64_t UnitFootprint(int32_t pos) const;
+  // The footprint of the parameter units (persistent bytes) that critical-path ops read, off the path.
+  int64_t CriticalPathParameterFootprint() const;
   // What the memory estimate may fill on device d: its capacity, scaled by the caller's calibration.
   int64_t Budget(DeviceId d) const {
     const double scale = static_cast<size_t>(d) < options_.capacity_scale.size()
@@ -286,6 +290,10 @@ absl::Status Mapper::MatchPrimaries() {
     for (int32_t i = member_offset_[0]; i < member_offset_[1]; ++i) {
       footprint += op_footprint_[member_ops_[i]];
     }
+    // Segmented with its parameters, the path must also hold what it reads.
+    if (options_.segment_with_parameters && !options_.chunk_critical_path) {
+      footprint += CriticalPathParameterFootprint();
+    }
     primary_device_[0] = first;
     if (footprint > Budget(first) && devices_ > 1 && !options_.chunk_critical_path) {
       SegmentCriticalPath(by_rank, first, &taken);
@@ -314,6 +322,26 @@ int64_t Mapper::UnitFootprint(int32_t pos) const {
     sum += op_footprint_[g_.pos_of[model_.group_member[i]]];
   }
   return sum;
+}
+
+int64_t Mapper::CriticalPathParameterFootprint() const {
+  // Units holding persistent bytes that ops of the critical path read, each once, unless on the path.
+  std::vector<uint8_t> counted_group(model_.num_groups(), 0);
+  std::vector<uint8_t> counted_op(n_, 0);
+  int64_t footprint = 0;
+  for (const OpId v : clusters_.Ops(0)) {
+    const int32_t pos = g_.pos_of[v];
+    for (int64_t e = g_.in_offset[pos]; e < g_.in_offset[pos + 1]; ++e) {
+      const int32_t p = g_.in_src[e];
+      if (cl_[p] == 0 || model_.persistent_bytes[g_.op_at[p]] == 0) continue;
+      const int32_t pg = model_.colocation_group[g_.op_at[p]];
+      uint8_t& seen = pg != kNone ? counted_group[pg] : counted_op[p];
+      if (seen) continue;
+      seen = 1;
+      footprint += UnitFootprint(p);
+    }
+  }
+  return footprint;
 }
 
 void Mapper::ChunkCriticalPath() {
@@ -381,37 +409,91 @@ void Mapper::SegmentCriticalPath(const std::vector<DeviceId>& by_rank, DeviceId 
   }
   std::vector<uint8_t> seen_group(model_.num_groups(), 0);
   size_t piece = 0;
-  int32_t piece_cluster = 0;
-  int64_t piece_footprint = 0;
   anchor_device_[0] = devices[0];
   (*taken)[devices[0]] = 1;
+  // segment_with_parameters: every piece takes the share of the path's whole footprint (its ops and
+  // the parameters they read) that its device's budget is of all budgets, not a device's fill.
+  const bool with_parameters = options_.segment_with_parameters;
+  double path_footprint = 0.0;
+  if (with_parameters) {
+    for (const OpId v : clusters_.Ops(0)) path_footprint += static_cast<double>(op_footprint_[g_.pos_of[v]]);
+    path_footprint += static_cast<double>(CriticalPathParameterFootprint());
+  }
+  std::vector<int32_t> piece_cluster = {0};
+  std::vector<int64_t> piece_footprint = {0};
+  std::vector<int32_t> piece_of_pos(with_parameters ? n_ : 0, -1);
+  std::vector<int32_t> parameters;  // of the current unit
+  int32_t previous_pos = -1;
+  auto move_unit = [&](int32_t pos, size_t to) {
+    const int32_t g = model_.colocation_group[g_.op_at[pos]];
+    const int32_t begin = g == kNone ? 0 : model_.group_offset[g];
+    const int32_t end = g == kNone ? 1 : model_.group_offset[g + 1];
+    for (int32_t i = begin; i < end; ++i) {
+      const int32_t m = g == kNone ? pos : g_.pos_of[model_.group_member[i]];
+      cl_[m] = piece_cluster[to];
+      if (with_parameters) piece_of_pos[m] = static_cast<int32_t>(to);
+    }
+  };
   for (const OpId v : clusters_.Ops(0)) {
     const int32_t pos = g_.pos_of[v];
     if (cl_[pos] != 0) continue;  // already moved with its group
+    if (with_parameters && piece_of_pos[pos] >= 0) continue;  // moved to the first piece with a group
     const int32_t g = model_.colocation_group[v];
     if (g != kNone) {
       if (seen_group[g]) continue;
       seen_group[g] = 1;
     }
-    const int64_t unit = UnitFootprint(pos);
-    if (piece_footprint > 0 && piece + 1 < devices.size() &&
-        static_cast<double>(piece_footprint + unit) >
-            fill * static_cast<double>(Budget(devices[piece]))) {
-      ++piece;
-      piece_cluster = num_clusters_++;
-      anchor_device_.push_back(devices[piece]);
-      (*taken)[devices[piece]] = 1;
-      piece_footprint = 0;
-    }
-    piece_footprint += unit;
-    if (piece_cluster == 0) continue;
-    if (g == kNone) {
-      cl_[pos] = piece_cluster;
-    } else {
-      for (int32_t i = model_.group_offset[g]; i < model_.group_offset[g + 1]; ++i) {
-        cl_[g_.pos_of[model_.group_member[i]]] = piece_cluster;
+    int64_t unit = UnitFootprint(pos);
+    size_t to = piece;
+    bool follows = false;
+    parameters.clear();
+    if (with_parameters) {
+      // The parameters it reads first come with it (a parameter read from another device is held
+      // there twice and sent every step).
+      for (int64_t e = g_.in_offset[pos]; e < g_.in_offset[pos + 1]; ++e) {
+        const int32_t p = g_.in_src[e];
+        if (model_.persistent_bytes[g_.op_at[p]] == 0 || piece_of_pos[p] >= 0) continue;
+        const int32_t pg = model_.colocation_group[g_.op_at[p]];
+        if (pg != kNone) {
+          if (seen_group[pg]) continue;
+          seen_group[pg] = 1;
+        }
+        piece_of_pos[p] = static_cast<int32_t>(piece);  // claimed; moved below
+        parameters.push_back(p);
+        unit += UnitFootprint(p);
       }
+      // A unit whose largest input (other than the path's previous unit) comes from an earlier piece
+      // goes there: a backward op joins the forward op whose activation it reads, so the training
+      // step is folded onto its pieces instead of sending every activation on.
+      int64_t largest = 0;
+      for (int64_t e = g_.in_offset[pos]; e < g_.in_offset[pos + 1]; ++e) {
+        const int32_t p = g_.in_src[e];
+        if (p == previous_pos || piece_of_pos[p] < 0 || g_.in_bytes[e] <= largest) continue;
+        if (model_.persistent_bytes[g_.op_at[p]] > 0) continue;  // parameters follow, not lead
+        largest = g_.in_bytes[e];
+        to = static_cast<size_t>(piece_of_pos[p]);
+      }
+      follows = largest > 0 && to != piece;
     }
+    if (!follows) {
+      const double limit =
+          with_parameters
+              ? path_footprint * static_cast<double>(Budget(devices[piece])) / std::max(total_capacity, 1.0)
+              : fill * static_cast<double>(Budget(devices[piece]));
+      if (piece_footprint[piece] > 0 && piece + 1 < devices.size() &&
+          static_cast<double>(piece_footprint[piece] + unit) > limit) {
+        ++piece;
+        piece_cluster.push_back(num_clusters_++);
+        piece_footprint.push_back(0);
+        anchor_device_.push_back(devices[piece]);
+        (*taken)[devices[piece]] = 1;
+      }
+      to = piece;
+    }
+    piece_footprint[to] += unit;
+    move_unit(pos, to);
+    for (const int32_t p : parameters) move_unit(p, to);
+    previous_pos = pos;
   }
   // Group members that joined cluster 0 from elsewhere went with their group above; anything else in
   // cluster 0 that is not on the path stays with the first piece.

@@ -70,6 +70,14 @@ struct MappingOptions {
   // false = contiguous pieces, each anchored on the next device in rank order and filled to the share
   // of memory the whole graph needs (the earlier way, pardnn's second family when memory binds).
   bool chunk_critical_path = true;
+  // With chunk_critical_path false: the path's footprint counts the parameters its ops read (so a
+  // path that fits alone but not with its parameters is segmented too); each piece carries the
+  // parameters its ops read first and takes its device's share (budget / all budgets) of that whole
+  // footprint; a path op whose largest input (but the path's previous op) comes from an earlier piece
+  // joins it, so each backward op stays with the forward op whose activation it reads. A training
+  // step then ends as a few contiguous stretches of layers with their weights, as a pipeline stage
+  // holds them, found from the critical path alone (pardnn's third family when memory binds).
+  bool segment_with_parameters = false;
   // Weight of the queueing term against the transfers in the first placement. 0 attaches every
   // cluster to the device it talks to most (memory permitting): few cut edges, as a min-cut
   // partitioner would give; the partitioner tries it as an extra seed when memory is tight.

@@ -225,6 +225,30 @@ TEST(ClusterMappingTest, WithoutTheTimelineTheSameChainIsCutContiguouslyOnly) {
   EXPECT_LT(folded, layers - 2);
 }
 
+TEST(ClusterMappingTest, SegmentedWithItsParametersTheChainIsFoldedAndCarriesTheParameters) {
+  // The same chain, contiguous pieces of the critical path with the parameters each piece reads
+  // (segment_with_parameters): the pieces are sized by the path's whole footprint, parameters
+  // included, and each layer's backward follows the piece that holds its activation.
+  const int layers = 16;
+  TrainingChain c;
+  const Model model = MemoryBoundChain(layers, &c);
+  MappingOptions segmented;
+  segmented.memory_timeline = false;
+  segmented.chunk_critical_path = false;
+  segmented.segment_with_parameters = true;
+  const Assignment a = Map(model, segmented);
+  int folded = 0, with_params = 0, cuts = 0;
+  for (int i = 0; i < layers; ++i) {
+    folded += a[c.forward[i]] == a[c.backward[i]];
+    with_params += a[c.params[i]] == a[c.forward[i]];
+    if (i > 0) cuts += a[c.forward[i]] != a[c.forward[i - 1]];
+  }
+  EXPECT_EQ(folded, layers);
+  EXPECT_EQ(with_params, layers);
+  EXPECT_GE(cuts, 2);  // one device cannot hold it
+  EXPECT_LE(cuts, 7);  // contiguous stretches, not scattered layers
+}
+
 TEST(ClusterMappingTest, AmpleMemoryGivesTheSameMappingWithOrWithoutTheTimeline) {
   TestModel t;
   AddTrainingChain(t, 8, int64_t{1} << 20, int64_t{1} << 20);

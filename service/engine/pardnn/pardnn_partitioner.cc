@@ -29,7 +29,7 @@ class PardnnPartitioner final : public Partitioner {
   // answers differ, and so does the version.
   explicit PardnnPartitioner(const PardnnOptions& options)
       : options_(options),
-        version_(options.refinement_max_simulations == 0 && options.retiming_rounds == 0 ? "3-quick" : "3") {}
+        version_(options.refinement_max_simulations == 0 && options.retiming_rounds == 0 ? "4-quick" : "4") {}
 
   std::string_view name() const override { return "pardnn"; }
   std::string_view version() const override { return version_; }
@@ -52,12 +52,16 @@ class PardnnPartitioner final : public Partitioner {
 // critical-path refinement (stage 3). Every candidate is judged by the simulator of the model it places
 // (with a training plan: the unrolled step).
 //
-// When memory binds, stage 1 runs in two families: the time-resolved memory estimate with the critical
-// path in chunks (MappingOptions defaults), and the static estimate with contiguous critical-path
-// pieces. Each family keeps its best mapping; both go through stage 2 (with the quicker mappings that
-// were set aside only for their overflow), and the refinement starts from the best answer of each
-// family, each with the whole budget: where a local search ends depends on where it starts.
-// When memory never binds there is one family and every stage is as it was.
+// When memory binds, stage 1 runs in three families: the time-resolved memory estimate with the
+// critical path in chunks (MappingOptions defaults); the static estimate with contiguous critical-path
+// pieces; and (PardnnOptions::parameters_family) the same pieces carrying the parameters their ops read,
+// sized by each device's share of that whole footprint, with every backward op on the piece that holds
+// its activation (MappingOptions::segment_with_parameters: a training step cut into stretches of layers
+// with their weights, as pipeline stages hold them). Each family keeps its best mapping; all go
+// through stage 2 (with the quicker mappings that were set aside only for their overflow; the third
+// family's after the others', with at most half the time they leave), and the refinement starts from
+// the best answer of each family, each with the whole budget: where a local search ends depends on
+// where it starts. When memory never binds there is one family and every stage is as it was.
 class PardnnRun {
  public:
   PardnnRun(const PardnnOptions& options, const Model& model, const SolveContext& context)
@@ -90,6 +94,15 @@ class PardnnRun {
       static_estimate.chunk_critical_path = false;
       mapped = MapFamily(costs, clusters, static_estimate);
       if (!mapped.ok()) return mapped;
+      if (options_.parameters_family && !context_.ShouldStop()) {
+        // The third family: contiguous critical-path pieces that carry the parameters they read,
+        // sized by the path's whole footprint (MappingOptions::segment_with_parameters). Its
+        // mappings go through stage 2 after the other families' (RepairOverflowing).
+        static_estimate.segment_with_parameters = true;
+        extra_family_ = static_cast<int32_t>(kept_.size());
+        mapped = MapFamily(costs, clusters, static_estimate);
+        if (!mapped.ok()) return mapped;
+      }
     }
     for (const Candidate& c : kept_) Consider(c);
     context_.Report("mapping", 0.2, BestFit());
@@ -269,6 +282,17 @@ class PardnnRun {
   // Stage 2: memory, for every kept or attach mapping that overflows, and for the quickest few set
   // aside (repair_each.h), retried to the brim when stalled.
   void RepairOverflowing() {
+    // The parameters family's mappings come second, with the time the others leave: under a time
+    // limit the first families' repairs get the shares they would get without it (on a 20K-op
+    // transformer step at K = 2 a repair takes seconds, and the one that fits was theirs).
+    RepairFamilies(0, extra_family_, context_);
+    // ... and at most half the time then left, so that the refinement keeps the rest.
+    RepairFamilies(extra_family_, INT32_MAX, context_.WithShareOfTimeLeft(0.5));
+  }
+  // Stage 2 for the families in [from, to).
+  void RepairFamilies(int32_t from, int32_t to, const SolveContext& context) {
+    if (from >= to) return;
+    auto in_range = [&](const Candidate& c) { return c.family >= from && c.family < to; };
     RepairEachOptions each;
     each.repair = options_.repair;
     each.repair.progress_from = 0.2;
@@ -276,18 +300,22 @@ class PardnnRun {
     each.retry_to_the_brim = true;
     each.skip_duplicates = true;
     std::vector<const Candidate*> pool;
-    for (const Candidate& c : kept_) pool.push_back(&c);
-    for (const Candidate& c : attach_) pool.push_back(&c);
+    for (const Candidate& c : kept_) {
+      if (in_range(c)) pool.push_back(&c);
+    }
+    for (const Candidate& c : attach_) {
+      if (in_range(c)) pool.push_back(&c);
+    }
     // The mappings that lost to a kept one only by their overflow and simulate quicker than every kept
     // mapping that fits: a small overflow often costs the memory stage far less than the detour the
     // calibration took to avoid it.
     int64_t fitting = INT64_MAX;
     for (const Candidate& c : kept_) {
-      if (c.score.Fits()) fitting = std::min(fitting, c.score.makespan_ns);
+      if (in_range(c) && c.score.Fits()) fitting = std::min(fitting, c.score.makespan_ns);
     }
     std::vector<const Candidate*> quicker;
     for (const Candidate& c : set_aside_) {
-      if (c.score.makespan_ns < fitting) quicker.push_back(&c);
+      if (in_range(c) && c.score.makespan_ns < fitting) quicker.push_back(&c);
     }
     std::stable_sort(quicker.begin(), quicker.end(), [](const Candidate* a, const Candidate* b) {
       return a->score.makespan_ns < b->score.makespan_ns;
@@ -298,13 +326,13 @@ class PardnnRun {
     pool.insert(pool.end(), quicker.begin(), quicker.end());
     std::vector<ScoredCandidate> table;
     for (const Candidate* c : pool) table.push_back({&c->assignment, c->score});
-    RepairEachResult repaired = RepairEachOverflowing(model_, context_, each, table);
+    RepairEachResult repaired = RepairEachOverflowing(model_, context, each, table);
     out_.time_limited |= repaired.time_limited;
     for (RepairedCandidate& r : repaired.candidates) {
       Consider(Candidate{std::move(r.assignment), r.score, pool[r.index]->family, {}, {}});
     }
     for (const Candidate& c : attach_) {
-      if (c.score.Fits()) Consider(c);
+      if (in_range(c) && c.score.Fits()) Consider(c);
     }
   }
 
@@ -375,6 +403,8 @@ class PardnnRun {
   PartitionResult out_;
   pardnn::MappingOptions mapping_options_;  // the current family's best options
   int32_t family_ = 0;
+  // The parameters family's index (MapFamily with segment_with_parameters), when it ran.
+  int32_t extra_family_ = INT32_MAX;
   // The mapping saw memory that can bind (ClusterMapping::memory_timeline).
   bool memory_binds_ = false;
   // Per family: its best mapping (stage 1), its attach mapping when memory binds.

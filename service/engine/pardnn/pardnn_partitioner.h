@@ -28,9 +28,11 @@
 //   * Memory: the mapping's estimate is calibrated against simulated peaks (memory_calibration_rounds); an
 //     "attach" mapping (few cut edges) is added when memory is tight; every mapping that overflows goes
 //     through stage 2, which goes on filling targets to the brim when its usual margin stalls; last
-//     resort, the single-device placement (partition/simple_partitioners.h) spread by stage 2.
-//   * Graphs of more than refinement_max_ops ops get one cost model, the calibration and the memory stage
-//     only: no second cost model, no re-timing, no refinement.
+//     resort, the single-device placement (partition/simple_partitioners.h) spread by stage 2. When
+//     memory binds, three families of mappings compete (pardnn_partitioner.cc), the third made of
+//     contiguous critical-path pieces that carry their parameters (segment_with_parameters).
+//   * Every graph gets every stage; large ones refine in batches of moves per simulation, with a budget
+//     that has a floor in simulated work (refinement_min_work, batch_refinement_min_ops).
 // Progress stages: "slicing" (0) -> "mapping" (0.1-0.2) -> "memory" (0.2-0.4) -> "refinement" (0.4-1.0)
 // -> "done". Deterministic for a model and seed (ties by op id; the only randomness is the seeded kick of
 // the refinement).
@@ -71,9 +73,14 @@ struct PardnnOptions {
   // (~700 simulations at 6K ops = 16K ops + edges), but at least what refinement_min_work simulated
   // ops + edges pay for (a budget in simulated work: ~36 simulations at 48K ops, ~10 at 100K, one at
   // 1M), clamped to refinement_max_simulations. refinement_max_simulations = 0 turns refinement off.
-  // Memory-bound graphs are mapped in two families (pardnn_partitioner.cc); the refinement starts from
+  // Memory-bound graphs are mapped in three families (pardnn_partitioner.cc); the refinement starts from
   // each family's best answer. Up to this many starts each get the whole budget (more share it).
-  int32_t refine_each_family_fully = 2;
+  int32_t refine_each_family_fully = 3;
+  // When memory binds, a third family besides the two above: the static estimate with contiguous
+  // critical-path pieces that carry the parameters they read and fold each backward op onto the piece
+  // holding its activation (MappingOptions::segment_with_parameters). Its mappings are repaired after
+  // the other families' (with the time they leave) and refined from as a family of its own.
+  bool parameters_family = true;
   double refinement_scale = 2000.0;
   double refinement_exponent = 2.2;
   int64_t refinement_min_work = 4'000'000;
