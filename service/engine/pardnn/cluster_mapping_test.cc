@@ -210,16 +210,22 @@ TEST(ClusterMappingTest, MemoryBoundChainIsFoldedOntoFewDevicesInContiguousStret
   EXPECT_LE(ScoreSimulation(model, sim.Run(a)).overflow_bytes, int64_t{128} << 20);
 }
 
+// The static estimate (persistent + half the outputs, summed) with contiguous critical-path pieces,
+// with or without the parameters they read (pardnn's second and third families).
+Assignment MapContiguousPieces(const Model& model, bool with_parameters) {
+  MappingOptions pieces;
+  pieces.memory_timeline = false;
+  pieces.chunk_critical_path = false;
+  pieces.segment_with_parameters = with_parameters;
+  return Map(model, pieces);
+}
+
 TEST(ClusterMappingTest, WithoutTheTimelineTheSameChainIsCutContiguouslyOnly) {
-  // The static estimate (persistent + half the outputs, summed) with contiguous critical-path pieces:
-  // forward stretches and their backward halves end on different devices.
+  // Forward stretches and their backward halves end on different devices.
   const int layers = 16;
   TrainingChain c;
   const Model model = MemoryBoundChain(layers, &c);
-  MappingOptions static_estimate;
-  static_estimate.memory_timeline = false;
-  static_estimate.chunk_critical_path = false;
-  const Assignment a = Map(model, static_estimate);
+  const Assignment a = MapContiguousPieces(model, /*with_parameters=*/false);
   int folded = 0;
   for (int i = 0; i < layers; ++i) folded += a[c.forward[i]] == a[c.backward[i]];
   EXPECT_LT(folded, layers - 2);
@@ -232,11 +238,7 @@ TEST(ClusterMappingTest, SegmentedWithItsParametersTheChainIsFoldedAndCarriesThe
   const int layers = 16;
   TrainingChain c;
   const Model model = MemoryBoundChain(layers, &c);
-  MappingOptions segmented;
-  segmented.memory_timeline = false;
-  segmented.chunk_critical_path = false;
-  segmented.segment_with_parameters = true;
-  const Assignment a = Map(model, segmented);
+  const Assignment a = MapContiguousPieces(model, /*with_parameters=*/true);
   int folded = 0, with_params = 0, cuts = 0;
   for (int i = 0; i < layers; ++i) {
     folded += a[c.forward[i]] == a[c.backward[i]];
