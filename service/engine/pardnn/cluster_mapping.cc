@@ -62,8 +62,9 @@ class Mapper {
   // in rank order, each filled to the share of memory the whole graph needs (or, with
   // segment_with_parameters, each carrying the parameters it reads, sized by its device's share of
   // the path's whole footprint, with backward ops folded onto their activations' pieces).
+  // `parameter_footprint`: CriticalPathParameterFootprint() when segment_with_parameters, else 0.
   void SegmentCriticalPath(const std::vector<DeviceId>& by_rank, DeviceId first,
-                           std::vector<uint8_t>* taken);
+                           int64_t parameter_footprint, std::vector<uint8_t>* taken);
   int64_t UnitFootprint(int32_t pos) const;
   // The footprint of the parameter units (persistent bytes) that critical-path ops read, off the path.
   int64_t CriticalPathParameterFootprint() const;
@@ -291,12 +292,13 @@ absl::Status Mapper::MatchPrimaries() {
       footprint += op_footprint_[member_ops_[i]];
     }
     // Segmented with its parameters, the path must also hold what it reads.
-    if (options_.segment_with_parameters && !options_.chunk_critical_path) {
-      footprint += CriticalPathParameterFootprint();
-    }
+    const int64_t parameter_footprint = options_.segment_with_parameters && !options_.chunk_critical_path
+                                            ? CriticalPathParameterFootprint()
+                                            : 0;
+    footprint += parameter_footprint;
     primary_device_[0] = first;
     if (footprint > Budget(first) && devices_ > 1 && !options_.chunk_critical_path) {
-      SegmentCriticalPath(by_rank, first, &taken);
+      SegmentCriticalPath(by_rank, first, parameter_footprint, &taken);
     } else {
       anchor_device_[0] = first;
       taken[first] = 1;
@@ -395,7 +397,7 @@ void Mapper::ChunkCriticalPath() {
 }
 
 void Mapper::SegmentCriticalPath(const std::vector<DeviceId>& by_rank, DeviceId first,
-                                 std::vector<uint8_t>* taken) {
+                                 int64_t parameter_footprint, std::vector<uint8_t>* taken) {
   // Pieces are filled to the share of memory the whole graph needs (at least half of a device), so
   // the rest of the graph still finds room next to them.
   double total_footprint = 0.0, total_capacity = 0.0;
@@ -416,8 +418,10 @@ void Mapper::SegmentCriticalPath(const std::vector<DeviceId>& by_rank, DeviceId 
   const bool with_parameters = options_.segment_with_parameters;
   double path_footprint = 0.0;
   if (with_parameters) {
-    for (const OpId v : clusters_.Ops(0)) path_footprint += static_cast<double>(op_footprint_[g_.pos_of[v]]);
-    path_footprint += static_cast<double>(CriticalPathParameterFootprint());
+    for (const OpId v : clusters_.Ops(0)) {
+      path_footprint += static_cast<double>(op_footprint_[g_.pos_of[v]]);
+    }
+    path_footprint += static_cast<double>(parameter_footprint);
   }
   std::vector<int32_t> piece_cluster = {0};
   std::vector<int64_t> piece_footprint = {0};

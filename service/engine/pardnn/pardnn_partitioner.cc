@@ -99,7 +99,7 @@ class PardnnRun {
         // sized by the path's whole footprint (MappingOptions::segment_with_parameters). Its
         // mappings go through stage 2 after the other families' (RepairOverflowing).
         static_estimate.segment_with_parameters = true;
-        extra_family_ = static_cast<int32_t>(kept_.size());
+        parameters_family_index_ = static_cast<int32_t>(kept_.size());
         mapped = MapFamily(costs, clusters, static_estimate);
         if (!mapped.ok()) return mapped;
       }
@@ -285,9 +285,9 @@ class PardnnRun {
     // The parameters family's mappings come second, with the time the others leave: under a time
     // limit the first families' repairs get the shares they would get without it (on a 20K-op
     // transformer step at K = 2 a repair takes seconds, and the one that fits was theirs).
-    RepairFamilies(0, extra_family_, context_);
+    RepairFamilies(0, parameters_family_index_, context_);
     // ... and at most half the time then left, so that the refinement keeps the rest.
-    RepairFamilies(extra_family_, INT32_MAX, context_.WithShareOfTimeLeft(0.5));
+    RepairFamilies(parameters_family_index_, INT32_MAX, context_.WithShareOfTimeLeft(0.5));
   }
   // Stage 2 for the families in [from, to).
   void RepairFamilies(int32_t from, int32_t to, const SolveContext& context) {
@@ -404,7 +404,7 @@ class PardnnRun {
   pardnn::MappingOptions mapping_options_;  // the current family's best options
   int32_t family_ = 0;
   // The parameters family's index (MapFamily with segment_with_parameters), when it ran.
-  int32_t extra_family_ = INT32_MAX;
+  int32_t parameters_family_index_ = INT32_MAX;
   // The mapping saw memory that can bind (ClusterMapping::memory_timeline).
   bool memory_binds_ = false;
   // Per family: its best mapping (stage 1), its attach mapping when memory binds.

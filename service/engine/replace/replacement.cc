@@ -497,14 +497,16 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
   {
     Simulator simulator(model);
     const SimOptions scoring = ScoringSimOptions(model);
-    PlacementScore seed = ScoreSimulation(model, simulator.Run(assignment, scoring));
-    out.winner_makespan_ns = seed.makespan_ns;
+    // The re-homed seed's score, and the chosen start's (the seed until a candidate beats it).
+    const PlacementScore rehomed = ScoreSimulation(model, simulator.Run(assignment, scoring));
+    PlacementScore start = rehomed;
+    out.winner_makespan_ns = rehomed.makespan_ns;
     // A seed that fits within skip_near_lower_bound of LowerBoundNs leaves any other answer at most
     // that fraction to gain: no fresh answer, hybrid or search is worth its time (on small steps the
     // members' fresh answers would be most of a re-placement's time).
-    near_bound = seed.Fits() && static_cast<double>(seed.makespan_ns) <=
-                                    static_cast<double>(LowerBoundNs(model)) *
-                                        (1.0 + options.skip_near_lower_bound);
+    near_bound = rehomed.Fits() && static_cast<double>(rehomed.makespan_ns) <=
+                                       static_cast<double>(LowerBoundNs(model)) *
+                                           (1.0 + options.skip_near_lower_bound);
     // One device's worth of state: what the seed must move (the departed devices' state); when
     // nothing must move (a device joined), a device's share of all of it.
     const int64_t forced_bytes = BytesMoved(model, assignment);
@@ -513,7 +515,7 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
                          : std::max(1.0, static_cast<double>(TotalPersistentBytes(model)) /
                                              model.num_devices());
     move_weight += options.keep_in_place_tolerance *
-                   static_cast<double>(std::max<int64_t>(seed.makespan_ns, 0)) / device_share_bytes;
+                   static_cast<double>(std::max<int64_t>(rehomed.makespan_ns, 0)) / device_share_bytes;
     // Fresh answers of the quick members, renamed towards the previous placement, compete with the
     // re-homed seed on step + moves priced at move_weight: where the previous structure cannot be
     // repaired cheaply (a fine-grained schedule that lost a device), a fresh one may be worth its
@@ -535,8 +537,8 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
       const int32_t g = model.colocation_group[v];
       if ((g == kNone ? model.persistent_bytes[v] : group_bytes[g]) == 0) kept_state[v] = kNone;
     }
-    const bool rehomed_fits = seed.Fits();
-    PlacementScore objective = seed;
+    const bool rehomed_fits = rehomed.Fits();
+    PlacementScore objective = rehomed;
     objective.makespan_ns += MoveCostNs(model, assignment, move_weight);
     auto offer = [&](Assignment& candidate, std::string_view name) {
       const PlacementScore score = ScoreSimulation(model, simulator.Run(candidate, scoring));
@@ -544,7 +546,7 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
       with_moves.makespan_ns += MoveCostNs(model, candidate, move_weight);
       if (!with_moves.BetterThan(objective)) return;
       objective = with_moves;
-      seed = score;
+      start = score;
       assignment = candidate;
       out.winner = std::string(name);
       out.winner_makespan_ns = score.makespan_ns;
@@ -599,8 +601,8 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
       RenameTowardsPrevious(model, rules, class_of, drawn->assignment);
       offer(drawn->assignment, "m_etf@previous");
     }
-    context.Report("replace", 0.1, seed.Fits() ? seed.makespan_ns : 0);
-    if (!seed.Fits()) {
+    context.Report("replace", 0.1, start.Fits() ? start.makespan_ns : 0);
+    if (!start.Fits()) {
       simulator.ReleaseScratch();  // the repair's own simulator takes the buffers
       RepairOptions repair;
       repair.progress_from = 0.05;
