@@ -1075,7 +1075,7 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
     for (int32_t i = 0; i < n_; ++i) cp = std::max(cp, tl_[i] + bl_[i]);
     critical_bound_ = static_cast<double>(cp) >= work / std::max(1e-9, speed);
   }
-  slack_row_ = options_.slack_aware && critical_bound_;
+  slack_row_ = options_.slack_aware && (critical_bound_ || options_.slack_beyond_critical_bound);
   slack_queue_ = slack_row_;
   critical_device_ = anchor_device_[0];
   critical_ns_ = 0;
@@ -1175,6 +1175,7 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
   for (int32_t i = 0; i < n_; ++i) out.assignment[g_.op_at[i]] = cluster_device_[cl_[i]];
   out.primary_device = primary_device_;
   out.memory_timeline = memory_timeline_;
+  out.slack_costs = slack_row_;
   return out;
 }
 

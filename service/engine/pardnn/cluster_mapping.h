@@ -96,6 +96,14 @@ struct MappingOptions {
   // graph whose critical path dominates (ResNet-32, 6K ops), hundreds of tiny ops join the critical
   // path's device to save transfers nobody waits for, and delay the step by 4 %.
   bool slack_aware = true;
+  // With slack_aware: false = the slack costs only where the critical path bounds the step (above);
+  // true = everywhere, each op's slack measured against the critical path's length. Where the total
+  // work exceeds what the devices do in that time the step is longer than the path, so off the path
+  // there is at least that much slack; full costs then see every transfer to a slower link as a delay
+  // and keep the work near the path (GPT-96x256 at K = 4 on two hosts: every weight update stays on
+  // the first host, 81 ms; with slack costs 36 ms). The partitioner's second cost model uses it where
+  // the first mapping was work-bound, so that the two models differ there too.
+  bool slack_beyond_critical_bound = false;
   // When both are set (by op id, e.g. a simulated schedule's start and finish times), they replace the
   // levels as the spans' time axis: queueing and transfers that the levels cannot see are then in it.
   const std::vector<int64_t>* schedule_start_ns = nullptr;
@@ -110,6 +118,9 @@ struct ClusterMapping {
   int64_t improvement_moves = 0;
   // Memory could bind, and the time-resolved estimate was used (MappingOptions::memory_timeline).
   bool memory_timeline = false;
+  // The slack-aware costs were used (MappingOptions::slack_aware, and the critical path bounds the
+  // step or slack_beyond_critical_bound).
+  bool slack_costs = false;
   bool time_limited = false;
 };
 

@@ -157,6 +157,61 @@ TEST(ClusterMappingTest, RandomDagsWithConstraintsAlwaysSatisfyThem) {
   }
 }
 
+// A step whose total work, not its critical path, bounds it on four devices over two hosts: the path
+// is forward and backward through 32 layers (100 us each, 6.4 ms); off it, per layer, a side task that
+// reads the layer's 8 MiB activation and then updates the layer's parameters (400 us each: 25.6 ms).
+Model TwoHostWorkBoundStep() {
+  TestModel t;
+  const int64_t mib = int64_t{1} << 20;
+  const int layers = 32;
+  std::vector<int> forward;
+  for (int i = 0; i < layers; ++i) {
+    forward.push_back(t.AddOp(100'000, 8 * mib));
+    if (i > 0) t.AddEdge(forward[i - 1], forward[i], mib);
+  }
+  int previous = forward.back();
+  for (int i = layers - 1; i >= 0; --i) {
+    const int backward = t.AddOp(100'000, mib);
+    t.AddEdge(previous, backward, mib);
+    previous = backward;
+    const int param = t.AddOp(0, 0, mib);
+    const int side = t.AddOp(400'000, mib / 4);
+    const int update = t.AddOp(400'000, 0);
+    t.AddEdge(forward[i], side, 8 * mib);
+    t.AddEdge(side, update, mib / 4);
+    t.AddEdge(param, update, mib);
+  }
+  for (int d = 0; d < 4; ++d) t.AddDevice(int64_t{1} << 40, 1.0, "gpu", d < 2 ? "host0" : "host1");
+  t.cluster().mutable_intra_node()->set_bandwidth_bytes_per_second(100'000'000'000);
+  t.cluster().mutable_intra_node()->set_latency_ns(2000);
+  t.cluster().mutable_inter_node()->set_bandwidth_bytes_per_second(12'500'000'000);
+  t.cluster().mutable_inter_node()->set_latency_ns(10'000);
+  return t.Build();
+}
+
+TEST(ClusterMappingTest, SlackCostsWhereTheWorkBoundsTheStepOnlyWhenAskedFor) {
+  // slack_aware alone maps a work-bound step with plain costs; slack_beyond_critical_bound gives the
+  // slack costs there too (pardnn's second cost model; its effect on a real step is measured by
+  // pardnn_step_quality_test). Both keep every op placed.
+  const Model model = TwoHostWorkBoundStep();
+  const SlicingCosts costs = ComputeSlicingCosts(model);
+  const LinearClusters clusters = SliceIntoLinearClusters(model, costs, model.num_devices());
+  MappingOptions options;
+  absl::StatusOr<ClusterMapping> plain = MapClustersToDevices(model, costs, clusters, options, SolveContext());
+  options.slack_beyond_critical_bound = true;
+  absl::StatusOr<ClusterMapping> slack = MapClustersToDevices(model, costs, clusters, options, SolveContext());
+  ASSERT_TRUE(plain.ok() && slack.ok());
+  EXPECT_FALSE(plain->slack_costs);
+  EXPECT_TRUE(slack->slack_costs);
+  EXPECT_NE(plain->assignment, slack->assignment);
+  for (const DeviceId d : slack->assignment) EXPECT_TRUE(d >= 0 && d < 4);
+  options.slack_aware = false;
+  absl::StatusOr<ClusterMapping> off = MapClustersToDevices(model, costs, clusters, options, SolveContext());
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->slack_costs);
+  EXPECT_EQ(off->assignment, plain->assignment);
+}
+
 // A training step of `layers` layers as a chain: forward f_i (its activation read again by the
 // backward b_i), backward b_L .. b_1, each layer's parameters (persistent bytes) read by f_i and b_i.
 struct TrainingChain {

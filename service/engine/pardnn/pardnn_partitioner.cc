@@ -29,7 +29,7 @@ class PardnnPartitioner final : public Partitioner {
   // answers differ, and so does the version.
   explicit PardnnPartitioner(const PardnnOptions& options)
       : options_(options),
-        version_(options.refinement_max_simulations == 0 && options.retiming_rounds == 0 ? "4-quick" : "4") {}
+        version_(options.refinement_max_simulations == 0 && options.retiming_rounds == 0 ? "5-quick" : "5") {}
 
   std::string_view name() const override { return "pardnn"; }
   std::string_view version() const override { return version_; }
@@ -179,6 +179,7 @@ class PardnnRun {
     if (!mapping.ok()) return mapping.status();
     out_.time_limited |= mapping->time_limited;
     memory_binds_ |= mapping->memory_timeline;
+    work_bound_ |= options.slack_aware && !mapping->slack_costs;
     Candidate c{std::move(mapping->assignment), PlacementScore(), family_, {}, {}};
     const SimResult& r = sim_.Run(c.assignment, sim_options_);
     c.score = ScoreSimulation(model_, r);
@@ -236,11 +237,18 @@ class PardnnRun {
 
   // The other transfer/queueing cost model (MappingOptions::slack_aware): slack-aware costs suit graphs
   // whose critical path dominates, plain costs graphs where many near-critical chains share the
-  // devices (an unrolled RNN); the simulator decides which mapping goes on.
+  // devices (an unrolled RNN); the simulator decides which mapping goes on. Where the total work
+  // bounds the step, slack_aware alone maps with plain costs, so the other model is then the slack
+  // costs measured against the critical path (MappingOptions::slack_beyond_critical_bound).
   void TryTheOtherCostModel(const pardnn::SlicingCosts& costs, const pardnn::LinearClusters& clusters) {
     if (!options_.try_both_cost_models || AtLowerBound(kept_.back().score) || context_.ShouldStop()) return;
     pardnn::MappingOptions other = mapping_options_;
-    other.slack_aware = !other.slack_aware;
+    if (options_.slack_costs_where_work_bound && other.slack_aware && work_bound_ &&
+        !other.slack_beyond_critical_bound) {
+      other.slack_beyond_critical_bound = true;
+    } else {
+      other.slack_aware = !other.slack_aware;
+    }
     absl::StatusOr<Candidate> c = Map(costs, clusters, other);
     if (!c.ok()) return;
     if (KeepIfBetter(*std::move(c))) mapping_options_ = other;
@@ -407,6 +415,9 @@ class PardnnRun {
   int32_t parameters_family_index_ = INT32_MAX;
   // The mapping saw memory that can bind (ClusterMapping::memory_timeline).
   bool memory_binds_ = false;
+  // The total work, not the critical path, bounds the step: slack_aware alone then maps with plain
+  // costs (ClusterMapping::slack_costs).
+  bool work_bound_ = false;
   // Per family: its best mapping (stage 1), its attach mapping when memory binds.
   std::vector<Candidate> kept_;
   std::vector<Candidate> attach_;

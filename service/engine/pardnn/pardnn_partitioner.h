@@ -23,7 +23,8 @@
 //     stretches the axis by transfers that vanish once clusters share a device, every window looks empty,
 //     nothing seems to queue, and the critical path's device gets far more than its share of the work.
 //   * Both transfer/queueing cost models (MappingOptions::slack_aware) are mapped and the simulator keeps
-//     the better one; then re-timing maps again on the best mapping's simulated schedule (queueing and
+//     the better one (where the work bounds the step, the slack model measures slack against the
+//     critical path: slack_costs_where_work_bound); then re-timing maps again on the best mapping's simulated schedule (queueing and
 //     transfers included) while that simulates better (retiming_rounds).
 //   * Memory: the mapping's estimate is calibrated against simulated peaks (memory_calibration_rounds); an
 //     "attach" mapping (few cut edges) is added when memory is tight; every mapping that overflows goes
@@ -62,6 +63,10 @@ struct PardnnOptions {
   // Also map with the other cost model (MappingOptions::slack_aware flipped) and keep the mapping that
   // simulates better (one more mapping and simulation).
   bool try_both_cost_models = true;
+  // ... where the total work, not the critical path, bounds the step (the first mapping then used
+  // plain costs), the other model is the slack costs measured against the critical path
+  // (MappingOptions::slack_beyond_critical_bound); false = plain costs again, i.e. the same mapping.
+  bool slack_costs_where_work_bound = true;
   // Re-mappings with the best mapping's simulated schedule as the spans' time axis (each costs one
   // mapping and one simulation; stops at the first that does not improve).
   int32_t retiming_rounds = 2;
