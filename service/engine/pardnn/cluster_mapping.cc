@@ -19,6 +19,8 @@ namespace placement::engine::pardnn {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
+// MappingOptions::ignore_memory's budget: more than any graph's bytes, with room to add to it.
+constexpr int64_t kUnlimitedBudget = int64_t{1} << 62;
 
 class Mapper {
  public:
@@ -68,8 +70,10 @@ class Mapper {
   int64_t UnitFootprint(int32_t pos) const;
   // The footprint of the parameter units (persistent bytes) that critical-path ops read, off the path.
   int64_t CriticalPathParameterFootprint() const;
-  // What the memory estimate may fill on device d: its capacity, scaled by the caller's calibration.
+  // What the memory estimate may fill on device d: its capacity, scaled by the caller's calibration
+  // (unlimited with ignore_memory).
   int64_t Budget(DeviceId d) const {
+    if (options_.ignore_memory) return kUnlimitedBudget;
     const double scale = static_cast<size_t>(d) < options_.capacity_scale.size()
                              ? options_.capacity_scale[d]
                              : 1.0;

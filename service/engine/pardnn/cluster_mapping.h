@@ -59,6 +59,9 @@ struct MappingOptions {
   // of the step) and kept within capacity x capacity_scale[d] where possible (empty = 1.0 for every
   // device). The partitioner calibrates the scales against simulated peaks (pardnn_partitioner.cc).
   std::vector<double> capacity_scale;
+  // Memory out of view (ParDNN's own first stage: its memory stage comes after the mapping): no
+  // estimate, no budget, no critical path cut for memory.
+  bool ignore_memory = false;
   // When the graph's bytes exceed some device's budget, memory is estimated over time (per device a
   // range-add/range-max tree over the spans' slots: outputs live until their last consumer finishes,
   // inputs from other devices are held as copies) instead of as a static sum; false = static only.

@@ -317,5 +317,28 @@ TEST(ClusterMappingTest, AmpleMemoryGivesTheSameMappingWithOrWithoutTheTimeline)
   EXPECT_EQ(Map(model), Map(model, without));
 }
 
+TEST(ClusterMappingTest, IgnoringMemoryTheTightChainIsMappedAsWithAmpleMemory) {
+  // The memory-bound chain above (devices of 400 MiB), mapped with memory out of view
+  // (ignore_memory, ParDNN's own first stage), gets the mapping of the same chain on devices of
+  // 1 TiB: nothing is cut for memory, and the time-resolved estimate is not used.
+  TrainingChain c;
+  const Model tight = MemoryBoundChain(16, &c);
+  TestModel t;
+  AddTrainingChain(t, 16, int64_t{64} << 20, int64_t{4} << 20);
+  t.AddDevices(8, int64_t{1} << 40);
+  t.SetLink(10'000'000'000, 2000);
+  const Model ample = t.Build();
+  MappingOptions oblivious;
+  oblivious.ignore_memory = true;
+  const SlicingCosts costs = ComputeSlicingCosts(tight);
+  const LinearClusters clusters = SliceIntoLinearClusters(tight, costs, tight.num_devices());
+  absl::StatusOr<ClusterMapping> mapping =
+      MapClustersToDevices(tight, costs, clusters, oblivious, SolveContext());
+  ASSERT_TRUE(mapping.ok()) << mapping.status();
+  EXPECT_FALSE(mapping->memory_timeline);
+  EXPECT_EQ(mapping->assignment, Map(ample));
+  EXPECT_NE(mapping->assignment, Map(tight));  // with memory in view the chain is cut
+}
+
 }  // namespace
 }  // namespace placement::engine::pardnn

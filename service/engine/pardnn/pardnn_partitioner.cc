@@ -29,7 +29,7 @@ class PardnnPartitioner final : public Partitioner {
   // answers differ, and so does the version.
   explicit PardnnPartitioner(const PardnnOptions& options)
       : options_(options),
-        version_(options.refinement_max_simulations == 0 && options.retiming_rounds == 0 ? "5-quick" : "5") {}
+        version_(options.refinement_max_simulations == 0 && options.retiming_rounds == 0 ? "6-quick" : "6") {}
 
   std::string_view name() const override { return "pardnn"; }
   std::string_view version() const override { return version_; }
@@ -57,7 +57,9 @@ class PardnnPartitioner final : public Partitioner {
 // pieces; and (PardnnOptions::parameters_family) the same pieces carrying the parameters their ops read,
 // sized by each device's share of that whole footprint, with every backward op on the piece that holds
 // its activation (MappingOptions::segment_with_parameters: a training step cut into stretches of layers
-// with their weights, as pipeline stages hold them). Each family keeps its best mapping; all go
+// with their weights, as pipeline stages hold them); a fourth, when it fits, is the first family's
+// mapping with memory out of view (PardnnOptions::memory_oblivious_mapping: ParDNN's own first stage,
+// for where the estimates are pessimistic). Each family keeps its best mapping; all go
 // through stage 2 (with the quicker mappings that were set aside only for their overflow; the third
 // family's after the others', with at most half the time they leave), and the refinement starts from
 // the best answer of each family, each with the whole budget: where a local search ends depends on
@@ -88,6 +90,7 @@ class PardnnRun {
     }
     absl::Status mapped = MapFamily(costs, clusters, first_options);
     if (!mapped.ok()) return mapped;
+    const pardnn::MappingOptions first_family_options = mapping_options_;
     if (memory_binds_ && options_.mapping.memory_timeline && !context_.ShouldStop()) {
       pardnn::MappingOptions static_estimate = first_options;
       static_estimate.memory_timeline = false;
@@ -103,6 +106,9 @@ class PardnnRun {
         mapped = MapFamily(costs, clusters, static_estimate);
         if (!mapped.ok()) return mapped;
       }
+    }
+    if (memory_binds_ && options_.memory_oblivious_mapping && !context_.ShouldStop()) {
+      MapWithoutMemory(costs, clusters, first_family_options);
     }
     for (const Candidate& c : kept_) Consider(c);
     context_.Report("mapping", 0.2, BestFit());
@@ -273,6 +279,21 @@ class PardnnRun {
       if (!c.ok()) break;
       if (!KeepIfBetter(*std::move(c))) break;
     }
+  }
+
+  // Memory-bound graphs: the first family's options with memory out of view (ParDNN's own first
+  // stage), a family of its own when it fits (the refinement starts from it too: where a local
+  // search ends depends on where it starts). The estimates (static, or per span on the spans' time
+  // axis) can be far above the simulated peaks: on GPT-96x256's training step at K = 8 and 0.35 x its
+  // one-device peak they chunk the critical path over four devices (40.2 ms after refinement) where
+  // the path fits one device (26.5 ms, as with ample memory).
+  void MapWithoutMemory(const pardnn::SlicingCosts& costs, const pardnn::LinearClusters& clusters,
+                        const pardnn::MappingOptions& base) {
+    family_ = static_cast<int32_t>(kept_.size());
+    pardnn::MappingOptions oblivious = base;
+    oblivious.ignore_memory = true;
+    absl::StatusOr<Candidate> c = Map(costs, clusters, oblivious);
+    if (c.ok() && c->score.Fits()) kept_.push_back(*std::move(c));
   }
 
   // Memory-bound graphs: also the mapping that attaches every cluster to the device it talks to most

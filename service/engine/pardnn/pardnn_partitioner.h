@@ -31,7 +31,9 @@
 //     through stage 2, which goes on filling targets to the brim when its usual margin stalls; last
 //     resort, the single-device placement (partition/simple_partitioners.h) spread by stage 2. When
 //     memory binds, three families of mappings compete (pardnn_partitioner.cc), the third made of
-//     contiguous critical-path pieces that carry their parameters (segment_with_parameters).
+//     contiguous critical-path pieces that carry their parameters (segment_with_parameters), and a
+//     fourth when it fits: the mapping with memory out of view (memory_oblivious_mapping), as ParDNN
+//     itself maps before its memory stage, for where the estimates are pessimistic.
 //   * Every graph gets every stage; large ones refine in batches of moves per simulation, with a budget
 //     that has a floor in simulated work (refinement_min_work, batch_refinement_min_ops).
 // Progress stages: "slicing" (0) -> "mapping" (0.1-0.2) -> "memory" (0.2-0.4) -> "refinement" (0.4-1.0)
@@ -80,7 +82,12 @@ struct PardnnOptions {
   // 1M), clamped to refinement_max_simulations. refinement_max_simulations = 0 turns refinement off.
   // Memory-bound graphs are mapped in three families (pardnn_partitioner.cc); the refinement starts from
   // each family's best answer. Up to this many starts each get the whole budget (more share it).
-  int32_t refine_each_family_fully = 3;
+  int32_t refine_each_family_fully = 4;
+  // When memory binds, also the first family's mapping with memory out of view, as ParDNN's own first
+  // stage maps (MappingOptions::ignore_memory): a family of its own when its simulation fits. The
+  // mapping's memory estimates are pessimistic where lifetimes overlap less than they assume, and then
+  // cut the critical path for memory the simulated schedule never needs.
+  bool memory_oblivious_mapping = true;
   // When memory binds, a third family besides the two above: the static estimate with contiguous
   // critical-path pieces that carry the parameters they read and fold each backward op onto the piece
   // holding its activation (MappingOptions::segment_with_parameters). Its mappings are repaired after
