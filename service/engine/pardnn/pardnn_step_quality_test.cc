@@ -35,50 +35,43 @@ SimResult PlaceAndSimulate(const Model& model, const PardnnOptions& options) {
   return result.ok() ? sim.Run(result->assignment) : SimResult();
 }
 
+// Places the fixture's step with `without` and with the default options: both must fit, and the
+// default's step must take at most `ratio` x the other's.
+void ExpectShorterThanWithout(const char* fixture, const PardnnOptions& without, double ratio) {
+  absl::StatusOr<Model> model = ReadModel(fixture);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const SimResult before = PlaceAndSimulate(*model, without);
+  const SimResult after = PlaceAndSimulate(*model, PardnnOptions());
+  EXPECT_TRUE(before.MemoryFits(*model));
+  EXPECT_TRUE(after.MemoryFits(*model));
+  EXPECT_LE(static_cast<double>(after.makespan_ns), ratio * static_cast<double>(before.makespan_ns))
+      << "with the defaults " << after.makespan_ns << " ns, without " << before.makespan_ns << " ns";
+}
+
 TEST(PardnnStepQualityTest, TheParametersFamilyShortensAMemoryBoundResNetStep) {
   // Without the third family pardnn's best fitting answer takes 19.7 ms; contiguous critical-path
   // pieces that carry their parameters give 17.8 ms (the lower bound is 17.2 ms).
-  absl::StatusOr<Model> model = ReadModel(kResNet50Tight);
-  ASSERT_TRUE(model.ok()) << model.status();
   PardnnOptions without;
   without.parameters_family = false;
-  const SimResult before = PlaceAndSimulate(*model, without);
-  const SimResult after = PlaceAndSimulate(*model, PardnnOptions());
-  ASSERT_TRUE(before.MemoryFits(*model));
-  ASSERT_TRUE(after.MemoryFits(*model));
-  EXPECT_LE(static_cast<double>(after.makespan_ns), 0.95 * static_cast<double>(before.makespan_ns))
-      << "with the family " << after.makespan_ns << " ns, without " << before.makespan_ns << " ns";
+  ExpectShorterThanWithout(kResNet50Tight, without, 0.95);
 }
 
 TEST(PardnnStepQualityTest, SlackCostsWhereTheWorkBoundsTheStepUseTheOtherHost) {
   // With plain costs for its second model too, pardnn keeps the weight updates off the slow link
   // (most of the work on the first host): 12.5 ms. Slack measured against the critical path lets
   // them cross it: 10.3 ms (the lower bound is 8.4 ms).
-  absl::StatusOr<Model> model = ReadModel(kTransformerTwoHosts);
-  ASSERT_TRUE(model.ok()) << model.status();
   PardnnOptions without;
   without.slack_costs_where_work_bound = false;
-  const SimResult before = PlaceAndSimulate(*model, without);
-  const SimResult after = PlaceAndSimulate(*model, PardnnOptions());
-  EXPECT_LE(static_cast<double>(after.makespan_ns), 0.9 * static_cast<double>(before.makespan_ns))
-      << "with slack costs " << after.makespan_ns << " ns, without " << before.makespan_ns << " ns";
+  ExpectShorterThanWithout(kTransformerTwoHosts, without, 0.9);
 }
 
 TEST(PardnnStepQualityTest, TheMemoryObliviousMappingShortensATightTransformerStep) {
   // The mappings that keep memory in view cut the critical path for memory the simulated schedule
   // never needs: 21.6 ms. Mapped with memory out of view (ParDNN's own first stage), the step fits
   // as it is and takes 19.2 ms (the lower bound is 17.9 ms).
-  absl::StatusOr<Model> model = ReadModel(kTransformerTight);
-  ASSERT_TRUE(model.ok()) << model.status();
   PardnnOptions without;
   without.memory_oblivious_mapping = false;
-  const SimResult before = PlaceAndSimulate(*model, without);
-  const SimResult after = PlaceAndSimulate(*model, PardnnOptions());
-  ASSERT_TRUE(before.MemoryFits(*model));
-  ASSERT_TRUE(after.MemoryFits(*model));
-  EXPECT_LE(static_cast<double>(after.makespan_ns), 0.95 * static_cast<double>(before.makespan_ns))
-      << "with the memory-oblivious mapping " << after.makespan_ns << " ns, without " << before.makespan_ns
-      << " ns";
+  ExpectShorterThanWithout(kTransformerTight, without, 0.95);
 }
 
 }  // namespace
