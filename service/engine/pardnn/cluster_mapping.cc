@@ -1179,7 +1179,7 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
   for (int32_t i = 0; i < n_; ++i) out.assignment[g_.op_at[i]] = cluster_device_[cl_[i]];
   out.primary_device = primary_device_;
   out.memory_timeline = memory_timeline_;
-  out.slack_costs = slack_row_;
+  out.critical_path_bounds_step = critical_bound_;
   return out;
 }
 

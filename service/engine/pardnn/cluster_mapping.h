@@ -121,9 +121,9 @@ struct ClusterMapping {
   int64_t improvement_moves = 0;
   // Memory could bind, and the time-resolved estimate was used (MappingOptions::memory_timeline).
   bool memory_timeline = false;
-  // The slack-aware costs were used (MappingOptions::slack_aware, and the critical path bounds the
-  // step or slack_beyond_critical_bound).
-  bool slack_costs = false;
+  // The critical path, not the total work over the devices' speed, bounds the step: where it does
+  // not, slack_aware alone maps with plain costs (MappingOptions::slack_beyond_critical_bound).
+  bool critical_path_bounds_step = false;
   bool time_limited = false;
 };
 

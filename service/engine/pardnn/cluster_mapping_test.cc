@@ -15,11 +15,15 @@
 namespace placement::engine::pardnn {
 namespace {
 
-Assignment Map(const Model& model, const MappingOptions& options = MappingOptions()) {
+// Maps `model` with `options`, the slicing computed here.
+absl::StatusOr<ClusterMapping> MapWith(const Model& model, const MappingOptions& options) {
   const SlicingCosts costs = ComputeSlicingCosts(model);
   const LinearClusters clusters = SliceIntoLinearClusters(model, costs, model.num_devices());
-  absl::StatusOr<ClusterMapping> mapping =
-      MapClustersToDevices(model, costs, clusters, options, SolveContext());
+  return MapClustersToDevices(model, costs, clusters, options, SolveContext());
+}
+
+Assignment Map(const Model& model, const MappingOptions& options = MappingOptions()) {
+  absl::StatusOr<ClusterMapping> mapping = MapWith(model, options);
   EXPECT_TRUE(mapping.ok()) << mapping.status();
   return mapping.ok() ? mapping->assignment : Assignment(model.num_ops(), 0);
 }
@@ -190,26 +194,44 @@ Model TwoHostWorkBoundStep() {
 }
 
 TEST(ClusterMappingTest, SlackCostsWhereTheWorkBoundsTheStepOnlyWhenAskedFor) {
-  // slack_aware alone maps a work-bound step with plain costs; slack_beyond_critical_bound gives the
-  // slack costs there too (pardnn's second cost model; its effect on a real step is measured by
-  // pardnn_step_quality_test). Both keep every op placed.
+  // slack_aware alone maps a work-bound step with plain costs (the same mapping as slack_aware false);
+  // slack_beyond_critical_bound gives the slack costs there (pardnn's second cost model; its effect
+  // on a real step is measured by pardnn_step_quality_test).
   const Model model = TwoHostWorkBoundStep();
-  const SlicingCosts costs = ComputeSlicingCosts(model);
-  const LinearClusters clusters = SliceIntoLinearClusters(model, costs, model.num_devices());
   MappingOptions options;
-  absl::StatusOr<ClusterMapping> plain = MapClustersToDevices(model, costs, clusters, options, SolveContext());
+  absl::StatusOr<ClusterMapping> plain = MapWith(model, options);
   options.slack_beyond_critical_bound = true;
-  absl::StatusOr<ClusterMapping> slack = MapClustersToDevices(model, costs, clusters, options, SolveContext());
-  ASSERT_TRUE(plain.ok() && slack.ok());
-  EXPECT_FALSE(plain->slack_costs);
-  EXPECT_TRUE(slack->slack_costs);
+  absl::StatusOr<ClusterMapping> slack = MapWith(model, options);
+  options.slack_aware = false;
+  absl::StatusOr<ClusterMapping> off = MapWith(model, options);
+  ASSERT_TRUE(plain.ok() && slack.ok() && off.ok());
+  EXPECT_FALSE(plain->critical_path_bounds_step);
   EXPECT_NE(plain->assignment, slack->assignment);
   for (const DeviceId d : slack->assignment) EXPECT_TRUE(d >= 0 && d < 4);
-  options.slack_aware = false;
-  absl::StatusOr<ClusterMapping> off = MapClustersToDevices(model, costs, clusters, options, SolveContext());
-  ASSERT_TRUE(off.ok());
-  EXPECT_FALSE(off->slack_costs);
   EXPECT_EQ(off->assignment, plain->assignment);
+}
+
+TEST(ClusterMappingTest, SlackBeyondTheCriticalBoundChangesNothingWhereThePathBoundsTheStep) {
+  // Two heavy chains and a light one on four devices: the path bounds the step, the slack costs are
+  // used anyway, and the option leaves the mapping as it is.
+  TestModel t;
+  for (int c = 0; c < 3; ++c) {
+    int prev = t.AddOp(c < 2 ? 100'000 : 1'000, 1 << 20);
+    for (int i = 1; i < 6; ++i) {
+      const int v = t.AddOp(c < 2 ? 100'000 : 1'000, 1 << 20);
+      t.AddEdge(prev, v, 1 << 20);
+      prev = v;
+    }
+  }
+  t.AddDevices(4, int64_t{1} << 40);
+  const Model model = t.Build();
+  MappingOptions options;
+  absl::StatusOr<ClusterMapping> plain = MapWith(model, options);
+  options.slack_beyond_critical_bound = true;
+  absl::StatusOr<ClusterMapping> slack = MapWith(model, options);
+  ASSERT_TRUE(plain.ok() && slack.ok());
+  EXPECT_TRUE(plain->critical_path_bounds_step);
+  EXPECT_EQ(plain->assignment, slack->assignment);
 }
 
 // A training step of `layers` layers as a chain: forward f_i (its activation read again by the
@@ -330,10 +352,7 @@ TEST(ClusterMappingTest, IgnoringMemoryTheTightChainIsMappedAsWithAmpleMemory) {
   const Model ample = t.Build();
   MappingOptions oblivious;
   oblivious.ignore_memory = true;
-  const SlicingCosts costs = ComputeSlicingCosts(tight);
-  const LinearClusters clusters = SliceIntoLinearClusters(tight, costs, tight.num_devices());
-  absl::StatusOr<ClusterMapping> mapping =
-      MapClustersToDevices(tight, costs, clusters, oblivious, SolveContext());
+  absl::StatusOr<ClusterMapping> mapping = MapWith(tight, oblivious);
   ASSERT_TRUE(mapping.ok()) << mapping.status();
   EXPECT_FALSE(mapping->memory_timeline);
   EXPECT_EQ(mapping->assignment, Map(ample));

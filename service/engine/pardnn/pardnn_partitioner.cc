@@ -185,7 +185,7 @@ class PardnnRun {
     if (!mapping.ok()) return mapping.status();
     out_.time_limited |= mapping->time_limited;
     memory_binds_ |= mapping->memory_timeline;
-    work_bound_ |= options.slack_aware && !mapping->slack_costs;
+    work_bound_ |= !mapping->critical_path_bounds_step;
     Candidate c{std::move(mapping->assignment), PlacementScore(), family_, {}, {}};
     const SimResult& r = sim_.Run(c.assignment, sim_options_);
     c.score = ScoreSimulation(model_, r);
@@ -436,8 +436,8 @@ class PardnnRun {
   int32_t parameters_family_index_ = INT32_MAX;
   // The mapping saw memory that can bind (ClusterMapping::memory_timeline).
   bool memory_binds_ = false;
-  // The total work, not the critical path, bounds the step: slack_aware alone then maps with plain
-  // costs (ClusterMapping::slack_costs).
+  // The total work, not the critical path, bounds the step (ClusterMapping::critical_path_bounds_step):
+  // slack_aware alone then maps with plain costs.
   bool work_bound_ = false;
   // Per family: its best mapping (stage 1), its attach mapping when memory binds.
   std::vector<Candidate> kept_;

@@ -24,8 +24,9 @@
 //     nothing seems to queue, and the critical path's device gets far more than its share of the work.
 //   * Both transfer/queueing cost models (MappingOptions::slack_aware) are mapped and the simulator keeps
 //     the better one (where the work bounds the step, the slack model measures slack against the
-//     critical path: slack_costs_where_work_bound); then re-timing maps again on the best mapping's simulated schedule (queueing and
-//     transfers included) while that simulates better (retiming_rounds).
+//     critical path: slack_costs_where_work_bound); then re-timing maps again on the best mapping's
+//     simulated schedule (queueing and transfers included) while that simulates better
+//     (retiming_rounds).
 //   * Memory: the mapping's estimate is calibrated against simulated peaks (memory_calibration_rounds); an
 //     "attach" mapping (few cut edges) is added when memory is tight; every mapping that overflows goes
 //     through stage 2, which goes on filling targets to the brim when its usual margin stalls; last
@@ -80,8 +81,9 @@ struct PardnnOptions {
   // (~700 simulations at 6K ops = 16K ops + edges), but at least what refinement_min_work simulated
   // ops + edges pay for (a budget in simulated work: ~36 simulations at 48K ops, ~10 at 100K, one at
   // 1M), clamped to refinement_max_simulations. refinement_max_simulations = 0 turns refinement off.
-  // Memory-bound graphs are mapped in three families (pardnn_partitioner.cc); the refinement starts from
-  // each family's best answer. Up to this many starts each get the whole budget (more share it).
+  // Memory-bound graphs are mapped in three or four families (pardnn_partitioner.cc); the refinement
+  // starts from each family's best answer. Up to this many starts each get the whole budget (more
+  // share it).
   int32_t refine_each_family_fully = 4;
   // When memory binds, also the first family's mapping with memory out of view, as ParDNN's own first
   // stage maps (MappingOptions::ignore_memory): a family of its own when its simulation fits. The
