@@ -34,7 +34,10 @@
 //     memory binds, three families of mappings compete (pardnn_partitioner.cc), the third made of
 //     contiguous critical-path pieces that carry their parameters (segment_with_parameters), and a
 //     fourth when it fits: the mapping with memory out of view (memory_oblivious_mapping), as ParDNN
-//     itself maps before its memory stage, for where the estimates are pessimistic.
+//     itself maps before its memory stage, for where the estimates are pessimistic. Where memory binds,
+//     each refinement start's work balance (work_balance.h: compute-dense, memory-light units moved in
+//     batches from the busiest device to the least busy while the busiest bounds the step) is a start
+//     of its own (balance_work).
 //   * Every graph gets every stage; large ones refine in batches of moves per simulation, with a budget
 //     that has a floor in simulated work (refinement_min_work, batch_refinement_min_ops).
 // Progress stages: "slicing" (0) -> "mapping" (0.1-0.2) -> "memory" (0.2-0.4) -> "refinement" (0.4-1.0)
@@ -52,6 +55,7 @@
 
 #include "service/engine/pardnn/cluster_mapping.h"
 #include "service/engine/pardnn/refinement.h"
+#include "service/engine/pardnn/work_balance.h"
 #include "service/engine/partition/partitioner.h"
 #include "service/engine/repair/memory_repair.h"
 
@@ -95,6 +99,12 @@ struct PardnnOptions {
   // holding its activation (MappingOptions::segment_with_parameters). Its mappings are repaired after
   // the other families' (with the time they leave) and refined from as a family of its own.
   bool parameters_family = true;
+  // When memory binds, each refinement start first goes through the work balance (work_balance.h):
+  // compute-dense, memory-light units move in batches from the busiest device to the least busy one
+  // while the busiest bounds the step, within a share of the start's refinement budget (at most
+  // work_balance.max_simulations). Off: the refinement alone (tests, measurements).
+  bool balance_work = true;
+  pardnn::WorkBalanceOptions work_balance;
   double refinement_scale = 2000.0;
   double refinement_exponent = 2.2;
   int64_t refinement_min_work = 4'000'000;
