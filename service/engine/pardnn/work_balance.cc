@@ -90,8 +90,12 @@ class Balancer {
         }
       }
       if (!accepted) break;
-      // After a repair the last simulation was not the accepted assignment's.
-      if (repaired_) Simulate(assignment, &result);
+      // After a repair the last simulation was not the accepted assignment's (the loop ends anyway
+      // when the budget is spent).
+      if (repaired_) {
+        if (result.simulations >= options_.max_simulations) break;
+        Simulate(assignment, &result);
+      }
     }
     result.makespan_ns = current.makespan_ns;
     result.overflow_bytes = current.overflow_bytes;
