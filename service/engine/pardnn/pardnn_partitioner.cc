@@ -24,13 +24,68 @@
 namespace placement::engine {
 namespace {
 
+// The devices of the fewest nodes, in order of first appearance, whose capacity holds `bytes`; empty
+// when that takes every node, or when an op is pinned to a device outside them.
+std::vector<DeviceId> FewerHostsDevices(const Model& model, double bytes) {
+  const int32_t nodes = static_cast<int32_t>(model.node_name.size());
+  std::vector<DeviceId> devices;
+  double capacity = 0.0;
+  for (int32_t node = 0; node < nodes && capacity < bytes; ++node) {
+    for (DeviceId d = 0; d < model.num_devices(); ++d) {
+      if (model.device_node[d] != node) continue;
+      devices.push_back(d);
+      capacity += static_cast<double>(model.capacity_bytes[d]);
+    }
+  }
+  if (capacity < bytes || static_cast<int32_t>(devices.size()) == model.num_devices()) return {};
+  std::sort(devices.begin(), devices.end());
+  for (OpId v = 0; v < model.num_ops(); ++v) {
+    const DeviceId pin = model.pinned_device[v];
+    if (pin != kNone && !std::binary_search(devices.begin(), devices.end(), pin)) return {};
+  }
+  return devices;
+}
+
+// `model` with only `devices` (ascending), renumbered 0..n-1 in that order: the same ops, those
+// devices with their links. Precondition: no op pinned outside them, no previous placement, one replica.
+Model DeviceSubsetModel(const Model& model, const std::vector<DeviceId>& devices) {
+  Model sub = model;
+  const int32_t n = static_cast<int32_t>(devices.size());
+  std::vector<DeviceId> index_of(model.num_devices(), kNone);
+  sub.device_name.clear();
+  sub.device_kind.clear();
+  sub.device_node.clear();
+  sub.memory_bytes.clear();
+  sub.capacity_bytes.clear();
+  sub.speed.clear();
+  for (int32_t i = 0; i < n; ++i) {
+    const DeviceId d = devices[i];
+    index_of[d] = i;
+    sub.device_name.push_back(model.device_name[d]);
+    sub.device_kind.push_back(model.device_kind[d]);
+    sub.device_node.push_back(model.device_node[d]);
+    sub.memory_bytes.push_back(model.memory_bytes[d]);
+    sub.capacity_bytes.push_back(model.capacity_bytes[d]);
+    sub.speed.push_back(model.speed[d]);
+  }
+  sub.link.assign(static_cast<size_t>(n) * n, LinkCost());
+  for (int32_t a = 0; a < n; ++a) {
+    for (int32_t b = 0; b < n; ++b) sub.link[static_cast<size_t>(a) * n + b] = model.Link(devices[a], devices[b]);
+  }
+  for (DeviceId& pin : sub.pinned_device) {
+    if (pin != kNone) pin = index_of[pin];
+  }
+  sub.cluster_devices = n;
+  return sub;
+}
+
 class PardnnPartitioner final : public Partitioner {
  public:
   // Without refinement and re-timing (what a re-placement asks for: its own search follows) the
   // answers differ, and so does the version.
   explicit PardnnPartitioner(const PardnnOptions& options)
       : options_(options),
-        version_(options.refinement_max_simulations == 0 && options.retiming_rounds == 0 ? "7-quick" : "7") {}
+        version_(options.refinement_max_simulations == 0 && options.retiming_rounds == 0 ? "8-quick" : "8") {}
 
   std::string_view name() const override { return "pardnn"; }
   std::string_view version() const override { return version_; }
@@ -65,7 +120,9 @@ class PardnnPartitioner final : public Partitioner {
 // family's after the others', with at most half the time they leave), and the refinement starts from
 // the best answer of each family, each with the whole budget: where a local search ends depends on
 // where it starts; each start's work balance (work_balance.h) too, refined when it is better than its
-// family's refined best. When memory never binds there is one family and every stage is as it was.
+// family's refined best. On a cluster of several hosts, last, pardnn on the devices of the fewest hosts
+// that hold the step (FewerHosts). When memory never binds there is one family and every stage is as
+// it was.
 class PardnnRun {
  public:
   PardnnRun(const PardnnOptions& options, const Model& model, const SolveContext& context)
@@ -117,6 +174,7 @@ class PardnnRun {
     RepairOverflowing();
     SerialLastResort();
     Refine();
+    FewerHosts();
     if (context_.ShouldStop()) out_.time_limited = true;
     out_.simulated = PartitionResult::SimulatedScore{Best().score.overflow_bytes, Best().score.makespan_ns};
     out_.assignment = std::move(Best().assignment);
@@ -452,6 +510,36 @@ class PardnnRun {
       }
       Consider(c);
     }
+  }
+
+  // PardnnOptions::fewer_hosts_family: pardnn on the devices of the fewest hosts that hold the step,
+  // its answer a family of its own on the whole cluster.
+  void FewerHosts() {
+    // Not on the large graphs that refine in batches: a second whole run would double their time.
+    if (!options_.fewer_hosts_family || !memory_binds_ || batched_ || model_.node_name.size() < 2 ||
+        model_.has_previous_placement() || model_.plan.data_parallel > 1 || context_.ShouldStop() ||
+        AtLowerBound(Best().score)) {
+      return;
+    }
+    SimOptions with_memory;
+    with_memory.compute_memory = true;
+    const int64_t one_device_peak =
+        sim_.Run(SingleDeviceAssignment(model_), with_memory).peak_memory_bytes[0];
+    const std::vector<DeviceId> devices =
+        FewerHostsDevices(model_, options_.fewer_hosts_peak_factor * static_cast<double>(one_device_peak));
+    if (devices.empty()) return;
+    const Model sub = DeviceSubsetModel(model_, devices);
+    PardnnOptions nested = options_;
+    nested.fewer_hosts_family = false;
+    SolveContext share = context_.WithShareOfTimeLeft(0.5);
+    share.on_progress = nullptr;
+    absl::StatusOr<PartitionResult> r = PardnnRun(nested, sub, share).Run();
+    out_.time_limited |= context_.ShouldStop();
+    if (!r.ok() || r->assignment.size() != static_cast<size_t>(model_.num_ops())) return;
+    Candidate c{std::move(r->assignment), PlacementScore(), static_cast<int32_t>(best_.size()), {}, {}};
+    for (DeviceId& d : c.assignment) d = devices[d];
+    c.score = ScoreSimulation(model_, sim_.Run(c.assignment, sim_options_));
+    Consider(c);
   }
 
   const PardnnOptions& options_;
