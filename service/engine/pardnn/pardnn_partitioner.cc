@@ -521,10 +521,12 @@ class PardnnRun {
         AtLowerBound(Best().score)) {
       return;
     }
+    // The step's peak on one device (the fastest, where pins allow: the largest device peak).
     SimOptions with_memory;
     with_memory.compute_memory = true;
-    const int64_t one_device_peak =
-        sim_.Run(SingleDeviceAssignment(model_), with_memory).peak_memory_bytes[0];
+    const std::vector<int64_t>& peaks =
+        sim_.Run(SingleDeviceAssignment(model_), with_memory).peak_memory_bytes;
+    const int64_t one_device_peak = *std::max_element(peaks.begin(), peaks.end());
     const std::vector<DeviceId> devices =
         FewerHostsDevices(model_, options_.fewer_hosts_peak_factor * static_cast<double>(one_device_peak));
     if (devices.empty()) return;
