@@ -1,6 +1,7 @@
 #include "service/engine/model/replica_group.h"
 
 #include <cstdlib>
+#include <vector>
 
 namespace placement::engine {
 
@@ -23,29 +24,44 @@ LinkCost RingLink(const Model& model, int32_t data_parallel, DeviceId device) {
   return slowest;
 }
 
+Model DeviceSubset(const Model& model, const std::vector<DeviceId>& devices) {
+  Model sub = model;
+  const int32_t n = static_cast<int32_t>(devices.size());
+  sub.device_name.clear();
+  sub.device_kind.clear();
+  sub.device_node.clear();
+  sub.memory_bytes.clear();
+  sub.capacity_bytes.clear();
+  sub.speed.clear();
+  for (const DeviceId d : devices) {
+    sub.device_name.push_back(model.device_name[d]);
+    sub.device_kind.push_back(model.device_kind[d]);
+    sub.device_node.push_back(model.device_node[d]);
+    sub.memory_bytes.push_back(model.memory_bytes[d]);
+    sub.capacity_bytes.push_back(model.capacity_bytes[d]);
+    sub.speed.push_back(model.speed[d]);
+  }
+  sub.link.assign(static_cast<size_t>(n) * n, LinkCost());
+  for (int32_t a = 0; a < n; ++a) {
+    for (int32_t b = 0; b < n; ++b) {
+      sub.link[static_cast<size_t>(a) * n + b] = model.Link(devices[a], devices[b]);
+    }
+  }
+  return sub;
+}
+
 Model ReplicaGroupModel(const Model& model, int32_t data_parallel) {
   const int32_t n = model.num_devices();
   if (data_parallel < 1 || n % data_parallel != 0) std::abort();  // callers validate D first
-  Model group = model;
+  const int32_t g = n / data_parallel;
+  std::vector<DeviceId> first(g);
+  for (DeviceId d = 0; d < g; ++d) first[d] = d;
+  // One copy of the model either way (the ops' arrays are most of it).
+  Model group = data_parallel == 1 ? model : DeviceSubset(model, first);
   group.plan.data_parallel = data_parallel;
   group.cluster_devices = n;
-  if (data_parallel == 1) {
-    group.ring_link.clear();
-    return group;
-  }
-  const int32_t g = n / data_parallel;
-  group.device_name.resize(g);
-  group.device_kind.resize(g);
-  group.device_node.resize(g);
-  group.memory_bytes.resize(g);
-  group.capacity_bytes.resize(g);
-  group.speed.resize(g);
-  group.link.assign(static_cast<size_t>(g) * g, LinkCost());
-  for (DeviceId a = 0; a < g; ++a) {
-    for (DeviceId b = 0; b < g; ++b) {
-      group.link[static_cast<size_t>(a) * g + b] = model.Link(a, b);
-    }
-  }
+  group.ring_link.clear();
+  if (data_parallel == 1) return group;
   group.ring_link.resize(g);
   for (DeviceId d = 0; d < g; ++d) group.ring_link[d] = RingLink(model, data_parallel, d);
   return group;

@@ -22,6 +22,12 @@
 
 namespace placement::engine {
 
+// `model` on only `devices` (ids of `model`, in the order given, renumbered 0..n-1): the same ops, those
+// devices with the links between them. Pins, cluster_devices, the plan and the ring links are left as
+// they are: the caller's (ReplicaGroupModel keeps the prefix's pins; pardnn's fewer-hosts family
+// renumbers them).
+Model DeviceSubset(const Model& model, const std::vector<DeviceId>& devices);
+
 // The model of replica group 0 for `data_parallel` replicas of `model` (a model of the whole cluster,
 // as BuildModel returns it). Requires data_parallel >= 1 dividing model.num_devices(). With 1 the copy
 // keeps every device and plan.data_parallel becomes 1. Ops pinned outside group 0 keep their pin (an id

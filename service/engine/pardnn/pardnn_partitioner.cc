@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "service/engine/model/replica_group.h"
 #include "service/engine/pardnn/cluster_mapping.h"
 #include "service/engine/pardnn/linear_clustering.h"
 #include "service/engine/pardnn/refinement.h"
@@ -46,36 +47,16 @@ std::vector<DeviceId> FewerHostsDevices(const Model& model, double bytes) {
   return devices;
 }
 
-// `model` with only `devices` (ascending), renumbered 0..n-1 in that order: the same ops, those
-// devices with their links. Precondition: no op pinned outside them, no previous placement, one replica.
+// `model` with only `devices` (ascending), renumbered 0..n-1 in that order, pins too. Precondition: no
+// op pinned outside them, no previous placement, one replica.
 Model DeviceSubsetModel(const Model& model, const std::vector<DeviceId>& devices) {
-  Model sub = model;
-  const int32_t n = static_cast<int32_t>(devices.size());
+  Model sub = DeviceSubset(model, devices);
   std::vector<DeviceId> index_of(model.num_devices(), kNone);
-  sub.device_name.clear();
-  sub.device_kind.clear();
-  sub.device_node.clear();
-  sub.memory_bytes.clear();
-  sub.capacity_bytes.clear();
-  sub.speed.clear();
-  for (int32_t i = 0; i < n; ++i) {
-    const DeviceId d = devices[i];
-    index_of[d] = i;
-    sub.device_name.push_back(model.device_name[d]);
-    sub.device_kind.push_back(model.device_kind[d]);
-    sub.device_node.push_back(model.device_node[d]);
-    sub.memory_bytes.push_back(model.memory_bytes[d]);
-    sub.capacity_bytes.push_back(model.capacity_bytes[d]);
-    sub.speed.push_back(model.speed[d]);
-  }
-  sub.link.assign(static_cast<size_t>(n) * n, LinkCost());
-  for (int32_t a = 0; a < n; ++a) {
-    for (int32_t b = 0; b < n; ++b) sub.link[static_cast<size_t>(a) * n + b] = model.Link(devices[a], devices[b]);
-  }
+  for (size_t i = 0; i < devices.size(); ++i) index_of[devices[i]] = static_cast<DeviceId>(i);
   for (DeviceId& pin : sub.pinned_device) {
     if (pin != kNone) pin = index_of[pin];
   }
-  sub.cluster_devices = n;
+  sub.cluster_devices = static_cast<int32_t>(devices.size());
   return sub;
 }
 

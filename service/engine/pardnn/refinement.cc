@@ -354,14 +354,7 @@ bool Refiner::RepairAfterMove(Assignment& assignment, const PlacementScore& curr
     return false;
   }
   trial_ = assignment;
-  RepairOptions repair;
-  repair.max_rounds = options_.repair_rounds;
-  repair.max_stalled_rounds = 2;
-  repair.progress_stage = options_.progress_stage;
-  repair.progress_from = repair.progress_to = -1.0;  // silent
-  SolveContext quiet = context_;
-  quiet.on_progress = nullptr;
-  const RepairOutcome outcome = RepairMemory(model_, quiet, repair, trial_);
+  const RepairOutcome outcome = RepairFewRounds(model_, context_, options_.repair_rounds, trial_);
   result->simulations += outcome.rounds;
   if (!outcome.fits) return false;
   const int64_t repaired_ns =

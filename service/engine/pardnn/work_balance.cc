@@ -69,13 +69,9 @@ class Balancer {
         const int64_t left = options_.max_simulations - result.simulations;
         if (!next.Fits() && current.Fits() && options_.repair_rounds > 0 && left > 0 &&
             next.makespan_ns < current.makespan_ns) {
-          RepairOptions repair;
-          repair.max_rounds = static_cast<int32_t>(std::min<int64_t>(options_.repair_rounds, left));
-          repair.max_stalled_rounds = 2;
-          repair.progress_from = repair.progress_to = -1.0;  // silent
-          SolveContext quiet = context_;
-          quiet.on_progress = nullptr;
-          const RepairOutcome outcome = RepairMemory(model_, quiet, repair, trial_);
+          const RepairOutcome outcome = RepairFewRounds(
+              model_, context_, static_cast<int32_t>(std::min<int64_t>(options_.repair_rounds, left)),
+              trial_);
           result.simulations += outcome.rounds;
           next = PlacementScore{outcome.overflow_bytes, outcome.makespan_ns};
           repaired_ = true;

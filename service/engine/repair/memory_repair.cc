@@ -929,4 +929,15 @@ RepairOutcome RepairMemory(const Model& model, const SolveContext& context,
   return repairer.Run(assignment);
 }
 
+RepairOutcome RepairFewRounds(const Model& model, const SolveContext& context, int32_t max_rounds,
+                              Assignment& assignment) {
+  RepairOptions repair;
+  repair.max_rounds = max_rounds;
+  repair.max_stalled_rounds = 2;
+  repair.progress_from = repair.progress_to = -1.0;  // silent
+  SolveContext quiet = context;
+  quiet.on_progress = nullptr;
+  return RepairMemory(model, quiet, repair, assignment);
+}
+
 }  // namespace placement::engine

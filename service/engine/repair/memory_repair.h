@@ -145,6 +145,10 @@ struct RepairOptions {
 
 // Precondition: `assignment` satisfies pins, kinds and colocation; repair keeps them satisfied.
 RepairOutcome RepairMemory(const Model& model, const SolveContext& context, Assignment& assignment);
+// A short repair inside a search (a move or a batch of moves that overflows): at most `max_rounds`
+// rounds, giving up after two that do not reduce the overflow, reporting no progress.
+RepairOutcome RepairFewRounds(const Model& model, const SolveContext& context, int32_t max_rounds,
+                              Assignment& assignment);
 RepairOutcome RepairMemory(const Model& model, const SolveContext& context,
                            const RepairOptions& options, Assignment& assignment);
 
