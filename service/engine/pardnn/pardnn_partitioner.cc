@@ -514,10 +514,10 @@ class PardnnRun {
     const Model sub = DeviceSubsetModel(model_, devices);
     PardnnOptions nested = options_;
     nested.fewer_hosts_family = false;
-    SolveContext share = context_.WithShareOfTimeLeft(0.5);
-    share.on_progress = nullptr;
-    absl::StatusOr<PartitionResult> r = PardnnRun(nested, sub, share).Run();
-    out_.time_limited |= context_.ShouldStop();
+    SolveContext rest = context_;
+    rest.on_progress = nullptr;
+    absl::StatusOr<PartitionResult> r = PardnnRun(nested, sub, rest).Run();
+    out_.time_limited |= context_.ShouldStop() || (r.ok() && r->time_limited);
     if (!r.ok() || r->assignment.size() != static_cast<size_t>(model_.num_ops())) return;
     Candidate c{std::move(r->assignment), PlacementScore(), static_cast<int32_t>(best_.size()), {}, {}};
     for (DeviceId& d : c.assignment) d = devices[d];

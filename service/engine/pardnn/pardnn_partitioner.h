@@ -108,11 +108,12 @@ struct PardnnOptions {
   pardnn::WorkBalanceOptions work_balance;
   // When memory binds on a cluster of several nodes (hosts): also pardnn on the devices of the fewest
   // nodes, in cluster order, whose capacity holds fewer_hosts_peak_factor x the step's one-device peak
-  // (its answer judged on the whole cluster, kept when better), with at most half the time left; not
-  // on graphs that refine in batches (batch_refinement_min_ops), where it would double the time. With
-  // K clusters for K devices the mapping spreads the chunked critical path over every host, and where
-  // the links between hosts are slow, fewer hosts pay (DenseNet-121 at 8 GPUs over four hosts and 0.45
-  // x its peak: 21.7 ms on all eight, 19.4 ms on the first two hosts).
+  // (its answer judged on the whole cluster, kept when better), with the time left (it is pardnn's
+  // last stage; a cut run marks the answer time_limited); not on graphs that refine in batches
+  // (batch_refinement_min_ops), where it would double the time. With K clusters for K devices the
+  // mapping spreads the chunked critical path over every host, and where the links between hosts are
+  // slow, fewer hosts pay (DenseNet-121 at 8 GPUs over four hosts and 0.45 x its peak: 21.7 ms on all
+  // eight, 19.4 ms on the first two hosts).
   bool fewer_hosts_family = true;
   double fewer_hosts_peak_factor = 1.25;
   double refinement_scale = 2000.0;
