@@ -87,7 +87,7 @@ class PortfolioPartitioner final : public Partitioner {
       // Every member but the first (pardnn, the slow one) offers a fresh answer to compare with.
       replacement_members_.assign(members_.begin() + 1, members_.end());
     }
-    version_ = "3";
+    version_ = "4";
     for (const Partitioner* member : members_) {
       absl::StrAppend(&version_, member == members_.front() ? ":" : ",", std::string(member->name()), "@",
                       std::string(member->version()));
@@ -274,6 +274,7 @@ class PortfolioRun {
       c.score = portfolio::Score(simulator_, model_, c.assignment, member_of[r.index]);
       NoteFeasible(c.score);
       Consider(c);
+      repaired_.push_back(std::move(c));
       context_.Report("memory", 0.5 + 0.1 * static_cast<double>(k + 1) / repaired.candidates.size(),
                       best_feasible_);
     }
@@ -340,8 +341,10 @@ class PortfolioRun {
     out_.max_in_flight = window_;
   }
 
-  // 4. The search, from the best answer on the table (with its window), on the unrolled simulation;
-  // progress [0.6, 1]. A training plan's budget counts the unrolled step.
+  // 4. The search, from the best answer on the table (with its window), on the unrolled simulation, and
+  // where memory can bind on moderate steps also from other members' best answers
+  // (PortfolioOptions::runner_up_searches); the best end wins. Progress [0.6, 1]. A training plan's
+  // budget counts the unrolled step.
   void Search() {
     const int32_t winner = best_->score.member_index;
     out_.winner = std::string(members_[winner]->name());
@@ -349,6 +352,7 @@ class PortfolioRun {
     Assignment assignment = std::move(best_->assignment);
     if (options_.search && model_.num_devices() > 1 && best_->score.constraint_violations == 0 &&
         !context_.ShouldStop()) {
+      const std::vector<const Candidate*> runners_up = RunnersUp(assignment);
       // The search judges with the chosen window: a copy of the model that carries it (the memory stage
       // inside the search simulates the model it is given).
       std::optional<Model> windowed;
@@ -369,16 +373,68 @@ class PortfolioRun {
       search.memory_can_bind = MemoryCanBind(search_model);
       search.progress_stage = "search";
       search.progress_from = 0.6;
-      search.progress_to = 1.0;
-      const pardnn::RefinementResult r = pardnn::RefineAlongCriticalPath(
+      search.progress_to = runners_up.empty() ? 1.0 : 0.8;
+      pardnn::RefinementResult r = pardnn::RefineAlongCriticalPath(
           search_model, search, context_, search_simulator, assignment);
       out_.time_limited |= r.time_limited;
-      if (model_.solver_chooses_window && r.moves > 0 && !context_.ShouldStop()) {
+      bool moved = r.moves > 0;
+      for (size_t k = 0; k < runners_up.size() && !context_.ShouldStop(); ++k) {
+        Assignment other = runners_up[k]->assignment;
+        search.progress_from = search.progress_to;
+        search.progress_to = 0.8 + 0.2 * static_cast<double>(k + 1) / static_cast<double>(runners_up.size());
+        const pardnn::RefinementResult s = pardnn::RefineAlongCriticalPath(
+            search_model, search, context_, search_simulator, other);
+        out_.time_limited |= s.time_limited;
+        if (PlacementScore{s.overflow_bytes, s.makespan_ns}.BetterThan(
+                PlacementScore{r.overflow_bytes, r.makespan_ns})) {
+          r = s;
+          moved = true;  // its window was chosen for another answer
+          assignment = std::move(other);
+          out_.winner = std::string(members_[runners_up[k]->score.member_index]->name());
+          out_.winner_makespan_ns = runners_up[k]->score.makespan_ns;
+        }
+      }
+      if (model_.solver_chooses_window && moved && !context_.ShouldStop()) {
         // The moves were judged at the chosen window; the answer gets its own best window.
         out_.max_in_flight = ChooseWindow(model_, assignment, simulator_, context_).max_in_flight;
       }
     }
     out_.assignment = std::move(assignment);
+  }
+
+  // The other starts of the search (PortfolioOptions::runner_up_searches): per member other than the
+  // winner's, its best answer on the table (its own or after the memory stage) that fits where the
+  // winner fits and differs from it; the best runner_up_searches of those, best first.
+  std::vector<const Candidate*> RunnersUp(const Assignment& winner_assignment) const {
+    std::vector<const Candidate*> out;
+    const int64_t unrolled =
+        static_cast<int64_t>(std::max(1, model_.plan.microbatches)) * (model_.num_ops() + model_.num_edges());
+    if (options_.runner_up_searches <= 0 || unrolled > options_.runner_up_max_unrolled ||
+        !MemoryCanBind(model_)) {
+      return out;
+    }
+    const int32_t winner = best_->score.member_index;
+    std::vector<const Candidate*> per_member(members_.size(), nullptr);
+    auto offer = [&](const Candidate& c) {
+      const int32_t m = c.score.member_index;
+      if (m == winner || c.score.constraint_violations != 0 || c.score.feasible != best_->score.feasible ||
+          c.assignment == winner_assignment) {
+        return;
+      }
+      if (per_member[m] == nullptr || portfolio::BetterScore(c.score, per_member[m]->score)) per_member[m] = &c;
+    };
+    for (const std::optional<Candidate>& seed : seeds_) {
+      if (seed) offer(*seed);
+    }
+    for (const Candidate& c : repaired_) offer(c);
+    for (const Candidate* c : per_member) {
+      if (c != nullptr) out.push_back(c);
+    }
+    std::stable_sort(out.begin(), out.end(), [](const Candidate* a, const Candidate* b) {
+      return portfolio::BetterScore(a->score, b->score);
+    });
+    if (out.size() > static_cast<size_t>(options_.runner_up_searches)) out.resize(options_.runner_up_searches);
+    return out;
   }
 
   const std::vector<const Partitioner*>& members_;
@@ -389,6 +445,8 @@ class PortfolioRun {
   LowerBoundScratch bound_scratch_;
   PartitionResult out_;
   std::vector<std::optional<Candidate>> seeds_;
+  // The seeds that overflowed, after the memory stage (starts for RunnersUp).
+  std::vector<Candidate> repaired_;
   std::optional<Candidate> best_;
   int64_t best_feasible_ = 0;  // best feasible makespan so far: progress reports, skips (0 = none)
   int32_t window_ = 1;

@@ -154,9 +154,9 @@ TEST(PortfolioTest, VersionNamesItsMembersAndTheReplacementMembers) {
   FixedPartitioner a("a", {}), b("b", {}), c("c", {});
   auto portfolio = MakePortfolioPartitioner({&a, &b});
   EXPECT_EQ(portfolio->name(), "auto");
-  EXPECT_EQ(portfolio->version(), "3:a@7,b@7;replace@3:b@7");
+  EXPECT_EQ(portfolio->version(), "4:a@7,b@7;replace@3:b@7");
   auto other = MakePortfolioPartitioner({&a, &b}, PortfolioOptions(), {&b, &c});
-  EXPECT_EQ(other->version(), "3:a@7,b@7;replace@3:b@7,c@7");
+  EXPECT_EQ(other->version(), "4:a@7,b@7;replace@3:b@7,c@7");
 }
 
 // `auto` over pardnn and the real baselines is never worse than any member, on random graphs with tight
@@ -205,33 +205,46 @@ TEST(PortfolioTest, NeverWorseThanAnyMember) {
 }
 
 // Deterministic, and the search never makes the seeds' best worse (so more time never hurts: the steps
-// are the same and the deadline only cuts them short).
+// are the same and the deadline only cuts them short). With the search from the winner alone, the
+// winner is the seeds' best; the search from a runner-up as well (memory binds on this graph) never
+// ends worse than that, and here it ends better from m_topo's answer, which provenance then names.
 TEST(PortfolioTest, DeterministicAndTheSearchOnlyImproves) {
   const std::unique_ptr<Partitioner> pardnn = MakePardnnPartitioner();
   const std::unique_ptr<Partitioner> m_topo = MakeMTopoPartitioner();
   PortfolioOptions without_search;
   without_search.search = false;
+  PortfolioOptions winner_only;
+  winner_only.runner_up_searches = 0;
   auto full = MakePortfolioPartitioner({pardnn.get(), m_topo.get()});
   auto seeds_only = MakePortfolioPartitioner({pardnn.get(), m_topo.get()}, without_search);
+  auto single_search = MakePortfolioPartitioner({pardnn.get(), m_topo.get()}, winner_only);
   testutil::RandomGraphOptions options;
   options.num_ops = 400;
   options.num_devices = 4;
   options.seed = 11;
   absl::StatusOr<Model> model = BuildModel(testutil::RandomLayeredRequest(options));
   ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(MemoryCanBind(*model));
   absl::StatusOr<PartitionResult> a = full->Partition(*model, SolveContext());
   absl::StatusOr<PartitionResult> b = full->Partition(*model, SolveContext());
   absl::StatusOr<PartitionResult> c = seeds_only->Partition(*model, SolveContext());
-  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  absl::StatusOr<PartitionResult> d = single_search->Partition(*model, SolveContext());
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok() && d.ok());
   EXPECT_EQ(a->assignment, b->assignment);
-  EXPECT_EQ(a->winner, c->winner);
+  EXPECT_EQ(d->winner, c->winner);
   const PortfolioScore searched = ScoreForPortfolio(*model, a->assignment, 0);
+  const PortfolioScore searched_once = ScoreForPortfolio(*model, d->assignment, 0);
   const PortfolioScore unsearched = ScoreForPortfolio(*model, c->assignment, 0);
-  EXPECT_FALSE(BetterScore(unsearched, searched));
+  EXPECT_FALSE(BetterScore(unsearched, searched_once));
+  EXPECT_FALSE(BetterScore(searched_once, searched));
   EXPECT_EQ(c->winner_makespan_ns, unsearched.makespan_ns);
-  EXPECT_EQ(a->winner_makespan_ns, unsearched.makespan_ns);
+  EXPECT_EQ(d->winner_makespan_ns, unsearched.makespan_ns);
+  // The runner-up's search won here: a shorter step than the winner's search, from m_topo's answer.
+  EXPECT_TRUE(BetterScore(searched, searched_once));
+  EXPECT_EQ(c->winner, "pardnn");
+  EXPECT_EQ(a->winner, "m_topo");
+  EXPECT_EQ(a->winner_makespan_ns, ScoreForPortfolio(*model, PlaceWith(*m_topo, *model, 0), 0).makespan_ns);
 }
-
 
 // Where memory cannot bind, answers whose own lower bound is above the best fitting step are not
 // simulated; the answer, its window and its provenance are the same as with every answer scored. The
