@@ -104,7 +104,8 @@ class PortfolioPartitioner final : public Partitioner {
   std::string_view description() const override {
     return "Anytime portfolio (the default): pardnn first, every baseline's answer as a further seed, "
            "ParDNN's memory stage on those that overflow, then the simulator-guided critical-path search "
-           "on the best until it converges or the time limit ends; provenance names the winning seed";
+           "on the best (where memory binds, also on a runner-up) until it converges or the time limit "
+           "ends; provenance names the winning seed";
   }
 
   absl::StatusOr<PartitionResult> Partition(const Model& model,
