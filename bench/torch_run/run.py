@@ -120,6 +120,7 @@ def worker(args):
     torch.set_num_threads(1)
     rank, _ = torch_dist.init_from_environment("gloo")
     link = calibrate.measure_link()
+    ring_link = calibrate.measure_all_reduce()
     results = []
     for model_name in args.models.split(","):
         label, model, inputs, targets, loss_fn, optimizer = build(model_name)
@@ -145,7 +146,7 @@ def worker(args):
                                              data_parallel=d)
             shared = [None]
             if rank == 0:
-                request = calibrate.recost(request, costs[(m, d)], link)
+                request = calibrate.recost(request, costs[(m, d)], link, ring_link=ring_link)
                 placement = torch_run.place_offline(args.offline, request, algorithm, time_limit_s=args.time_limit)
                 shared[0] = (request, placement)
             dist.broadcast_object_list(shared, src=0)
@@ -199,12 +200,13 @@ def worker(args):
             })
             print(json.dumps(results[-1]), flush=True)
     if rank == 0:
-        Path(args.results).write_text(json.dumps({"results": results, "link": link}))
+        Path(args.results).write_text(json.dumps({"results": results, "link": link, "ring_link": ring_link}))
     dist.destroy_process_group()
 
 
 def table(data, steps, warmup, profile, rehearsals):
     results, (latency, bandwidth) = data["results"], data["link"]
+    ring_latency, ring_bandwidth = data.get("ring_link") or (0, 0)
     loads = ", ".join(dict.fromkeys("%.1f" % r["load"] for r in results))
     ceilings = ", ".join(dict.fromkeys("%.2fx" % r["ceiling"] for r in results))
     lines = [f"Machine: {os.cpu_count()} CPUs; load average (1 min) before each model's runs: {loads}; "
@@ -240,7 +242,8 @@ def table(data, steps, warmup, profile, rehearsals):
                        f"| {tau_rehearsed:.2f} | {overhead / 1e3:.0f} us |")
     lines += summary
     lines += ["", f"Link between the two processes (measured, the requests' intra_node link): {latency / 1e3:.1f} us + "
-              f"{bandwidth / 1e9:.2f} GB/s. Measured: median step (the slowest process, from a common barrier) "
+              f"{bandwidth / 1e9:.2f} GB/s; their all-reduce (measured, the replica plans' ring link, api.md §2.1's "
+              f"terms): {ring_latency / 1e3:.1f} us + {ring_bandwidth / 1e9:.2f} GB/s. Measured: median step (the slowest process, from a common barrier) "
               f"of {steps} steps after {warmup} warm-up steps, the plans taking turns; op costs: mean of {profile} calibration "
               f"runs. Replayed: the placement's schedule with the op times the run itself took. Rehearsed: the "
               f"plan run by the same processes with every op sleeping for its calibrated cost (median of "

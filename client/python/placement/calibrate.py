@@ -16,7 +16,9 @@ op and a speed per device.
 The link: two processes (gloo, or NCCL on CUDA) send each other packed buffers of sizes from 64 bytes to
 4 MiB, as the runner sends a transfer (a copy into a fresh buffer, then isend / irecv); half the round
 trip, least squares over the sizes, gives latency + bytes / bandwidth, written as the cluster's
-intra_node link.
+intra_node link. The same two processes time all_reduce over sizes from 4 KiB to 16 MiB
+(measure_all_reduce); where the request has D > 1 replica groups, the pairs its all-reduce rings join
+get that fit as `cluster.links` (on CPU a collective is ~3 x slower per byte than a message here).
 
 Re-costing: --request takes a request exported on another machine (or by another tool) for the same
 step; its ops are matched by name, everything but compute_ns, the link and the device kinds and speeds
@@ -35,6 +37,7 @@ import torch.distributed as dist
 from placement import torch_dist, torch_export, torch_run
 
 LINK_SIZES = (64, 4096, 65536, 1 << 20, 4 << 20)
+ALL_REDUCE_SIZES = (4096, 65536, 1 << 20, 4 << 20, 16 << 20)
 
 
 class OpCostMeter:
@@ -114,6 +117,36 @@ def measure_link(sizes=LINK_SIZES, repeats=20, device="cpu", group=None):
     return int(max(0.0, result[0].item())), float(result[1].item())
 
 
+def measure_all_reduce(sizes=ALL_REDUCE_SIZES, repeats=10, device="cpu", group=None):
+    """(latency ns, bytes per second) of the ring all-reduce among the group's processes, in api.md
+    §2.1's terms: a float32 all_reduce of `size` bytes is timed (the slowest process's median) and
+    t = a + b * size is fitted over `sizes`; §2.1 charges 2(W-1)/W * bytes / bandwidth + 2(W-1) *
+    latency among W replicas, so bandwidth = 2(W-1)/W / b and latency = a / (2(W-1)). Every process of
+    the group calls it. A collective moves and sums the bytes on the processes' own cores (gloo), so on
+    CPU it is slower than the point-to-point link (a 45 MB all_reduce between two processes here: ~30 ms,
+    where the link measured by measure_link gives ~11 ms)."""
+    world = dist.get_world_size(group)
+    points = []
+    for size in sizes:
+        tensor = torch.ones(max(1, size // 4), dtype=torch.float32, device=device)
+        times = []
+        for i in range(repeats + 2):
+            dist.barrier(group=group)
+            began = time.perf_counter_ns()
+            dist.all_reduce(tensor, group=group)
+            if device != "cpu":
+                torch.cuda.synchronize()
+            elapsed = torch.tensor([float(time.perf_counter_ns() - began)], dtype=torch.float64)
+            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=group)
+            times.append(elapsed.item())
+        points.append((tensor.numel() * 4, statistics.median(times[2:])))
+    a, b = _fit(points)
+    if world < 2:
+        return 0, 1e12
+    bandwidth = 1e9 * 2.0 * (world - 1) / world / b if b > 0 else 1e12  # b: ns per byte
+    return int(max(0.0, a / (2.0 * (world - 1)))), float(bandwidth)
+
+
 def _fit(points):
     """Least squares t = a + b * size."""
     xs, ys = [p[0] for p in points], [p[1] for p in points]
@@ -122,9 +155,13 @@ def _fit(points):
     return my - b * mx, b
 
 
-def recost(request, costs, link=None, kind=None, speeds=None):
+def recost(request, costs, link=None, kind=None, speeds=None, ring_link=None):
     """A copy of `request` with compute_ns from `costs` ({op name: ns}; every op must have one), the
-    intra_node link from `link` ((latency ns, bytes/s)), device kind `kind`, and speeds per kind."""
+    intra_node link from `link` ((latency ns, bytes/s)), device kind `kind`, and speeds per kind.
+    `ring_link` ((latency ns, bytes/s), measure_all_reduce's): where the request's plan has D > 1
+    replica groups, the pairs of devices its all-reduce rings join (device d of each group and of the
+    next, api.md §2.1) get that link in `cluster.links`: transfers never cross groups, so those pairs
+    carry only the all-reduces, which cost what the collective costs, not what a message does."""
     request = json.loads(json.dumps(request))
     missing = [op["name"] for op in request["graph"]["ops"] if op["name"] not in costs]
     if missing:
@@ -141,6 +178,17 @@ def recost(request, costs, link=None, kind=None, speeds=None):
             device["kind"] = kind
         if speeds and device.get("kind") in speeds and speeds[device["kind"]] != 1.0:
             device["speed"] = speeds[device["kind"]]
+    replicas = int(request.get("options", {}).get("data_parallel", 1) or 1)
+    if ring_link is not None and replicas > 1:
+        latency, bandwidth = ring_link
+        names = [device["name"] for device in request["cluster"]["devices"]]
+        group = len(names) // replicas
+        pairs = {tuple(sorted((names[g * group + d], names[((g + 1) % replicas) * group + d])))
+                 for d in range(group) for g in range(replicas)}
+        spec = {"bandwidth_bytes_per_second": str(max(1, int(bandwidth))), "latency_ns": str(int(latency))}
+        links = [link_ for link_ in request["cluster"].get("links", [])
+                 if tuple(sorted((link_["a"], link_["b"]))) not in pairs]
+        request["cluster"]["links"] = links + [{"a": a, "b": b, "spec": dict(spec)} for a, b in sorted(pairs)]
     return request
 
 
@@ -149,8 +197,10 @@ def _link_only(args):
     torch_dist.init_from_environment(None if args.kinds.split(",")[0] == "cuda" else "gloo")
     device = "cuda" if dist.get_backend() == "nccl" else "cpu"
     latency, bandwidth = measure_link(device=device)
+    ring_latency, ring_bandwidth = measure_all_reduce(device=device)
     if dist.get_rank() == 0:
-        print(json.dumps({"latency_ns": latency, "bandwidth_bytes_per_second": bandwidth}))
+        print(json.dumps({"latency_ns": latency, "bandwidth_bytes_per_second": bandwidth,
+                          "all_reduce": {"latency_ns": ring_latency, "bandwidth_bytes_per_second": ring_bandwidth}}))
     dist.destroy_process_group()
 
 
@@ -200,22 +250,26 @@ def main(argv=None):
         totals[kind] = sum(measured.values())
         costs = costs or measured
     speeds = {kind: totals[kinds[0]] / totals[kind] for kind in kinds}
-    link = None
+    link = ring_link = None
     if not args.no_link:
         text = torch_dist.launch_local(2, ["-m", "placement.calibrate", "--link_only", f"--model={args.model}",
                                            f"--kinds={kinds[0]}"], timeout_s=300)
         measured_link = json.loads(text.strip().splitlines()[-1])
         link = (measured_link["latency_ns"], measured_link["bandwidth_bytes_per_second"])
+        ring = measured_link["all_reduce"]
+        ring_link = (ring["latency_ns"], ring["bandwidth_bytes_per_second"])
     if args.request:
         base = _read_request(args.request)
     else:
         plan = {name: getattr(args, name) for name in ("max_in_flight", "data_parallel") if getattr(args, name) is not None}
         base = traced.request(devices=args.devices, device_kind=kinds[0], device_memory_gib=args.device_memory_gib,
                               **({"microbatches": m} if args.microbatches else {}), **plan)
-    request = recost(base, costs, link, kind=kinds[0] if not args.request else None, speeds=speeds)
+    request = recost(base, costs, link, kind=kinds[0] if not args.request else None, speeds=speeds,
+                     ring_link=ring_link)
     torch_export.write_request(request, args.out)
     total = sum(int(op["compute_ns"]) for op in request["graph"]["ops"])
-    link_text = (f"; link {link[0] / 1e3:.1f} us + {link[1] / 1e9:.2f} GB/s" if link else "")
+    link_text = (f"; link {link[0] / 1e3:.1f} us + {link[1] / 1e9:.2f} GB/s, all-reduce ring "
+                 f"{ring_link[0] / 1e3:.1f} us + {ring_link[1] / 1e9:.2f} GB/s" if link else "")
     print(f"{args.out}: {len(request['graph']['ops'])} ops, {total / 1e6:.2f} ms of op time on {kinds[0]}"
           f"{link_text} ({time.monotonic() - started:.1f} s)", file=sys.stderr)
 

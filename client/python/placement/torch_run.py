@@ -851,10 +851,10 @@ def _microbatch_trace(args):
     return model, trace(model, micro[0], loss_fn, args.optimizer, micro[1], microbatches=m), inputs, targets
 
 
-def prepare_plan(args, link=None, traced_step=None):
+def prepare_plan(args, link=None, traced_step=None, ring_link=None):
     """(request dict, placement dict) for the command line's step: exported (with --calibrate, costed
-    with this machine's op times and `link`, (latency ns, bytes/s)) and placed by --offline / --server,
-    or read from --request / --placement."""
+    with this machine's op times, `link` and, for replica groups, the all-reduce's `ring_link`, each
+    (latency ns, bytes/s)) and placed by --offline / --server, or read from --request / --placement."""
     if args.request and args.placement:
         from placement import calibrate
 
@@ -874,7 +874,7 @@ def prepare_plan(args, link=None, traced_step=None):
 
         torch.set_num_threads(args.threads)
         costs = calibrate.measure_op_costs(traced, inputs, targets, device=kind)
-        request = calibrate.recost(request, costs, link)
+        request = calibrate.recost(request, costs, link, ring_link=ring_link)
     if args.placement:
         return request, json.loads(Path(args.placement).read_text())
     if args.offline:
@@ -897,12 +897,14 @@ def _main_rank(args):
     if args.request and args.placement:
         request, placement = prepare_plan(args)
     else:  # rank 0 places (after the ranks measured their link), the others wait for its plan
-        link = None
+        link = ring_link = None
         if args.calibrate and world > 1:
             from placement import calibrate
 
-            link = calibrate.measure_link(device="cuda" if dist.get_backend() == "nccl" else "cpu")
-        shared = [prepare_plan(args, link, traced_step) if rank == 0 else None]
+            device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+            link = calibrate.measure_link(device=device)
+            ring_link = calibrate.measure_all_reduce(device=device)
+        shared = [prepare_plan(args, link, traced_step, ring_link) if rank == 0 else None]
         dist.broadcast_object_list(shared, src=0)
         request, placement = shared[0]
     if len(request["cluster"]["devices"]) > world:

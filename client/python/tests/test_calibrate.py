@@ -47,6 +47,28 @@ def test_op_costs_are_measured_for_every_op_and_recost_keeps_the_graph(cnn_step,
     assert int(placed["metrics"]["makespan_ns"]) >= sum(costs.values()) // 2 // 2
 
 
+def test_recost_gives_the_all_reduce_rings_their_own_link(cnn_step):
+    """With D > 1 replica groups the pairs the rings join (device d of each group and of the next) get
+    the measured all-reduce link; the simulated step then pays for it. Without replicas: no links."""
+    from placement import plan_schedule
+
+    traced, _, _ = cnn_step
+    costs = {op["name"]: 1000 for op in traced.request(devices=1)["graph"]["ops"]}
+    request = traced.request(devices=4, device_kind="cpu", microbatches=2, data_parallel=2)
+    names = [device["name"] for device in request["cluster"]["devices"]]
+    fast = calibrate.recost(request, costs, link=(20_000, 2e9))
+    slow = calibrate.recost(request, costs, link=(20_000, 2e9), ring_link=(50_000, 1e8))
+    assert "links" not in fast["cluster"] or not fast["cluster"]["links"]
+    spec = {"bandwidth_bytes_per_second": "100000000", "latency_ns": "50000"}
+    assert slow["cluster"]["links"] == [{"a": names[0], "b": names[2], "spec": spec},
+                                        {"a": names[1], "b": names[3], "spec": spec}]
+    assert slow["cluster"]["intra_node"] == fast["cluster"]["intra_node"]
+    placement = {"device": [0] * len(request["graph"]["ops"]), "plan": {"microbatches": 2, "data_parallel": 2}}
+    assert plan_schedule.simulate(slow, placement).makespan_ns > plan_schedule.simulate(fast, placement).makespan_ns
+    one_group = calibrate.recost(traced.request(devices=2, device_kind="cpu"), costs, ring_link=(50_000, 1e8))
+    assert not one_group["cluster"].get("links")
+
+
 def test_recost_refuses_a_request_of_another_step(cnn_step):
     traced, _, _ = cnn_step
     other = torch_run.trace(torch.nn.Linear(3, 3), (torch.randn(2, 3),)).request(devices=1)
