@@ -92,7 +92,7 @@ def measure_link(sizes=LINK_SIZES, repeats=20, device="cpu", group=None):
     """(latency ns, bytes per second) between ranks 0 and 1 of the process group (both call it, any
     other rank returns at once): half the round trip of a packed buffer, fitted over `sizes`."""
     rank = dist.get_rank()
-    result = torch.zeros(2, dtype=torch.float64)
+    result = torch.zeros(2, dtype=torch.float64, device=device)  # NCCL moves CUDA tensors only
     if rank in (0, 1):
         peer = 1 - rank
         points = []
@@ -136,7 +136,7 @@ def measure_all_reduce(sizes=ALL_REDUCE_SIZES, repeats=10, device="cpu", group=N
             dist.all_reduce(tensor, group=group)
             if device != "cpu":
                 torch.cuda.synchronize()
-            elapsed = torch.tensor([float(time.perf_counter_ns() - began)], dtype=torch.float64)
+            elapsed = torch.tensor([float(time.perf_counter_ns() - began)], dtype=torch.float64, device=device)
             dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=group)
             times.append(elapsed.item())
         points.append((tensor.numel() * 4, statistics.median(times[2:])))
