@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from placement import torch_dist, torch_export, torch_run
+from placement import plan_schedule, torch_dist, torch_export, torch_run
 
 LINK_SIZES = (64, 4096, 65536, 1 << 20, 4 << 20)
 ALL_REDUCE_SIZES = (4096, 65536, 1 << 20, 4 << 20, 16 << 20)
@@ -182,9 +182,10 @@ def recost(request, costs, link=None, kind=None, speeds=None, ring_link=None):
     if ring_link is not None and replicas > 1:
         latency, bandwidth = ring_link
         names = [device["name"] for device in request["cluster"]["devices"]]
-        group = len(names) // replicas
-        pairs = {tuple(sorted((names[g * group + d], names[((g + 1) % replicas) * group + d])))
-                 for d in range(group) for g in range(replicas)}
+        pairs = set()
+        for d in range(len(names) // replicas):
+            ring = plan_schedule.ring_of(len(names), replicas, d)
+            pairs |= {tuple(sorted((names[a], names[b]))) for a, b in zip(ring, ring[1:] + ring[:1])}
         spec = {"bandwidth_bytes_per_second": str(max(1, int(bandwidth))), "latency_ns": str(int(latency))}
         links = [link_ for link_ in request["cluster"].get("links", [])
                  if tuple(sorted((link_["a"], link_["b"]))) not in pairs]

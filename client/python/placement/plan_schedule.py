@@ -101,6 +101,13 @@ def all_reduce_ns(link, replicas, size):
     return (steps * size * 1_000_000_000 + denominator // 2) // denominator + steps * latency
 
 
+def ring_of(devices, replicas, d):
+    """The ring of device d of replica group 0 (api.md section 2.1): d, d + N/D, ..., d + (D-1) N/D among N
+    devices in D groups; its links join each member to the next and the last back to d."""
+    group = devices // replicas
+    return [d + g * group for g in range(replicas)]
+
+
 def op_time_ns(compute_ns, speed):
     """round(compute / speed), halves away from zero (std::llround); speed 1 is exact."""
     if speed == 1.0:
@@ -216,7 +223,7 @@ def simulate(request, placement):
     ring_link = {}
     if replicas > 1:
         for d in range(group):
-            ring = [d + g * group for g in range(replicas)]
+            ring = ring_of(group * replicas, replicas, d)
             pairs = [link(ring[i], ring[(i + 1) % replicas]) for i in range(replicas)]
             ring_link[d] = min(pairs, key=lambda bl: (bl[0], -bl[1]))
     reduce_bytes = [max((size for v, size in out[u] if once[v]), default=0) if gradient[u] else 0

@@ -296,8 +296,7 @@ class PortfolioRun {
       return portfolio::BetterScore(a->score, b->score);
     });
     // Each window search costs several unrolled simulations: on large steps only the best answer gets one.
-    const int64_t unrolled =
-        static_cast<int64_t>(model_.plan.microbatches) * (model_.num_ops() + model_.num_edges());
+    const int64_t unrolled = UnrolledSize();
     // Every distinct answer on small steps: a member run alone gets its own window search, so auto,
     // never worse than a member, must look at each answer's best window too.
     const int32_t wanted = unrolled > options_.window_candidates_max_unrolled
@@ -403,14 +402,17 @@ class PortfolioRun {
     out_.assignment = std::move(assignment);
   }
 
+  // Ops + edges of the unrolled step (microbatches x the one-microbatch graph; M >= 1).
+  int64_t UnrolledSize() const {
+    return static_cast<int64_t>(model_.plan.microbatches) * (model_.num_ops() + model_.num_edges());
+  }
+
   // The other starts of the search (PortfolioOptions::runner_up_searches): per member other than the
   // winner's, its best answer on the table (its own or after the memory stage) that fits where the
   // winner fits and differs from it; the best runner_up_searches of those, best first.
   std::vector<const Candidate*> RunnersUp(const Assignment& winner_assignment) const {
     std::vector<const Candidate*> out;
-    const int64_t unrolled =
-        static_cast<int64_t>(std::max(1, model_.plan.microbatches)) * (model_.num_ops() + model_.num_edges());
-    if (options_.runner_up_searches <= 0 || unrolled > options_.runner_up_max_unrolled ||
+    if (options_.runner_up_searches <= 0 || UnrolledSize() > options_.runner_up_max_unrolled ||
         !MemoryCanBind(model_)) {
       return out;
     }
