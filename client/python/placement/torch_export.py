@@ -45,6 +45,11 @@ taken for a gradient to all-reduce). Batch-norm statistics are then updated by e
 forward, as PyTorch's gradient accumulation does. Without a plan flag the request is byte for byte the
 one of a plain step.
 
+The loss of the built-in models is the cross-entropy of the main output; a model whose training-mode
+output also carries auxiliary classifiers' logits (torchvision's GoogLeNet and Inception-v3 return them
+in a namedtuple) adds AUX_LOSS_WEIGHT (0.4) x each of theirs, so that those heads train as they do in
+practice (model_outputs says what counts as the main and the auxiliary outputs).
+
 The cluster is --devices identical devices of --device_memory_gib on one node linked by
 --link_bandwidth_gbps / --link_latency_us. Output: protobuf JSON (`.json`, `.json.gz`) or binary
 (`.pb`; needs the generated stubs on PYTHONPATH), read by `placement_offline` and `placementctl`.
@@ -78,10 +83,37 @@ OPTIMIZER_STATE_COPIES = {"sgd": 1, "adam": 2}
 # Tracing
 
 
+# The weight of an auxiliary classifier's loss beside the main one, as PyTorch's fine-tuning tutorial
+# trains Inception-v3 (loss1 + 0.4 * loss2); GoogLeNet's paper weighed its two at 0.3.
+AUX_LOSS_WEIGHT = 0.4
+
+
+def model_outputs(output):
+    """(main, [auxiliary ...]) of a model's training-mode output. A tensor is the main output itself.
+    From a tuple, list or namedtuple (torchvision's GoogLeNet and Inception-v3 return their auxiliary
+    classifiers' logits beside the main ones while training) or a mapping or object with `logits` (as
+    Hugging Face outputs have it), the main output is `logits` if there is one, else the first tensor;
+    the other tensors of the main output's shape are auxiliary outputs (None entries, an auxiliary head
+    switched off, are skipped). TypeError when there is no tensor."""
+    if isinstance(output, torch.Tensor):
+        return output, []
+    logits = output.get("logits") if isinstance(output, dict) else getattr(output, "logits", None)
+    if isinstance(output, dict):
+        values = list(output.values())
+    elif isinstance(output, (tuple, list)):
+        values = list(output)
+    else:
+        values = [logits]
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    main = logits if isinstance(logits, torch.Tensor) else (tensors[0] if tensors else None)
+    if main is None:
+        raise TypeError(f"the model's output ({type(output).__name__}) holds no tensor to take a loss of")
+    auxiliary = [t for t in tensors if t is not main and t.shape == main.shape]
+    return main, auxiliary
+
+
 def _loss_mean(output, targets):
-    if isinstance(output, (tuple, list)):
-        output = output[0]
-    return output.float().mean()
+    return model_outputs(output)[0].float().mean()
 
 
 def split_microbatch(inputs, targets, microbatches):
@@ -657,7 +689,16 @@ class SmallCNN(torch.nn.Module):
 
 
 def _cross_entropy(output, targets):
-    return torch.nn.functional.cross_entropy(output.reshape(-1, output.shape[-1]), targets[0].reshape(-1))
+    """Cross-entropy of the main output against targets[0], plus AUX_LOSS_WEIGHT x that of each
+    auxiliary output (model_outputs)."""
+    def loss_of(logits):
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets[0].reshape(-1))
+
+    main, auxiliary = model_outputs(output)
+    loss = loss_of(main)
+    for logits in auxiliary:
+        loss = loss + AUX_LOSS_WEIGHT * loss_of(logits)
+    return loss
 
 
 def builtin_model(spec, args):

@@ -307,3 +307,62 @@ def test_a_once_op_inside_the_microbatch_flow_is_refused():
         torch_export.once_per_step_ops(ops, edges, [], [2])
     # Before the first microbatch a once op may feed every microbatch.
     assert torch_export.once_per_step_ops(ops, {(0, 1): 8, (1, 3): 8}, [0], [2]) == [0, 2]
+
+
+class _WithAuxiliaryHead(torch.nn.Module):
+    """A classifier that, like torchvision's Inception-v3 and GoogLeNet while training, returns an
+    auxiliary classifier's logits beside the main ones (a namedtuple)."""
+    Outputs = __import__("collections").namedtuple("Outputs", ["logits", "aux_logits"])
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(6, 8)
+        self.head = torch.nn.Linear(8, 5)
+        self.aux = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        h = torch.relu(self.body(x))
+        return self.Outputs(self.head(h), self.aux(h) if self.training else None)
+
+
+def test_auxiliary_outputs_add_their_weighted_loss():
+    main, aux = torch.randn(4, 5), torch.randn(4, 5)
+    assert torch_export.model_outputs(main) == (main, [])
+    got_main, got_aux = torch_export.model_outputs(_WithAuxiliaryHead.Outputs(main, aux))
+    assert got_main is main and len(got_aux) == 1 and got_aux[0] is aux
+    got_main, got_aux = torch_export.model_outputs({"loss": torch.zeros(()), "logits": main})
+    assert got_main is main and got_aux == []  # a scalar of another shape is no auxiliary output
+    assert torch_export.model_outputs(_WithAuxiliaryHead.Outputs(main, None)) == (main, [])
+    with pytest.raises(TypeError, match="holds no tensor"):
+        torch_export.model_outputs((None, 3))
+
+    torch.manual_seed(0)
+    model = _WithAuxiliaryHead()
+    x, labels = torch.randn(4, 6), torch.randint(0, 5, (4,))
+    traced, placeholders, args = torch_export.trace_training_step(model, (x,), torch_export._cross_entropy, "sgd",
+                                                                  (labels,))
+    with torch.no_grad():
+        _, _, loss, grads = traced(*args)
+        out = model(x)
+    cross_entropy = torch.nn.functional.cross_entropy
+    expected = cross_entropy(out.logits, labels) + torch_export.AUX_LOSS_WEIGHT * cross_entropy(out.aux_logits, labels)
+    torch.testing.assert_close(loss, expected)
+    # The auxiliary head trains: its gradient is the weighted loss's, not zeros.
+    names = [name for kind, name, _ in placeholders if kind == "param"]
+    aux_grad = grads[names.index("aux.weight")]
+    assert aux_grad.abs().sum() > 0
+
+
+def test_torchvision_googlenet_with_its_auxiliary_classifiers_exports(tmp_path, offline_binary):
+    pytest.importorskip("torchvision")
+    out = tmp_path / "googlenet.json"
+    torch_export.main(["--model=torchvision:googlenet", "--image_size=64", "--batch=2", "--classes=10",
+                       f"--out={out}"])
+    request = json.loads(out.read_text())
+    ops, _ = check_graph(request)
+    # Both auxiliary heads are trained: their weights have update ops.
+    groups = {op.get("colocation_group") for op in ops}
+    assert {"param:aux1.fc2.weight", "param:aux2.fc2.weight"} <= groups
+    placed = json.loads(run_offline(offline_binary, "place", f"--request={out}", "--algorithm=m_etf",
+                                    "--time_limit_s=20"))
+    assert placed["outcome"] == "FEASIBLE", placed.get("reason")
