@@ -136,6 +136,30 @@ def node_ops(traced):
     return op_of
 
 
+# --check's tolerance on the loss and every parameter (torch_dist's numerics: the same step up to
+# float32 rounding, sums taken in another order).
+CHECK_RTOL, CHECK_ATOL = 1e-4, 1e-5
+
+# aten ops that draw random numbers: a placed run draws them in other processes and in another order
+# than the unplaced step, so the two cannot agree.
+_RANDOM_OPS = ("dropout", "bernoulli", "rand", "normal", "uniform", "multinomial", "exponential",
+               "geometric", "cauchy", "log_normal")
+
+
+def not_comparable(traced, microbatches=1, replicas=1):
+    """Why the placed step cannot equal the unplaced step over the whole batch (empty when it must, up
+    to float32 rounding): random ops, and batch statistics taken per microbatch or replica."""
+    targets = [str(node.target) for node in traced.graph_module.graph.nodes if node.op == "call_function"]
+    reasons = []
+    random = sorted({t.split(".")[1] if t.startswith("aten.") else t for t in targets
+                     if any(word in t for word in _RANDOM_OPS)})
+    if random:
+        reasons.append(f"the step draws random numbers: {', '.join(random)}")
+    if (microbatches > 1 or replicas > 1) and any("batch_norm" in t for t in targets):
+        reasons.append("batch norm takes its statistics per microbatch and per replica")
+    return reasons
+
+
 def _placement_devices(placement):
     """Device index per op from a Placement message, its JSON dict, a file of it, or a list."""
     if isinstance(placement, (str, Path)):
@@ -805,7 +829,9 @@ examples:
                         help="measure op costs and the link on this machine before placing (placement.calibrate)")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--check", action="store_true",
-                        help="compare loss and parameters with the unplaced step over the whole batch")
+                        help="compare loss and parameters with the unplaced step over the whole batch "
+                             "(rtol 1e-4, atol 1e-5; exit status 1 when they differ, unless the step draws "
+                             "random numbers or normalises per microbatch or replica: then it says so)")
     parser.add_argument("--backend", choices=("gloo", "nccl"), default=None, help="default: nccl with CUDA")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads per process (CPU)")
     parser.add_argument("--module_split", metavar="FILE",
@@ -929,13 +955,14 @@ def _main_rank(args):
                 print(f"module split points: {split['split_points']} -> {args.module_split}", flush=True)
             except module_split.NotModuleLevel as reason:
                 print(f"not written as module split points: {reason}", flush=True)
-    deltas = []
+    deltas, losses, failed = [], [], False
     for i in range(args.steps):
         loss = step.run(tuple(inputs), tuple(targets))
         timing = step.last_timing
         if reference is not None:
             expected = reference.run(tuple(inputs), tuple(targets))
             deltas.append(abs(float(loss) - float(expected)))
+            losses.append((loss, expected))
         if rank == 0:
             print(f"step {i}: loss {float(loss):.6f}, {timing.step_ns / 1e6:.1f} ms (simulated "
                   f"{simulated / 1e6:.1f} ms), {timing.messages_sent} messages sent by rank 0", flush=True)
@@ -952,8 +979,22 @@ def _main_rank(args):
         if reference is not None:
             params = reference.parameters()
             worst = max(float((state["param"][name] - value).abs().max()) for name, value in params.items())
-            print(f"same as unplaced: loss within {max(deltas):.2e}, parameters within {worst:.2e}")
+            close = all(abs(float(got) - float(expected)) <= CHECK_ATOL + CHECK_RTOL * abs(float(expected))
+                        for got, expected in losses) and all(
+                torch.allclose(state["param"][name], value, rtol=CHECK_RTOL, atol=CHECK_ATOL)
+                for name, value in params.items())
+            figures = f"loss within {max(deltas):.2e}, parameters within {worst:.2e}"
+            reasons = not_comparable(traced, plan.get("microbatches", 1), replicas)
+            if close:
+                print(f"same as unplaced (rtol {CHECK_RTOL:g}, atol {CHECK_ATOL:g}): {figures}")
+            elif reasons:
+                print(f"not comparable with the unplaced step ({'; '.join(reasons)}): {figures}")
+            else:
+                print(f"DIFFERS from the unplaced step beyond rtol {CHECK_RTOL:g}, atol {CHECK_ATOL:g}: {figures}")
+                failed = True
     dist.destroy_process_group()
+    if failed:
+        raise SystemExit(1)
 
 
 def _main_in_process(args):

@@ -225,3 +225,27 @@ def test_rehearsed_schedule_matches_the_simulator(resnet, offline_binary):
         if fastest <= 1.12 * simulated:
             break
     assert 0.9 * simulated <= fastest <= 1.12 * simulated, (fastest, simulated)
+
+
+def test_check_says_when_a_step_cannot_equal_the_unplaced_one():
+    """--check's verdict: random ops, or batch statistics with microbatches or replicas, make the
+    placed step differ from the unplaced one by design; otherwise it must be the same."""
+    torch.manual_seed(0)
+    images, labels = torch.randn(4, 3, 8, 8), torch.randint(0, 10, (4,))
+    plain = torch_export.SmallCNN(classes=10, width=4)
+    traced = torch_run.trace(plain, (images,), torch_export._cross_entropy, "sgd", (labels,))
+    assert torch_run.not_comparable(traced) == []
+    assert torch_run.not_comparable(traced, microbatches=4, replicas=2) == []  # no batch norm in it
+
+    dropout = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 10), torch.nn.Dropout(0.5))
+    reasons = torch_run.not_comparable(torch_run.trace(dropout, (images,), cross_entropy, "sgd", (labels,)))
+    assert len(reasons) == 1 and reasons[0].startswith("the step draws random numbers: ")
+    assert "dropout" in reasons[0] or "bernoulli" in reasons[0], reasons  # torch 1.13 traces dropout so
+
+    normed = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Flatten(),
+                                 torch.nn.Linear(4 * 6 * 6, 10))
+    traced = torch_run.trace(normed, (images,), cross_entropy, "sgd", (labels,))
+    assert torch_run.not_comparable(traced) == []
+    assert torch_run.not_comparable(traced, microbatches=2) == [
+        "batch norm takes its statistics per microbatch and per replica"]
+    assert torch_run.not_comparable(traced, replicas=2) == torch_run.not_comparable(traced, microbatches=2)
