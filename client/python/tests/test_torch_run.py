@@ -240,7 +240,7 @@ def test_check_says_when_a_step_cannot_equal_the_unplaced_one():
     dropout = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 10), torch.nn.Dropout(0.5))
     reasons = torch_run.not_comparable(torch_run.trace(dropout, (images,), cross_entropy, "sgd", (labels,)))
     assert len(reasons) == 1 and reasons[0].startswith("the step draws random numbers: ")
-    assert "dropout" in reasons[0] or "bernoulli" in reasons[0], reasons  # torch 1.13 traces dropout so
+    assert "dropout" in reasons[0] or "bernoulli" in reasons[0], reasons  # torch 1.13 traces dropout as bernoulli_
 
     normed = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Flatten(),
                                  torch.nn.Linear(4 * 6 * 6, 10))
