@@ -63,6 +63,18 @@ class Refiner {
                       options_.move_weight_ns_per_byte < 0 ? model_.move_weight_ns_per_byte
                                                            : options_.move_weight_ns_per_byte);
   }
+  // The options of a trial's simulation: where the current assignment fits, the run may stop as soon
+  // as the trial is certain not to beat it (SimOptions::stop_at_ns; plain steps). Such a run is never
+  // accepted and never used for a critical path, and whether a trial beats the current assignment is
+  // decided exactly as by a full run, so the search and its answers are the same, only quicker.
+  SimOptions Trial(const SimOptions& base, const PlacementScore& current, const Assignment& trial) const {
+    SimOptions options = base;
+    if (options_.stop_trials_early && current.Fits() && current.makespan_ns > 0) {
+      options.stop_at_ns =
+          std::max<int64_t>(1, current.makespan_ns - (options_.count_moves ? MoveCost(trial) : 0));
+    }
+    return options;
+  }
   void AddCandidate(int64_t gain, const OpId* ops, int32_t count, DeviceId target) {
     candidates_.push_back(Candidate{gain, static_cast<int32_t>(candidates_.size()),
                                     static_cast<int32_t>(candidate_ops_.size()), count, target});
@@ -105,6 +117,9 @@ class Refiner {
   PlacementRules rules_;
   std::vector<Candidate> candidates_;
   std::vector<OpId> candidate_ops_;
+  // candidates_[0, sorted_until_) are in their final order (BuildCandidates leaves them unordered).
+  size_t sorted_until_ = 0;
+  const Candidate& CandidateAt(size_t i);
   std::vector<std::pair<OpId, DeviceId>> undo_;
   std::vector<std::pair<int32_t, DeviceId>> tried_;  // (first op's unit, target) this round
   Assignment trial_;
@@ -173,9 +188,27 @@ void Refiner::BuildCandidates(const std::vector<OpId>& path, const SimResult& r,
       }
     }
   }
-  std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& x, const Candidate& y) {
-    return x.gain != y.gain ? x.gain > y.gain : x.order < y.order;
-  });
+  sorted_until_ = 0;  // ordered on demand (CandidateAt)
+}
+
+const Candidate& Refiner::CandidateAt(size_t i) {
+  if (i >= sorted_until_) {
+    // Largest gain first, ties in the order they were built: a strict order, so ordering a prefix
+    // first and the rest later gives the order a full sort gives. A round mostly reads a few dozen
+    // candidates of thousands (sorting them all was ~8 % of a refinement).
+    auto by_gain = [](const Candidate& x, const Candidate& y) {
+      return x.gain != y.gain ? x.gain > y.gain : x.order < y.order;
+    };
+    const size_t prefix = std::max<size_t>(256, 4 * (i + 1));
+    if (sorted_until_ == 0 && prefix < candidates_.size()) {
+      std::partial_sort(candidates_.begin(), candidates_.begin() + prefix, candidates_.end(), by_gain);
+      sorted_until_ = prefix;
+    } else {
+      std::sort(candidates_.begin() + sorted_until_, candidates_.end(), by_gain);
+      sorted_until_ = candidates_.size();
+    }
+  }
+  return candidates_[i];
 }
 
 DeviceId Refiner::QuietestNeighbourDevice(OpId v, DeviceId avoid, const SimResult& r,
@@ -270,6 +303,7 @@ void Refiner::BuildMemoryCandidates(const SimResult& r, const Assignment& assign
   std::stable_sort(candidates_.begin(), candidates_.end(), [](const Candidate& x, const Candidate& y) {
     return x.gain != y.gain ? x.gain > y.gain : x.order < y.order;
   });
+  sorted_until_ = candidates_.size();
 }
 
 bool Refiner::Apply(const Candidate& c, Assignment& assignment, bool keep_undo) {
@@ -310,7 +344,7 @@ bool Refiner::TryBatch(Assignment& assignment, PlacementScore& current, Refineme
   };
   selected_.clear();
   for (size_t i = 0; i < candidates_.size() && static_cast<int32_t>(selected_.size()) < batch_; ++i) {
-    const Candidate& c = candidates_[i];
+    const Candidate& c = CandidateAt(i);
     bool free = true;
     for (int32_t k = c.first; k < c.first + c.count && free; ++k) {
       free = claimed_[unit_of(candidate_ops_[k])] != claim_stamp_;
@@ -330,8 +364,10 @@ bool Refiner::TryBatch(Assignment& assignment, PlacementScore& current, Refineme
       Undo(assignment);
       continue;
     }
-    const PlacementScore next = Score(sim_.Run(assignment, sim_options), assignment);
+    const SimResult& trial = sim_.Run(assignment, Trial(sim_options, current, assignment));
+    const PlacementScore next = Score(trial, assignment);
     ++result->simulations;
+    result->stopped_early += trial.stopped_early;
     if (next.BetterThan(current)) {
       current = next;
       result->moves += applied;
@@ -436,7 +472,8 @@ RefinementResult Refiner::Run(Assignment& assignment) {
     tried_.clear();
     bool accepted = false, exhausted = true;
     int32_t tried_count = 0;
-    for (const Candidate& c : candidates_) {
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      const Candidate& c = CandidateAt(i);
       if (tried_count >= options_.max_candidates_per_round) break;
       if (out_of_budget()) {
         exhausted = false;
@@ -457,8 +494,10 @@ RefinementResult Refiner::Run(Assignment& assignment) {
       }
       if (!Apply(c, assignment)) continue;
       ++tried_count;
-      PlacementScore next = Score(sim_.Run(assignment, sim_options), assignment);
+      const SimResult& trial = sim_.Run(assignment, Trial(sim_options, current, assignment));
+      PlacementScore next = Score(trial, assignment);
       ++result.simulations;
+      result.stopped_early += trial.stopped_early;
       const bool repaired = RepairAfterMove(assignment, current, &next, &result);
       // The score's order keeps a feasible assignment feasible and never lets an infeasible one overflow more.
       if (repaired || next.BetterThan(current)) {

@@ -55,6 +55,10 @@ struct RefinementOptions {
   // False when no assignment can overflow (MemoryCanBind): simulations then skip the memory
   // bookkeeping (about a third of their cost) and every score fits.
   bool memory_can_bind = true;
+  // A move's simulation stops as soon as the move is certain not to shorten the step
+  // (SimOptions::stop_at_ns; plain steps, where the current assignment fits). The moves made and the
+  // answer are the same either way; off: every simulation runs in full (tests).
+  bool stop_trials_early = true;
   // Re-placement (model.has_previous_placement()): judge every assignment by step + MoveCostNs (the
   // model's move weight × the persistent bytes it moves away from the previous placement) instead of
   // the step alone. RefinementResult::makespan_ns is then that sum.
@@ -70,6 +74,7 @@ struct RefinementOptions {
 
 struct RefinementResult {
   int64_t simulations = 0;
+  int64_t stopped_early = 0;  // of those, cut short (RefinementOptions::stop_trials_early)
   int64_t moves = 0;          // accepted moves
   int64_t makespan_ns = 0;    // of the returned assignment
   int64_t overflow_bytes = 0;  // sum over devices of max(0, peak - capacity)

@@ -159,5 +159,66 @@ TEST(RefinementTest, WithoutMemoryBookkeepingTheSameMovesAreMade) {
   EXPECT_EQ(r1.makespan_ns, r2.makespan_ns);
 }
 
+// A random DAG: ops in topological order, each reading 1-3 earlier ops, with random times and bytes, on
+// `devices` devices of random speed; the start spreads ops at random.
+Model RandomStep(uint64_t seed, int ops, int devices, Assignment* start) {
+  uint64_t state = seed * 0x9e3779b97f4a7c15ULL + 1;
+  auto next = [&](uint64_t bound) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state % bound;
+  };
+  TestModel t;
+  for (int i = 0; i < ops; ++i) t.AddOp(1000 + static_cast<int64_t>(next(50'000)), 0, 0);
+  for (int i = 1; i < ops; ++i) {
+    const int inputs = 1 + static_cast<int>(next(3));
+    for (int k = 0; k < inputs; ++k) {
+      const int from = static_cast<int>(next(static_cast<uint64_t>(i)));
+      t.AddEdge(from, i, static_cast<int64_t>(next(40'000'000)));
+    }
+  }
+  t.AddDevices(devices, int64_t{1} << 40);
+  t.SetLink(10'000'000'000, 5000);
+  const Model model = t.Build();
+  start->assign(model.num_ops(), 0);
+  for (OpId v = 0; v < model.num_ops(); ++v) (*start)[v] = static_cast<DeviceId>(next(devices));
+  return model;
+}
+
+TEST(RefinementTest, StoppingTrialsEarlyMakesTheSameMoves) {
+  // The early stop only skips the rest of simulations whose move cannot be accepted: the search
+  // takes the same path, simulation for simulation, one move at a time and in batches.
+  int searches_that_moved = 0;
+  int64_t stopped = 0, simulations = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Assignment start;
+    const Model model = RandomStep(seed, 60 + static_cast<int>(seed % 5) * 20, 2 + static_cast<int>(seed % 3), &start);
+    Simulator sim(model);
+    RefinementOptions early, full;
+    early.max_simulations = full.max_simulations = 120;
+    early.memory_can_bind = full.memory_can_bind = false;
+    if (seed % 2 == 0) early.batch_moves = full.batch_moves = 64;
+    full.stop_trials_early = false;
+    Assignment a = start, b = start;
+    const RefinementResult r1 = RefineAlongCriticalPath(model, early, SolveContext(), sim, a);
+    const RefinementResult r2 = RefineAlongCriticalPath(model, full, SolveContext(), sim, b);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(r1.makespan_ns, r2.makespan_ns);
+    EXPECT_EQ(r1.simulations, r2.simulations);
+    EXPECT_EQ(r1.moves, r2.moves);
+    EXPECT_EQ(r1.restarts, r2.restarts);
+    EXPECT_EQ(sim.Run(a).makespan_ns, r1.makespan_ns);
+    EXPECT_EQ(r2.stopped_early, 0);
+    searches_that_moved += r1.moves > 0;
+    stopped += r1.stopped_early;
+    simulations += r1.simulations;
+  }
+  // The searches moved and most of their simulations were cut short (a test of nothing otherwise).
+  EXPECT_GT(searches_that_moved, 20);
+  EXPECT_GT(stopped, simulations / 2);
+}
+
 }  // namespace
 }  // namespace placement::engine::pardnn

@@ -331,15 +331,24 @@ const SimResult& Simulator::Run(const Assignment& assignment, const SimOptions& 
   r.memory_intervals.clear();
   r.transfers.clear();
   r.all_reduces.clear();
+  r.stopped_early = false;
 
   PrepareTransfers(assignment, options.compute_memory);
   ComputeBottomLevels();
   PrepareInstances(options.compute_memory);
   // The plain step (api.md §2) runs an instantiation with every plan branch compiled out.
   if (microbatches_ > 1 || has_once_ || replicas_ > 1) {
+    stop_at_ = 0;
     Simulate<true>(options);
   } else {
+    stop_at_ = std::max<int64_t>(0, options.stop_at_ns);
+    stopped_at_ = 0;
     Simulate<false>(options);
+    if (stopped_at_ > 0) {
+      r.stopped_early = true;
+      r.makespan_ns = stopped_at_;
+      return r;
+    }
   }
   WriteResult(options);
   return r;
@@ -577,6 +586,11 @@ __attribute__((always_inline)) inline void Simulator::InputKnown(int32_t instanc
                                                                  int64_t now) {
   InstanceState& s = state_[instance];
   if (arrival > s.ready_time) s.ready_time = arrival;
+  // The plain step's early stop (SimOptions::stop_at_ns): the op starts at or after this arrival, and
+  // its bottom level follows.
+  if (!kPlan && stop_at_ > 0 && arrival + info_[instance].bottom_level >= stop_at_ && stopped_at_ == 0) {
+    stopped_at_ = arrival + info_[instance].bottom_level;
+  }
   if (--s.pending == 0) {
     // Inputs arriving now are events at `now`, so the op may be picked in the coming round.
     if (s.ready_time <= now) {
@@ -911,10 +925,16 @@ void Simulator::Simulate(const SimOptions& options) {
     // Usage over [0, first event) is the persistent bytes alone (valid when makespan > 0; see below).
     for (DeviceId d = 0; d < num_devices; ++d) result_.peak_memory_bytes[d] = persistent_[d];
   }
+  if (!kPlan && stop_at_ > 0) work_left_ = result_.busy_ns;
   for (int32_t m = 0; m < microbatches_; ++m) {
     for (int32_t v = 0; v < num_ops; ++v) {
       const int32_t instance = m * num_ops + v;
-      if (state_[instance].pending == 0) MakeReady<kPlan>(instance);
+      if (state_[instance].pending == 0) {
+        if (!kPlan && stop_at_ > 0 && info_[v].bottom_level >= stop_at_ && stopped_at_ == 0) {
+          stopped_at_ = info_[v].bottom_level;  // a source: it starts at 0 at the earliest
+        }
+        MakeReady<kPlan>(instance);
+      }
     }
   }
 
@@ -929,6 +949,11 @@ void Simulator::Simulate(const SimOptions& options) {
       if (busy_[d] || heap.empty()) continue;
       const ReadyOp picked = HeapPop(heap, LessUrgent<kPlan>());
       StartOp(picked.instance, picked.rank, d, now, memory);
+      if (!kPlan && stop_at_ > 0) {
+        // The device runs the work it has left (this op's included) one op at a time from now on.
+        if (now + work_left_[d] >= stop_at_ && stopped_at_ == 0) stopped_at_ = now + work_left_[d];
+        work_left_[d] -= info_[picked.rank].duration;
+      }
     }
     candidates_.clear();
     // Rings pick after everything else at this time (every event, every device pick, zero-duration
@@ -951,6 +976,7 @@ void Simulator::Simulate(const SimOptions& options) {
       if (memory) RecordPeaks(now);
       now = next;
     }
+    if (!kPlan && stopped_at_ > 0) return;  // SimOptions::stop_at_ns reached: the step is at least that
     // Every event at `now`, including those pushed while applying them (zero-duration ops and
     // zero-time transfers), is applied before the next pick round.
     while (!events_.empty() && events_.front().time == now) {

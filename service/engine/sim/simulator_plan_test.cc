@@ -46,6 +46,19 @@ TEST(SimulatorPlanTest, MicrobatchesPipelineThroughTwoDevices) {
   EXPECT_THAT(r.microbatch_done_ns, ::testing::ElementsAre(210, 310, 410));
 }
 
+// SimOptions::stop_at_ns is for plain steps only: a plan is simulated in full whatever it says.
+TEST(SimulatorPlanTest, APlanIgnoresStopAt) {
+  Fixture f(TwoStageChain(3));
+  f.Place("a", "d0").Place("b", "d1");
+  Simulator sim(f.model());
+  SimOptions stop;
+  stop.stop_at_ns = 1;
+  const SimResult& r = sim.Run(f.assignment(), stop);
+  EXPECT_FALSE(r.stopped_early);
+  EXPECT_EQ(r.makespan_ns, 410);
+  EXPECT_EQ(f.Start(r, "b", 2), 310);
+}
+
 // W = 1: microbatch m starts only when m - 1 is done. a#0 [0,100), b#0 [110,210); a#1 ready at 210:
 // [210,310), b#1 [320,420); a#2 [420,520), b#2 [530,630). Makespan 630; d0 never holds two outputs.
 TEST(SimulatorPlanTest, AWindowOfOneRunsMicrobatchesOneAfterAnother) {

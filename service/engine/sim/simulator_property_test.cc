@@ -446,6 +446,47 @@ TEST(SimulatorPropertyTest, RandomDagsMatchTheReferenceAndKeepInvariants) {
   EXPECT_GT(total_ops, 50 * kCases);
 }
 
+// SimOptions::stop_at_ns: a run asked to stop at S <= the step stops, with a bound in [S, step]; asked
+// to stop above the step, it is the full run, schedule and peaks included.
+TEST(SimulatorPropertyTest, StopAtGivesABoundInRangeOrTheFullRun) {
+  int64_t stopped = 0, full_runs = 0;
+  for (int seed = 1; seed <= 300; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const Case c = MakeCase(seed);
+    absl::StatusOr<Model> model = BuildModel(c.request);
+    ASSERT_TRUE(model.ok()) << model.status();
+    Simulator sim(*model);
+    for (const std::vector<DeviceId>& by_request : c.assignments) {
+      const Assignment dev = ToCanonical(*model, by_request);
+      const SimResult full = sim.Run(dev);  // a copy: the next runs reuse the buffer
+      EXPECT_FALSE(full.stopped_early);
+      const int64_t step = full.makespan_ns;
+      if (step <= 0) continue;
+      for (const int64_t stop : {int64_t{1}, step / 3, step / 2, step - 1, step}) {
+        if (stop <= 0) continue;
+        SimOptions options;
+        options.stop_at_ns = stop;
+        const SimResult& r = sim.Run(dev, options);
+        ASSERT_TRUE(r.stopped_early) << "stop at " << stop << " of " << step;
+        EXPECT_GE(r.makespan_ns, stop);
+        EXPECT_LE(r.makespan_ns, step);
+        ++stopped;
+      }
+      SimOptions above;
+      above.stop_at_ns = step + 1;
+      const SimResult& r = sim.Run(dev, above);
+      EXPECT_FALSE(r.stopped_early);
+      EXPECT_EQ(r.makespan_ns, step);
+      EXPECT_EQ(r.start_ns, full.start_ns);
+      EXPECT_EQ(r.finish_ns, full.finish_ns);
+      EXPECT_EQ(r.peak_memory_bytes, full.peak_memory_bytes);
+      ++full_runs;
+    }
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_GT(stopped, 1000);
+  EXPECT_GT(full_runs, 300);
+}
 
 // Simulators built in turn under a SimulatorScratchScope take over each other's per-instance buffers
 // (larger, smaller, with stale contents from another model, handed over mid-use by ReleaseScratch);
