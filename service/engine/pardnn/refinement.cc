@@ -64,7 +64,7 @@ class Refiner {
                                                            : options_.move_weight_ns_per_byte);
   }
   // The options of a trial's simulation: where the current assignment fits, the run may stop as soon
-  // as the trial is certain not to beat it (SimOptions::stop_at_ns; plain steps). Such a run is never
+  // as the trial is certain not to beat it (SimOptions::stop_at_ns). Such a run is never
   // accepted and never used for a critical path, and whether a trial beats the current assignment is
   // decided exactly as by a full run, so the search and its answers are the same, only quicker.
   SimOptions Trial(const SimOptions& base, const PlacementScore& current, const Assignment& trial) const {

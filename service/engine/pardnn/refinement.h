@@ -56,7 +56,7 @@ struct RefinementOptions {
   // bookkeeping (about a third of their cost) and every score fits.
   bool memory_can_bind = true;
   // A move's simulation stops as soon as the move is certain not to shorten the step
-  // (SimOptions::stop_at_ns; plain steps, where the current assignment fits). The moves made and the
+  // (SimOptions::stop_at_ns, where the current assignment fits). The moves made and the
   // answer are the same either way; off: every simulation runs in full (tests).
   bool stop_trials_early = true;
   // Re-placement (model.has_previous_placement()): judge every assignment by step + MoveCostNs (the

@@ -337,18 +337,17 @@ const SimResult& Simulator::Run(const Assignment& assignment, const SimOptions& 
   ComputeBottomLevels();
   PrepareInstances(options.compute_memory);
   // The plain step (api.md §2) runs an instantiation with every plan branch compiled out.
+  stop_at_ = std::max<int64_t>(0, options.stop_at_ns);
+  stopped_at_ = 0;
   if (microbatches_ > 1 || has_once_ || replicas_ > 1) {
-    stop_at_ = 0;
     Simulate<true>(options);
   } else {
-    stop_at_ = std::max<int64_t>(0, options.stop_at_ns);
-    stopped_at_ = 0;
     Simulate<false>(options);
-    if (stopped_at_ > 0) {
-      r.stopped_early = true;
-      r.makespan_ns = stopped_at_;
-      return r;
-    }
+  }
+  if (stopped_at_ > 0) {
+    r.stopped_early = true;
+    r.makespan_ns = stopped_at_;
+    return r;
   }
   WriteResult(options);
   return r;
@@ -925,7 +924,7 @@ void Simulator::Simulate(const SimOptions& options) {
     // Usage over [0, first event) is the persistent bytes alone (valid when makespan > 0; see below).
     for (DeviceId d = 0; d < num_devices; ++d) result_.peak_memory_bytes[d] = persistent_[d];
   }
-  if (!kPlan && stop_at_ > 0) work_left_ = result_.busy_ns;
+  if (stop_at_ > 0) work_left_ = result_.busy_ns;
   for (int32_t m = 0; m < microbatches_; ++m) {
     for (int32_t v = 0; v < num_ops; ++v) {
       const int32_t instance = m * num_ops + v;
@@ -949,7 +948,7 @@ void Simulator::Simulate(const SimOptions& options) {
       if (busy_[d] || heap.empty()) continue;
       const ReadyOp picked = HeapPop(heap, LessUrgent<kPlan>());
       StartOp(picked.instance, picked.rank, d, now, memory);
-      if (!kPlan && stop_at_ > 0) {
+      if (stop_at_ > 0) {
         // The device runs the work it has left (this op's included) one op at a time from now on.
         if (now + work_left_[d] >= stop_at_ && stopped_at_ == 0) stopped_at_ = now + work_left_[d];
         work_left_[d] -= info_[picked.rank].duration;
@@ -976,7 +975,7 @@ void Simulator::Simulate(const SimOptions& options) {
       if (memory) RecordPeaks(now);
       now = next;
     }
-    if (!kPlan && stopped_at_ > 0) return;  // SimOptions::stop_at_ns reached: the step is at least that
+    if (stopped_at_ > 0) return;  // SimOptions::stop_at_ns reached: the step is at least that
     // Every event at `now`, including those pushed while applying them (zero-duration ops and
     // zero-time transfers), is applied before the next pick round.
     while (!events_.empty() && events_.front().time == now) {

@@ -169,11 +169,12 @@ struct SimOptions {
   bool record_memory_intervals = false;
   // Keep every transfer in SimResult::transfers (in the order their producers finish).
   bool record_transfers = false;
-  // > 0, plain steps only (one microbatch, no once op, one replica; ignored otherwise): stop as soon as
-  // the step is certain to take at least this long. Two bounds, both exact consequences of §2: an input
-  // of op v known to arrive at t makes the step at least t + bl(v) (v's bottom level is a path of op
-  // times and transfers that nothing shortens), and a device picking an op at t with W of its compute
-  // not yet started (that op's included) runs until t + W at least. A search that only asks whether
+  // > 0: stop as soon as the step is certain to take at least this long. Two bounds, both exact
+  // consequences of §2: an input of op v known to arrive at t makes the step at least t + bl(v) (v's
+  // bottom level is a path of op times and transfers that nothing shortens; plain steps only: with a
+  // plan a copy's transfers can be smaller than the §2 ones the priority counts), and a device picking
+  // an op at t with W of its compute not yet started (that op's included; every copy of a plan) runs
+  // until t + W at least. A search that only asks whether
   // an assignment beats one of step S passes S: an assignment stopped early cannot. Then
   // SimResult::stopped_early is set, makespan_ns is the bound reached (>= stop_at_ns, <= the step a
   // full run gives), the peaks cover only what was simulated, and nothing else in the result is valid.

@@ -79,6 +79,9 @@ struct ProductRun {
   SimResult recorded;
   int64_t lower_bound_ns = 0;
   int64_t assigned_bound_ns = 0;
+  // SimOptions::stop_at_ns: what went wrong, if anything (a run asked to stop at or below the step must
+  // stop with a bound between the two; above it, it must be the full run).
+  std::string stop_problem;
 };
 
 ProductRun RunProduct(const PlanCase& c, std::string* error) {
@@ -108,6 +111,20 @@ ProductRun RunProduct(const PlanCase& c, std::string* error) {
   run.recorded = sim.Run(assignment, record);
   run.lower_bound_ns = LowerBoundNs(run.group);
   run.assigned_bound_ns = AssignedLowerBoundNs(run.group, assignment);
+  const int64_t step = run.plain.makespan_ns;
+  for (const int64_t stop : {int64_t{1}, step / 2, step, step + 1}) {
+    if (stop <= 0 || step <= 0) continue;
+    SimOptions stopping = plain;
+    stopping.stop_at_ns = stop;
+    const SimResult& r = sim.Run(assignment, stopping);
+    std::ostringstream problem;
+    if (stop <= step && !(r.stopped_early && r.makespan_ns >= stop && r.makespan_ns <= step)) {
+      problem << "stop at " << stop << " of " << step << ": stopped " << r.stopped_early << " at " << r.makespan_ns;
+    } else if (stop > step && (r.stopped_early || r.makespan_ns != step || r.finish_ns != run.plain.finish_ns)) {
+      problem << "stop at " << stop << " above the step " << step << " changed the run";
+    }
+    if (run.stop_problem.empty()) run.stop_problem = problem.str();
+  }
   return run;
 }
 
@@ -296,6 +313,7 @@ std::string Disagreements(const PlanCase& c, OracleResult* oracle_out = nullptr,
                                                      c.max_in_flight, c.data_parallel);
   if (!oracle.error.empty()) return "oracle failed: " + oracle.error;
   std::string text = CompareWithOracle(c, oracle, product);
+  if (!product.stop_problem.empty()) text += (text.empty() ? "" : "\n") + product.stop_problem;
   if (oracle_out != nullptr) *oracle_out = oracle;
   if (product_out != nullptr) *product_out = product;
   return text;

@@ -46,13 +46,19 @@ TEST(SimulatorPlanTest, MicrobatchesPipelineThroughTwoDevices) {
   EXPECT_THAT(r.microbatch_done_ns, ::testing::ElementsAre(210, 310, 410));
 }
 
-// SimOptions::stop_at_ns is for plain steps only: a plan is simulated in full whatever it says.
-TEST(SimulatorPlanTest, APlanIgnoresStopAt) {
+// SimOptions::stop_at_ns with a plan stops on the device bound alone: d0 picks a#0 at 0 with its 300 ns
+// of work left (bound 300); d1 picks b#0 at 110 with 300 left (bound 410, the step itself).
+TEST(SimulatorPlanTest, APlanStopsOnTheDeviceBound) {
   Fixture f(TwoStageChain(3));
   f.Place("a", "d0").Place("b", "d1");
   Simulator sim(f.model());
   SimOptions stop;
   stop.stop_at_ns = 1;
+  EXPECT_TRUE(sim.Run(f.assignment(), stop).stopped_early);
+  EXPECT_EQ(sim.Run(f.assignment(), stop).makespan_ns, 300);
+  stop.stop_at_ns = 301;
+  EXPECT_EQ(sim.Run(f.assignment(), stop).makespan_ns, 410);
+  stop.stop_at_ns = 411;
   const SimResult& r = sim.Run(f.assignment(), stop);
   EXPECT_FALSE(r.stopped_early);
   EXPECT_EQ(r.makespan_ns, 410);
