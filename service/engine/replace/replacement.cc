@@ -390,10 +390,14 @@ Assignment ReplacementSeed(const Model& model) {
   const SimOptions options = ScoringSimOptions(model);
   PlacementScore best_score = ScoreSimulation(model, simulator.Run(best, options));
   // Keeps the candidate when it simulates better; returns its score.
-  auto consider = [&](const SeedBuilder::Split& split) {
+  // With `only_if_better`, a candidate's simulation may stop once it cannot beat the best
+  // (SimOptions::stop_at_ns): the same seed is kept, and the score returned is then a bound.
+  auto consider = [&](const SeedBuilder::Split& split, bool only_if_better = false) {
     Assignment candidate = SeedBuilder(model, rules, split).Build();
     if (candidate == best) return best_score;
-    const PlacementScore score = ScoreSimulation(model, simulator.Run(candidate, options));
+    SimOptions run = options;
+    if (only_if_better && best_score.Fits()) run.stop_at_ns = std::max<int64_t>(1, best_score.makespan_ns);
+    const PlacementScore score = ScoreSimulation(model, simulator.Run(candidate, run));
     if (score.BetterThan(best_score)) {
       best_score = score;
       best.swap(candidate);
@@ -438,7 +442,7 @@ Assignment ReplacementSeed(const Model& model) {
   if (up != down && bytes_in[up] > 0 && bytes_out[down] > 0) {
     const int64_t first_ns =
         std::clamp<int64_t>((rehomed_ns + load[down] - load[up]) / 2, 0, rehomed_ns);
-    consider({up, down, first_ns});
+    consider({up, down, first_ns}, /*only_if_better=*/true);
   }
   // The departed work split in two at a unit boundary (topological order of the units' first ops,
   // as SeedBuilder re-homes them): its first part to another device, the rest to the best single
@@ -473,7 +477,7 @@ Assignment ReplacementSeed(const Model& model) {
       for (int64_t k = step; k < units && simulations_left > 0; k += step) {
         // Units 0..k-1 go to `first`: each goes there while the compute before it is below first_ns.
         const int64_t first_ns = boundary_ns[k - 1] + 1;
-        consider({other, best_single, first_ns});
+        consider({other, best_single, first_ns}, /*only_if_better=*/true);
         --simulations_left;
       }
     }
@@ -541,9 +545,14 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
     PlacementScore objective = rehomed;
     objective.makespan_ns += MoveCostNs(model, assignment, move_weight);
     auto offer = [&](Assignment& candidate, std::string_view name) {
-      const PlacementScore score = ScoreSimulation(model, simulator.Run(candidate, scoring));
+      // Its simulation may stop once the candidate cannot beat the objective (SimOptions::stop_at_ns):
+      // only a candidate that does is kept, and its run is then a full one.
+      const int64_t moves_ns = MoveCostNs(model, candidate, move_weight);
+      SimOptions run = scoring;
+      if (objective.Fits()) run.stop_at_ns = std::max<int64_t>(1, objective.makespan_ns - moves_ns);
+      const PlacementScore score = ScoreSimulation(model, simulator.Run(candidate, run));
       PlacementScore with_moves = score;
-      with_moves.makespan_ns += MoveCostNs(model, candidate, move_weight);
+      with_moves.makespan_ns += moves_ns;
       if (!with_moves.BetterThan(objective)) return;
       objective = with_moves;
       start = score;

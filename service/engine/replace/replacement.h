@@ -55,10 +55,11 @@ struct ReplacementOptions {
   double search_exponent = 2.0;
   int64_t search_min_simulations = 0;
   int64_t search_max_simulations = 5000;
-  // Random restarts in a row without improvement that end the search (6: where a search gains, it
-  // gains within the first few restarts; the rest were a quarter of a re-placement's time on the
-  // bench's steps for no step gained).
-  int32_t search_restarts_without_improvement = 6;
+  // Random restarts in a row without improvement that end the search (where a search gains, it gains
+  // within the first few restarts). 3 since the refinement got quicker (2026-12-06): fresh solves of
+  // the bench's small plan steps fell to 0.10-0.15 s, and with 6 a re-placement took up to 0.29 of
+  // one; with 3, 0.25, for at most 0.14 % of step in 4 of 129 rows (replace_bench).
+  int32_t search_restarts_without_improvement = 3;
   // ... and at most this many restarts in all (a search that keeps gaining a little, GPT-6 started
   // from a re-cut pipeline, took twice the time of one that stops here, for 0.1 % of step).
   int32_t search_max_restarts = 12;
