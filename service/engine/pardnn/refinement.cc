@@ -63,17 +63,20 @@ class Refiner {
                       options_.move_weight_ns_per_byte < 0 ? model_.move_weight_ns_per_byte
                                                            : options_.move_weight_ns_per_byte);
   }
-  // The options of a trial's simulation: where the current assignment fits, the run may stop as soon
-  // as the trial is certain not to beat it (SimOptions::stop_at_ns). Such a run is never
-  // accepted and never used for a critical path, and whether a trial beats the current assignment is
-  // decided exactly as by a full run, so the search and its answers are the same, only quicker.
-  SimOptions Trial(const SimOptions& base, const PlacementScore& current, const Assignment& trial) const {
-    SimOptions options = base;
-    if (options_.stop_trials_early && current.Fits() && current.makespan_ns > 0) {
-      options.stop_at_ns =
-          std::max<int64_t>(1, current.makespan_ns - (options_.count_moves ? MoveCost(trial) : 0));
-    }
-    return options;
+  // A move's score (Score's), its simulation counted in `result`. Where the current assignment fits,
+  // the run may stop as soon as the move is certain not to beat it (StopUnlessBetter): such a run is
+  // never accepted and never used for a critical path, and whether a move beats the current assignment
+  // is decided exactly as by a full run, so the search and its answers are the same, only quicker.
+  PlacementScore ScoreTrial(const SimOptions& base, const PlacementScore& current, const Assignment& trial,
+                            RefinementResult* result) {
+    const int64_t moves_ns = options_.count_moves ? MoveCost(trial) : 0;
+    const SimResult& r =
+        sim_.Run(trial, options_.stop_trials_early ? StopUnlessBetter(base, current, moves_ns) : base);
+    ++result->simulations;
+    result->stopped_early += r.stopped_early;
+    PlacementScore score = ScoreSimulation(model_, r);
+    score.makespan_ns += moves_ns;
+    return score;
   }
   void AddCandidate(int64_t gain, const OpId* ops, int32_t count, DeviceId target) {
     candidates_.push_back(Candidate{gain, static_cast<int32_t>(candidates_.size()),
@@ -364,10 +367,7 @@ bool Refiner::TryBatch(Assignment& assignment, PlacementScore& current, Refineme
       Undo(assignment);
       continue;
     }
-    const SimResult& trial = sim_.Run(assignment, Trial(sim_options, current, assignment));
-    const PlacementScore next = Score(trial, assignment);
-    ++result->simulations;
-    result->stopped_early += trial.stopped_early;
+    const PlacementScore next = ScoreTrial(sim_options, current, assignment, result);
     if (next.BetterThan(current)) {
       current = next;
       result->moves += applied;
@@ -494,10 +494,7 @@ RefinementResult Refiner::Run(Assignment& assignment) {
       }
       if (!Apply(c, assignment)) continue;
       ++tried_count;
-      const SimResult& trial = sim_.Run(assignment, Trial(sim_options, current, assignment));
-      PlacementScore next = Score(trial, assignment);
-      ++result.simulations;
-      result.stopped_early += trial.stopped_early;
+      PlacementScore next = ScoreTrial(sim_options, current, assignment, &result);
       const bool repaired = RepairAfterMove(assignment, current, &next, &result);
       // The score's order keeps a feasible assignment feasible and never lets an infeasible one overflow more.
       if (repaired || next.BetterThan(current)) {

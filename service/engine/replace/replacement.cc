@@ -391,13 +391,12 @@ Assignment ReplacementSeed(const Model& model) {
   PlacementScore best_score = ScoreSimulation(model, simulator.Run(best, options));
   // Keeps the candidate when it simulates better; returns its score.
   // With `only_if_better`, a candidate's simulation may stop once it cannot beat the best
-  // (SimOptions::stop_at_ns): the same seed is kept, and the score returned is then a bound.
+  // (StopUnlessBetter): the same seed is kept, and the score returned is then a bound.
   auto consider = [&](const SeedBuilder::Split& split, bool only_if_better = false) {
     Assignment candidate = SeedBuilder(model, rules, split).Build();
     if (candidate == best) return best_score;
-    SimOptions run = options;
-    if (only_if_better && best_score.Fits()) run.stop_at_ns = std::max<int64_t>(1, best_score.makespan_ns);
-    const PlacementScore score = ScoreSimulation(model, simulator.Run(candidate, run));
+    const PlacementScore score = ScoreSimulation(
+        model, simulator.Run(candidate, only_if_better ? StopUnlessBetter(options, best_score) : options));
     if (score.BetterThan(best_score)) {
       best_score = score;
       best.swap(candidate);
@@ -545,12 +544,10 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
     PlacementScore objective = rehomed;
     objective.makespan_ns += MoveCostNs(model, assignment, move_weight);
     auto offer = [&](Assignment& candidate, std::string_view name) {
-      // Its simulation may stop once the candidate cannot beat the objective (SimOptions::stop_at_ns):
-      // only a candidate that does is kept, and its run is then a full one.
+      // Only a candidate that beats the objective is kept, and its run is then a full one.
       const int64_t moves_ns = MoveCostNs(model, candidate, move_weight);
-      SimOptions run = scoring;
-      if (objective.Fits()) run.stop_at_ns = std::max<int64_t>(1, objective.makespan_ns - moves_ns);
-      const PlacementScore score = ScoreSimulation(model, simulator.Run(candidate, run));
+      const PlacementScore score =
+          ScoreSimulation(model, simulator.Run(candidate, StopUnlessBetter(scoring, objective, moves_ns)));
       PlacementScore with_moves = score;
       with_moves.makespan_ns += moves_ns;
       if (!with_moves.BetterThan(objective)) return;

@@ -26,6 +26,12 @@ SimOptions ScoringSimOptions(const Model& model) {
   return options;
 }
 
+SimOptions StopUnlessBetter(const SimOptions& options, const PlacementScore& best, int64_t added_ns) {
+  SimOptions stopping = options;
+  if (best.Fits()) stopping.stop_at_ns = std::max<int64_t>(1, best.makespan_ns - added_ns);
+  return stopping;
+}
+
 bool MemoryCannotFit(const Model& model) {
   if (model.num_devices() == 0 || model.num_ops() == 0) return false;
   // In long double: sums of int64 byte counts may exceed the int64 range.

@@ -58,6 +58,13 @@ PlacementScore ScoreSimulation(const Model& model, const SimResult& simulated);
 // simulation whose peaks are reported keeps the defaults.
 SimOptions ScoringSimOptions(const Model& model);
 
+// `options` for simulating a candidate whose only question is whether it beats `best`, its score then
+// raised by `added_ns` (a move cost): where `best` fits, the run may stop once the candidate's step is
+// certain to be at least best's makespan − added_ns (SimOptions::stop_at_ns), since it cannot be better
+// then. A stopped run's score is a bound, no better than `best`; a candidate that beats it is always
+// simulated in full.
+SimOptions StopUnlessBetter(const SimOptions& options, const PlacementScore& best, int64_t added_ns = 0);
+
 // OK when `assignment` has one entry per op of `model` and every entry names one of its devices: what an
 // algorithm must hand back before the simulator may look at it. Otherwise INTERNAL (a broken algorithm,
 // not bad input), naming `algorithm` and the first problem.

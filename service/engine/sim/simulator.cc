@@ -587,9 +587,7 @@ __attribute__((always_inline)) inline void Simulator::InputKnown(int32_t instanc
   if (arrival > s.ready_time) s.ready_time = arrival;
   // The plain step's early stop (SimOptions::stop_at_ns): the op starts at or after this arrival, and
   // its bottom level follows.
-  if (!kPlan && stop_at_ > 0 && arrival + info_[instance].bottom_level >= stop_at_ && stopped_at_ == 0) {
-    stopped_at_ = arrival + info_[instance].bottom_level;
-  }
+  if (!kPlan && stop_at_ > 0) ReachBound(arrival + info_[instance].bottom_level);
   if (--s.pending == 0) {
     // Inputs arriving now are events at `now`, so the op may be picked in the coming round.
     if (s.ready_time <= now) {
@@ -929,9 +927,7 @@ void Simulator::Simulate(const SimOptions& options) {
     for (int32_t v = 0; v < num_ops; ++v) {
       const int32_t instance = m * num_ops + v;
       if (state_[instance].pending == 0) {
-        if (!kPlan && stop_at_ > 0 && info_[v].bottom_level >= stop_at_ && stopped_at_ == 0) {
-          stopped_at_ = info_[v].bottom_level;  // a source: it starts at 0 at the earliest
-        }
+        if (!kPlan && stop_at_ > 0) ReachBound(info_[v].bottom_level);  // a source starts at 0 at the earliest
         MakeReady<kPlan>(instance);
       }
     }
@@ -950,7 +946,7 @@ void Simulator::Simulate(const SimOptions& options) {
       StartOp(picked.instance, picked.rank, d, now, memory);
       if (stop_at_ > 0) {
         // The device runs the work it has left (this op's included) one op at a time from now on.
-        if (now + work_left_[d] >= stop_at_ && stopped_at_ == 0) stopped_at_ = now + work_left_[d];
+        ReachBound(now + work_left_[d]);
         work_left_[d] -= info_[picked.rank].duration;
       }
     }

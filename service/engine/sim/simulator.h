@@ -461,6 +461,11 @@ class Simulator {
   // SimOptions::stop_at_ns of the plain step's run (0 = none) and the bound that reached it.
   int64_t stop_at_ = 0;
   int64_t stopped_at_ = 0;
+  // A lower bound on the step: the run stops at the next time step once one reaches stop_at_ (the
+  // first such bound is reported).
+  void ReachBound(int64_t step_at_least) {
+    if (stopped_at_ == 0 && step_at_least >= stop_at_) stopped_at_ = step_at_least;
+  }
   std::vector<int64_t> work_left_;  // per device, with stop_at_: compute not started yet
 };
 
