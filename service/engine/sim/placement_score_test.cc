@@ -145,5 +145,20 @@ TEST(CheckAssignmentCompleteTest, NamesTheAlgorithmAndTheProblem) {
   EXPECT_FALSE(CheckAssignmentComplete(model, {kNone, 0, 0}, "m_etf").ok());
 }
 
+// Only where the best fits does a run stop early, at the best step less the candidate's added cost
+// (at least 1 ns in); the other options are kept.
+TEST(PlacementScoreTest, StopUnlessBetterStopsOnlyAgainstAFittingBest) {
+  SimOptions base;
+  base.compute_memory = false;
+  base.max_in_flight = 2;
+  const SimOptions fits = StopUnlessBetter(base, PlacementScore{0, 1000}, 300);
+  EXPECT_EQ(fits.stop_at_ns, 700);
+  EXPECT_FALSE(fits.compute_memory);
+  EXPECT_EQ(fits.max_in_flight, 2);
+  EXPECT_EQ(StopUnlessBetter(base, PlacementScore{0, 1000}).stop_at_ns, 1000);
+  EXPECT_EQ(StopUnlessBetter(base, PlacementScore{0, 1000}, 5000).stop_at_ns, 1);
+  EXPECT_EQ(StopUnlessBetter(base, PlacementScore{10, 1000}).stop_at_ns, 0);  // overflowing: no stop
+}
+
 }  // namespace
 }  // namespace placement::engine
