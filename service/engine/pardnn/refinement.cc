@@ -49,6 +49,7 @@ class Refiner {
         rng_(context.seed ^ 0x9e3779b97f4a7c15ULL) {}
 
   RefinementResult Run(Assignment& assignment);
+  RefinementResult Polish(Assignment& assignment);
 
  private:
   // The objective: the simulated score, plus with count_moves the weighted bytes the assignment moves
@@ -106,6 +107,11 @@ class Refiner {
   bool RepairAfterMove(Assignment& assignment, const PlacementScore& current, PlacementScore* next,
                        RefinementResult* result);
   void Perturb(const std::vector<OpId>& path, Assignment& assignment);
+  // The wide polish (PolishAlongCriticalPath): true when a move of a path unit to another device
+  // improved `current` (it stays applied and the simulator's result describes it); the next call
+  // starts after that unit.
+  bool TryWideMoves(const std::vector<OpId>& path, Assignment& assignment, PlacementScore& current,
+                    const SimOptions& sim_options, RefinementResult* result);
   bool IsInput(OpId p, OpId v) const {
     for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
       if (model_.in_src[e] == p) return true;
@@ -133,6 +139,9 @@ class Refiner {
   std::vector<int32_t> selected_;
   std::vector<int32_t> claimed_;
   int32_t claim_stamp_ = 0;
+  // The wide polish: the path position (modulo its units) the next call starts at.
+  size_t wide_cursor_ = 0;
+  std::vector<OpId> wide_units_;
 };
 
 void Refiner::BuildCandidates(const std::vector<OpId>& path, const SimResult& r,
@@ -424,6 +433,53 @@ void Refiner::Perturb(const std::vector<OpId>& path, Assignment& assignment) {
   }
 }
 
+bool Refiner::TryWideMoves(const std::vector<OpId>& path, Assignment& assignment,
+                           PlacementScore& current, const SimOptions& sim_options,
+                           RefinementResult* result) {
+  // The path's units, each once, in path order (a colocation group is moved whole by Apply).
+  wide_units_.clear();
+  ++claim_stamp_;
+  if (claimed_.size() < static_cast<size_t>(model_.num_groups() + model_.num_ops())) {
+    claimed_.resize(static_cast<size_t>(model_.num_groups()) + model_.num_ops());
+  }
+  for (const OpId v : path) {
+    const int32_t g = model_.colocation_group[v];
+    const int32_t unit = g != kNone ? g : model_.num_groups() + v;
+    if (claimed_[unit] == claim_stamp_ || rules_.FixedDevice(v) != kNone) continue;
+    claimed_[unit] = claim_stamp_;
+    wide_units_.push_back(v);
+  }
+  if (wide_units_.empty()) return false;
+  const size_t units = wide_units_.size();
+  for (size_t k = 0; k < units; ++k) {
+    const size_t index = (wide_cursor_ + k) % units;
+    const OpId v = wide_units_[index];
+    const DeviceId from = assignment[v];
+    for (DeviceId d = 0; d < model_.num_devices(); ++d) {
+      if (d == from || !rules_.Allowed(v, d)) continue;
+      if (result->simulations >= options_.max_simulations || context_.ShouldStop()) {
+        wide_cursor_ = index;
+        return false;
+      }
+      const Candidate c{0, 0, static_cast<int32_t>(candidate_ops_.size()), 1, d};
+      candidate_ops_.push_back(v);
+      const bool applied = Apply(c, assignment);
+      candidate_ops_.pop_back();
+      if (!applied) continue;
+      const PlacementScore next = ScoreTrial(sim_options, current, assignment, result);
+      if (next.BetterThan(current)) {
+        current = next;
+        undo_.clear();
+        wide_cursor_ = index + 1;
+        return true;
+      }
+      Undo(assignment);
+    }
+  }
+  wide_cursor_ = 0;
+  return false;
+}
+
 RefinementResult Refiner::Run(Assignment& assignment) {
   RefinementResult result;
   SimOptions sim_options;
@@ -547,6 +603,33 @@ RefinementResult Refiner::Run(Assignment& assignment) {
   return result;
 }
 
+RefinementResult Refiner::Polish(Assignment& assignment) {
+  RefinementResult result;
+  SimOptions sim_options;
+  sim_options.compute_memory = options_.memory_can_bind;
+  const SimResult& r = sim_.Run(assignment, sim_options);
+  PlacementScore current = Score(r, assignment);
+  ++result.simulations;
+  // Where the assignment overflows, memory decides (the repair's and the search's moves); the polish
+  // only shortens a step that fits.
+  if (current.Fits() && model_.num_devices() > 1) {
+    std::vector<OpId> path;
+    while (result.simulations < options_.max_simulations && !context_.ShouldStop()) {
+      path = CriticalPath(model_, assignment, r);
+      if (!TryWideMoves(path, assignment, current, sim_options, &result)) break;
+      ++result.moves;
+      if (options_.progress_from >= 0) {
+        context_.Report(options_.progress_stage, options_.progress_from, current.makespan_ns);
+      }
+    }
+    result.local_optimum = result.simulations < options_.max_simulations && !context_.ShouldStop();
+  }
+  result.time_limited = context_.ShouldStop();
+  result.makespan_ns = current.makespan_ns;
+  result.overflow_bytes = current.overflow_bytes;
+  return result;
+}
+
 }  // namespace
 
 int64_t SimulationBudget(double scale, double exponent, int64_t ops_plus_edges, int64_t min_simulations,
@@ -562,6 +645,13 @@ RefinementResult RefineAlongCriticalPath(const Model& model, const RefinementOpt
                                          Assignment& assignment) {
   Refiner refiner(model, options, context, sim);
   return refiner.Run(assignment);
+}
+
+RefinementResult PolishAlongCriticalPath(const Model& model, const RefinementOptions& options,
+                                         const SolveContext& context, Simulator& sim,
+                                         Assignment& assignment) {
+  Refiner refiner(model, options, context, sim);
+  return refiner.Polish(assignment);
 }
 
 }  // namespace placement::engine::pardnn

@@ -93,6 +93,19 @@ RefinementResult RefineAlongCriticalPath(const Model& model, const RefinementOpt
                                          const SolveContext& context, Simulator& sim,
                                          Assignment& assignment);
 
+// The wide polish, after a search (auto's, the re-placement's): from `assignment`, try every unit on
+// the critical path on every other allowed device and keep the first move that improves the score
+// (RefinementOptions' objective: step, with count_moves plus the priced moves), then again on the new
+// critical path, until no such move improves (local_optimum), options.max_simulations are spent or
+// the context says stop. The search's candidates only move path ops where the path crosses devices
+// or waits for one; a path op inside a run on one device may gain elsewhere too (NASNet-A mobile
+// re-placed on 7 devices: the search's answer was 2 % above where these moves end). Only an
+// assignment that fits is polished; the result is never worse than the start. Uses max_simulations,
+// memory_can_bind, count_moves, move_weight_ns_per_byte, stop_trials_early and the progress fields.
+RefinementResult PolishAlongCriticalPath(const Model& model, const RefinementOptions& options,
+                                         const SolveContext& context, Simulator& sim,
+                                         Assignment& assignment);
+
 }  // namespace placement::engine::pardnn
 
 #endif  // PLACEMENT_SERVICE_ENGINE_PARDNN_REFINEMENT_H_

@@ -1,6 +1,8 @@
 #include "service/engine/pardnn/refinement.h"
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "service/engine/repair/test_model.h"
@@ -218,6 +220,72 @@ TEST(RefinementTest, StoppingTrialsEarlyMakesTheSameMoves) {
   // The searches moved and most of their simulations were cut short (a test of nothing otherwise).
   EXPECT_GT(searches_that_moved, 20);
   EXPECT_GT(stopped, simulations / 2);
+}
+
+TEST(RefinementTest, ThePolishEndsWhereNoPathUnitGainsOnAnotherDevice) {
+  // From the search's answer, the polish moves units of the critical path to other devices while one
+  // improves: it ends at an assignment no such single move improves (when the budget lasts), never
+  // worse than where it started.
+  int polished = 0;
+  for (uint64_t seed = 1; seed <= 24; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Assignment a;
+    const Model model = RandomStep(seed, 40 + static_cast<int>(seed % 4) * 10, 2 + static_cast<int>(seed % 3), &a);
+    Simulator sim(model);
+    RefinementOptions options;
+    options.max_simulations = 100'000;
+    options.memory_can_bind = false;
+    options.max_restarts = 0;
+    // A short look at each path (as the search's budget is short on large graphs) leaves the polish
+    // something to find.
+    options.max_candidates_per_round = 4;
+    const RefinementResult searched = RefineAlongCriticalPath(model, options, SolveContext(), sim, a);
+    const RefinementResult p = PolishAlongCriticalPath(model, options, SolveContext(), sim, a);
+    ASSERT_TRUE(p.local_optimum);
+    EXPECT_LE(p.makespan_ns, searched.makespan_ns);
+    const int64_t step = sim.Run(a).makespan_ns;
+    EXPECT_EQ(step, p.makespan_ns);
+    EXPECT_EQ(p.moves > 0, p.makespan_ns < searched.makespan_ns);
+    polished += p.moves > 0;
+    // No unit of the final critical path gains on another device (every op here is its own unit).
+    const std::vector<OpId> path = CriticalPath(model, a, sim.Run(a));
+    for (const OpId v : path) {
+      for (DeviceId d = 0; d < model.num_devices(); ++d) {
+        if (d == a[v]) continue;
+        Assignment moved = a;
+        moved[v] = d;
+        EXPECT_GE(sim.Run(moved).makespan_ns, step) << "op " << v << " to device " << d;
+      }
+    }
+  }
+  // The polish found something the search had not on some of these (a test of nothing otherwise).
+  EXPECT_GT(polished, 4);
+}
+
+TEST(RefinementTest, ThePolishRespectsItsBudgetAndLeavesAnOverflowAlone) {
+  Assignment start;
+  const Model model = RandomStep(7, 80, 3, &start);
+  Simulator sim(model);
+  RefinementOptions options;
+  options.max_simulations = 5;
+  options.memory_can_bind = false;
+  Assignment a = start;
+  const RefinementResult p = PolishAlongCriticalPath(model, options, SolveContext(), sim, a);
+  EXPECT_LE(p.simulations, 5);
+  EXPECT_FALSE(p.local_optimum);
+  // An assignment that overflows (four 600-byte states on one 1000-byte device, queued on it: moving
+  // any of them would shorten the step): the polish leaves it to the memory stage.
+  TestModel t;
+  for (int i = 0; i < 4; ++i) t.AddOp(1'000'000, 0, 600);
+  t.AddDevices(2, 1000);
+  const Model tight = t.Build();
+  Assignment b(tight.num_ops(), 0);
+  Simulator tight_sim(tight);
+  const RefinementResult q = PolishAlongCriticalPath(tight, RefinementOptions(), SolveContext(), tight_sim, b);
+  EXPECT_GT(q.overflow_bytes, 0);
+  EXPECT_EQ(q.moves, 0);
+  EXPECT_EQ(b, Assignment(tight.num_ops(), 0));
+  EXPECT_EQ(q.simulations, 1);
 }
 
 }  // namespace
