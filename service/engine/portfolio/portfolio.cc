@@ -87,12 +87,12 @@ class PortfolioPartitioner final : public Partitioner {
       // Every member but the first (pardnn, the slow one) offers a fresh answer to compare with.
       replacement_members_.assign(members_.begin() + 1, members_.end());
     }
-    version_ = "4";
+    version_ = "5";
     for (const Partitioner* member : members_) {
       absl::StrAppend(&version_, member == members_.front() ? ":" : ",", std::string(member->name()), "@",
                       std::string(member->version()));
     }
-    absl::StrAppend(&version_, ";replace@3");
+    absl::StrAppend(&version_, ";replace@4");
     for (const Partitioner* member : replacement_members_) {
       absl::StrAppend(&version_, member == replacement_members_.front() ? ":" : ",", std::string(member->name()),
                       "@", std::string(member->version()));
@@ -393,6 +393,13 @@ class PortfolioRun {
           out_.winner = std::string(members_[runners_up[k]->score.member_index]->name());
           out_.winner_makespan_ns = runners_up[k]->score.makespan_ns;
         }
+      }
+      if (options_.polish && !context_.ShouldStop()) {
+        search.progress_from = search.progress_to;
+        const pardnn::RefinementResult p =
+            pardnn::PolishAlongCriticalPath(search_model, search, context_, search_simulator, assignment);
+        out_.time_limited |= p.time_limited;
+        moved |= p.moves > 0;
       }
       if (model_.solver_chooses_window && moved && !context_.ShouldStop()) {
         // The moves were judged at the chosen window; the answer gets its own best window.

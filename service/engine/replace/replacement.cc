@@ -638,6 +638,15 @@ absl::StatusOr<PartitionResult> Replace(const Model& model, const SolveContext& 
     const pardnn::RefinementResult r =
         pardnn::RefineAlongCriticalPath(model, search, context, simulator, assignment);
     out.time_limited |= r.time_limited;
+    if (options.polish && !context.ShouldStop()) {
+      // Path units the search's candidates never move, at the same price, in a small share of the
+      // budget (a whole pass over a long critical path costs more than the search did).
+      search.max_simulations =
+          std::min(options.polish_max_simulations, std::max<int64_t>(budget / 8, 2));
+      const pardnn::RefinementResult p =
+          pardnn::PolishAlongCriticalPath(model, search, context, simulator, assignment);
+      out.time_limited |= p.time_limited;
+    }
   } else if (context.ShouldStop()) {
     out.time_limited = true;
   }

@@ -25,7 +25,8 @@
 //      seed's step per device's worth of state moved), and so are the steps below;
 //   2. **memory**: if the chosen start overflows, ParDNN's memory repair (../repair/);
 //   3. **search**: the critical-path local search (../pardnn/refinement.h) judging step + that price ×
-//      bytes moved (RefinementOptions::count_moves), with a simulation budget a quarter of `auto`'s;
+//      bytes moved (RefinementOptions::count_moves), with a simulation budget a quarter of `auto`'s,
+//      then its wide polish (PolishAlongCriticalPath) at the same price, in a small share of it;
 //   4. **pull-back**: units the answer moves but the step does not need moved (the search only touches
 //      the critical path) go back to their previous device — a group test, largest saving first —
 //      when step + priced moves gets no worse, or the step stays within pull_back_step_tolerance of the
@@ -65,6 +66,12 @@ struct ReplacementOptions {
   int32_t search_max_restarts = 12;
   // Off: seed and memory repair only (tests, measurements).
   bool search = true;
+  // After the search, its answer polished at the same price (pardnn::PolishAlongCriticalPath: every
+  // unit on the critical path tried on every other device while a move improves), in at most
+  // min(polish_max_simulations, an eighth of the search's budget) simulations. Off: tests,
+  // measurements.
+  bool polish = true;
+  int64_t polish_max_simulations = 256;
   // The keep-in-place price: every device's worth of state moved costs this fraction of the re-homed
   // seed's step, on top of the request's move weight (a device's worth: what must move, the departed
   // devices' state; when nothing must move, a device's share of all state). Every step below prices
