@@ -257,9 +257,9 @@ TEST(PortfolioTest, ThePolishOnlyImproves) {
   auto polished = MakePortfolioPartitioner({pardnn.get(), m_etf.get()});
   auto unpolished = MakePortfolioPartitioner({pardnn.get(), m_etf.get()}, unpolished_options);
   int shorter = 0;
-  for (uint64_t seed : {1, 2, 3}) {
+  for (uint64_t seed : {2, 4, 6}) {
     testutil::RandomGraphOptions options;
-    options.num_ops = 300;
+    options.num_ops = 160;
     options.num_devices = 8;
     options.num_nodes = 2;
     options.colocation_fraction = 0.3;
