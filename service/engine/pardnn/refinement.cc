@@ -79,6 +79,11 @@ class Refiner {
     score.makespan_ns += moves_ns;
     return score;
   }
+  // The unit an op moves with: its colocation group (ids 0..groups-1), or itself (groups + op id).
+  int32_t UnitOf(OpId v) const {
+    const int32_t g = model_.colocation_group[v];
+    return g != kNone ? g : model_.num_groups() + v;
+  }
   void AddCandidate(int64_t gain, const OpId* ops, int32_t count, DeviceId target) {
     candidates_.push_back(Candidate{gain, static_cast<int32_t>(candidates_.size()),
                                     static_cast<int32_t>(candidate_ops_.size()), count, target});
@@ -93,7 +98,10 @@ class Refiner {
   // Moves the candidate's ops (with their colocation groups); false when a constraint forbids it or
   // nothing would change. Old devices go to undo_ (appended to it with `keep_undo`, so that several
   // candidates can be undone together).
-  bool Apply(const Candidate& c, Assignment& assignment, bool keep_undo = false);
+  bool Apply(const Candidate& c, Assignment& assignment, bool keep_undo = false) {
+    return Apply(candidate_ops_.data() + c.first, c.count, c.target, assignment, keep_undo);
+  }
+  bool Apply(const OpId* ops, int32_t count, DeviceId target, Assignment& assignment, bool keep_undo);
   // Batched moves (RefinementOptions::batch_moves): true when a batch improved `current` (it stays
   // applied); otherwise the assignment is unchanged.
   bool TryBatch(Assignment& assignment, PlacementScore& current, RefinementResult* result);
@@ -107,11 +115,13 @@ class Refiner {
   bool RepairAfterMove(Assignment& assignment, const PlacementScore& current, PlacementScore* next,
                        RefinementResult* result);
   void Perturb(const std::vector<OpId>& path, Assignment& assignment);
-  // The wide polish (PolishAlongCriticalPath): true when a move of a path unit to another device
-  // improved `current` (it stays applied and the simulator's result describes it); the next call
-  // starts after that unit.
-  bool TryWideMoves(const std::vector<OpId>& path, Assignment& assignment, PlacementScore& current,
-                    const SimOptions& sim_options, RefinementResult* result);
+  // One round of the wide polish (PolishAlongCriticalPath) over the path's units from where the
+  // last round left off: kImproved when a move of a path unit to another device improved `current`
+  // (it stays applied and the simulator's result describes it; the next round starts after that
+  // unit), kNoGain when none does, kCut when the budget or the context ended the round first.
+  enum class WideRound { kImproved, kNoGain, kCut };
+  WideRound TryWideMoves(const std::vector<OpId>& path, Assignment& assignment, PlacementScore& current,
+                         const SimOptions& sim_options, RefinementResult* result);
   bool IsInput(OpId p, OpId v) const {
     for (EdgeId e = model_.in_begin(v); e < model_.in_end(v); ++e) {
       if (model_.in_src[e] == p) return true;
@@ -251,10 +261,6 @@ void Refiner::BuildMemoryCandidates(const SimResult& r, const Assignment& assign
   candidate_ops_.clear();
   const int32_t devices = model_.num_devices();
   const int32_t groups = model_.num_groups();
-  auto unit_of = [&](OpId v) {
-    const int32_t g = model_.colocation_group[v];
-    return g != kNone ? g : groups + v;
-  };
   // The device with the most room relative to its capacity.
   DeviceId roomiest = 0;
   for (DeviceId d = 1; d < devices; ++d) {
@@ -271,7 +277,7 @@ void Refiner::BuildMemoryCandidates(const SimResult& r, const Assignment& assign
     for (const MemoryInterval& iv : r.memory_intervals) {
       if (iv.device != d || iv.kind == MemoryInterval::Kind::kReceived) continue;
       if (!(iv.from_ns <= t && t < iv.until_ns)) continue;
-      const int32_t u = unit_of(iv.op);
+      const int32_t u = UnitOf(iv.op);
       if (unit_bytes_[u] == 0) holders.emplace_back(0, u);
       unit_bytes_[u] += iv.bytes;
     }
@@ -318,13 +324,14 @@ void Refiner::BuildMemoryCandidates(const SimResult& r, const Assignment& assign
   sorted_until_ = candidates_.size();
 }
 
-bool Refiner::Apply(const Candidate& c, Assignment& assignment, bool keep_undo) {
+bool Refiner::Apply(const OpId* ops, int32_t count, DeviceId target, Assignment& assignment,
+                    bool keep_undo) {
   if (!keep_undo) undo_.clear();
   const size_t mark = undo_.size();
-  for (int32_t i = c.first; i < c.first + c.count; ++i) {
-    const OpId v = candidate_ops_[i];
-    if (assignment[v] == c.target) continue;
-    if (rules_.FixedDevice(v) != kNone || !rules_.Allowed(v, c.target)) {
+  for (int32_t i = 0; i < count; ++i) {
+    const OpId v = ops[i];
+    if (assignment[v] == target) continue;
+    if (rules_.FixedDevice(v) != kNone || !rules_.Allowed(v, target)) {
       for (size_t k = undo_.size(); k > mark; --k) assignment[undo_[k - 1].first] = undo_[k - 1].second;
       undo_.resize(mark);
       return false;
@@ -332,12 +339,12 @@ bool Refiner::Apply(const Candidate& c, Assignment& assignment, bool keep_undo) 
     const int32_t g = model_.colocation_group[v];
     if (g == kNone) {
       undo_.emplace_back(v, assignment[v]);
-      assignment[v] = c.target;
+      assignment[v] = target;
     } else {
       for (int32_t k = model_.group_offset[g]; k < model_.group_offset[g + 1]; ++k) {
         const OpId m = model_.group_member[k];
         undo_.emplace_back(m, assignment[m]);
-        assignment[m] = c.target;
+        assignment[m] = target;
       }
     }
   }
@@ -347,22 +354,17 @@ bool Refiner::Apply(const Candidate& c, Assignment& assignment, bool keep_undo) 
 bool Refiner::TryBatch(Assignment& assignment, PlacementScore& current, RefinementResult* result) {
   // The best-ranked candidates that touch pairwise different ops (a candidate's ops and their groups
   // are claimed; a later candidate touching a claimed op is skipped).
-  const int32_t groups = model_.num_groups();
-  claimed_.resize(static_cast<size_t>(groups) + model_.num_ops());
+  claimed_.resize(static_cast<size_t>(model_.num_groups()) + model_.num_ops());
   ++claim_stamp_;
-  auto unit_of = [&](OpId v) {
-    const int32_t g = model_.colocation_group[v];
-    return g != kNone ? g : groups + v;
-  };
   selected_.clear();
   for (size_t i = 0; i < candidates_.size() && static_cast<int32_t>(selected_.size()) < batch_; ++i) {
     const Candidate& c = CandidateAt(i);
     bool free = true;
     for (int32_t k = c.first; k < c.first + c.count && free; ++k) {
-      free = claimed_[unit_of(candidate_ops_[k])] != claim_stamp_;
+      free = claimed_[UnitOf(candidate_ops_[k])] != claim_stamp_;
     }
     if (!free) continue;
-    for (int32_t k = c.first; k < c.first + c.count; ++k) claimed_[unit_of(candidate_ops_[k])] = claim_stamp_;
+    for (int32_t k = c.first; k < c.first + c.count; ++k) claimed_[UnitOf(candidate_ops_[k])] = claim_stamp_;
     selected_.push_back(static_cast<int32_t>(i));
   }
   SimOptions sim_options;
@@ -433,23 +435,20 @@ void Refiner::Perturb(const std::vector<OpId>& path, Assignment& assignment) {
   }
 }
 
-bool Refiner::TryWideMoves(const std::vector<OpId>& path, Assignment& assignment,
-                           PlacementScore& current, const SimOptions& sim_options,
-                           RefinementResult* result) {
+Refiner::WideRound Refiner::TryWideMoves(const std::vector<OpId>& path, Assignment& assignment,
+                                         PlacementScore& current, const SimOptions& sim_options,
+                                         RefinementResult* result) {
   // The path's units, each once, in path order (a colocation group is moved whole by Apply).
   wide_units_.clear();
+  claimed_.resize(static_cast<size_t>(model_.num_groups()) + model_.num_ops());
   ++claim_stamp_;
-  if (claimed_.size() < static_cast<size_t>(model_.num_groups() + model_.num_ops())) {
-    claimed_.resize(static_cast<size_t>(model_.num_groups()) + model_.num_ops());
-  }
   for (const OpId v : path) {
-    const int32_t g = model_.colocation_group[v];
-    const int32_t unit = g != kNone ? g : model_.num_groups() + v;
+    const int32_t unit = UnitOf(v);
     if (claimed_[unit] == claim_stamp_ || rules_.FixedDevice(v) != kNone) continue;
     claimed_[unit] = claim_stamp_;
     wide_units_.push_back(v);
   }
-  if (wide_units_.empty()) return false;
+  if (wide_units_.empty()) return WideRound::kNoGain;
   const size_t units = wide_units_.size();
   for (size_t k = 0; k < units; ++k) {
     const size_t index = (wide_cursor_ + k) % units;
@@ -459,25 +458,21 @@ bool Refiner::TryWideMoves(const std::vector<OpId>& path, Assignment& assignment
       if (d == from || !rules_.Allowed(v, d)) continue;
       if (result->simulations >= options_.max_simulations || context_.ShouldStop()) {
         wide_cursor_ = index;
-        return false;
+        return WideRound::kCut;
       }
-      const Candidate c{0, 0, static_cast<int32_t>(candidate_ops_.size()), 1, d};
-      candidate_ops_.push_back(v);
-      const bool applied = Apply(c, assignment);
-      candidate_ops_.pop_back();
-      if (!applied) continue;
+      if (!Apply(&v, 1, d, assignment, /*keep_undo=*/false)) continue;
       const PlacementScore next = ScoreTrial(sim_options, current, assignment, result);
       if (next.BetterThan(current)) {
         current = next;
         undo_.clear();
         wide_cursor_ = index + 1;
-        return true;
+        return WideRound::kImproved;
       }
       Undo(assignment);
     }
   }
   wide_cursor_ = 0;
-  return false;
+  return WideRound::kNoGain;
 }
 
 RefinementResult Refiner::Run(Assignment& assignment) {
@@ -540,9 +535,7 @@ RefinementResult Refiner::Run(Assignment& assignment) {
         exhausted = false;
         break;
       }
-      const OpId head = candidate_ops_[c.first];
-      const int32_t g = model_.colocation_group[head];
-      const int32_t unit = g != kNone ? g : model_.num_groups() + head;
+      const int32_t unit = UnitOf(candidate_ops_[c.first]);
       if (c.count == 1) {
         const std::pair<int32_t, DeviceId> key(unit, c.target);
         if (std::find(tried_.begin(), tried_.end(), key) != tried_.end()) continue;
@@ -613,18 +606,19 @@ RefinementResult Refiner::Polish(Assignment& assignment) {
   // Where the assignment overflows, memory decides (the repair's and the search's moves); the polish
   // only shortens a step that fits.
   if (current.Fits() && model_.num_devices() > 1) {
-    std::vector<OpId> path;
-    while (result.simulations < options_.max_simulations && !context_.ShouldStop()) {
-      path = CriticalPath(model_, assignment, r);
-      if (!TryWideMoves(path, assignment, current, sim_options, &result)) break;
+    WideRound round;
+    while ((round = TryWideMoves(CriticalPath(model_, assignment, r), assignment, current, sim_options,
+                                 &result)) == WideRound::kImproved) {
       ++result.moves;
       if (options_.progress_from >= 0) {
         context_.Report(options_.progress_stage, options_.progress_from, current.makespan_ns);
       }
     }
-    result.local_optimum = result.simulations < options_.max_simulations && !context_.ShouldStop();
+    result.local_optimum = round == WideRound::kNoGain;
+    result.time_limited = round == WideRound::kCut && context_.ShouldStop();
+  } else {
+    result.time_limited = context_.ShouldStop();
   }
-  result.time_limited = context_.ShouldStop();
   result.makespan_ns = current.makespan_ns;
   result.overflow_bytes = current.overflow_bytes;
   return result;
