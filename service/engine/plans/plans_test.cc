@@ -95,6 +95,53 @@ TEST(WindowSearchTest, FastestFeasibleWindowMatchesBruteForce) {
   }
 }
 
+// Told to stop before it starts (a solve past its time limit), the search with stop_only_once_fitting
+// takes the first of no window, the model's working window and W = 1 that fits, or the least overflow of
+// the three, in at most three simulations; without it, no window alone.
+TEST(WindowSearchTest, AStoppedSearchTakesTheFirstFittingOfNoWindowTheWorkingWindowAndOne) {
+  SolveContext stopped;
+  stopped.deadline = absl::InfinitePast();
+  int32_t took_working = 0;  // memories where no window overflowed and the working window fitted
+  for (int64_t memory : {int64_t{1} << 30, int64_t{5000}, int64_t{3500}, int64_t{2500}, int64_t{1500}}) {
+    absl::StatusOr<Model> full = BuildModel(Chain(2, 8, memory));
+    ASSERT_TRUE(full.ok()) << full.status();
+    const PlanModel plan(*full, 1);
+    const Model& model = plan.model();
+    Assignment assignment(model.num_ops());
+    assignment[OpNamed(model, "a")] = 0;
+    assignment[OpNamed(model, "b")] = 0;
+    assignment[OpNamed(model, "c")] = 1;
+    assignment[OpNamed(model, "d")] = 1;
+    Simulator sim(model);
+    const int32_t working = model.plan.Window();
+    int32_t expected = 0;
+    PlacementScore expected_score = PlacementScore::Worst();
+    for (const int32_t w : {8, working, 1}) {
+      const PlacementScore score = ScoreWithWindow(model, assignment, sim, w);
+      // Better as the search judges: less overflow, a shorter step, then the smaller window.
+      if (expected == 0 || score.BetterThan(expected_score) ||
+          (!expected_score.BetterThan(score) && w < expected)) {
+        expected = w;
+        expected_score = score;
+      }
+      if (expected_score.Fits()) break;
+    }
+    WindowSearchOptions quick;
+    quick.stop_only_once_fitting = true;
+    const WindowChoice choice = ChooseWindow(model, assignment, sim, stopped, quick);
+    EXPECT_EQ(choice.max_in_flight, expected) << "memory " << memory;
+    EXPECT_EQ(choice.score.makespan_ns, expected_score.makespan_ns) << "memory " << memory;
+    EXPECT_EQ(choice.score.overflow_bytes, expected_score.overflow_bytes) << "memory " << memory;
+    EXPECT_LE(choice.simulations, 3);
+    took_working += expected == working && working != 8;
+
+    const WindowChoice plain = ChooseWindow(model, assignment, sim, stopped);
+    EXPECT_EQ(plain.max_in_flight, 8);
+    EXPECT_EQ(plain.simulations, 1);
+  }
+  EXPECT_GT(took_working, 0) << "no memory made no window overflow";
+}
+
 // One device per replica: every window has the same schedule (the microbatches run one after another
 // whatever W), so the search simulates W = 1 alone. Checked against every W on random layered steps
 // with once ops (sources before the microbatches, sinks as the update), with and without replicas (their

@@ -45,6 +45,9 @@ WindowChoice ChooseWindow(const Model& model, const Assignment& assignment, Simu
       best.max_in_flight = w;
     }
   };
+  const auto stop = [&] {
+    return context.ShouldStop() && (!options.stop_only_once_fitting || best.score.Fits());
+  };
   if (m == 1) {
     try_window(1);
     return best;
@@ -60,24 +63,32 @@ WindowChoice ChooseWindow(const Model& model, const Assignment& assignment, Simu
   // No window first: with memory to spare it is (almost always) the fastest, and it is the answer when
   // the search is stopped at once.
   try_window(m);
+  // Told to stop already: no window if it fits, else the model's own window (a plan model's working
+  // window, whose worst case fits most of the memory: plan_model.h), else W = 1, the least memory — when
+  // even that overflows no window fits (memory grows with the window) and the least overflow stands.
+  if (options.stop_only_once_fitting && context.ShouldStop()) {
+    if (!best.score.Fits()) try_window(model.plan.Window());
+    if (!best.score.Fits()) try_window(1);
+    return best;
+  }
   const int64_t size = model.num_ops() + model.num_edges();
   if (static_cast<int64_t>(m) * m * size <= options.exhaustive_budget) {
-    for (int32_t w = m - 1; w >= 1 && !context.ShouldStop(); --w) try_window(w);
+    for (int32_t w = m - 1; w >= 1 && !stop(); --w) try_window(w);
     return best;
   }
   // One and two microbatches in flight per device: a pipeline of that many stages keeps every stage
   // busy with 1F1B's memory.
   const int32_t stages = model.num_devices();
-  if (!context.ShouldStop()) try_window(stages);
-  if (!context.ShouldStop()) try_window(2 * stages);
-  if (!best.score.Fits() && !context.ShouldStop()) {
+  if (!stop()) try_window(stages);
+  if (!stop()) try_window(2 * stages);
+  if (!best.score.Fits() && !stop()) {
     // Nothing fits yet: the largest window that fits, by bisection (memory grows with the window).
     int32_t low = 0;  // largest window known to fit (0: none)
     int32_t high = std::min(m, stages);  // smallest window known not to fit
     try_window(1);
     if (best.score.Fits()) {
       low = 1;
-      while (high - low > 1 && !context.ShouldStop()) {
+      while (high - low > 1 && !stop()) {
         const int32_t middle = low + (high - low) / 2;
         const PlacementScore score = ScoreWithWindow(model, assignment, sim, middle);
         ++best.simulations;
@@ -96,8 +107,8 @@ WindowChoice ChooseWindow(const Model& model, const Assignment& assignment, Simu
   }
   // One step to each side of the best.
   const int32_t centre = best.max_in_flight;
-  if (!context.ShouldStop()) try_window(centre - 1);
-  if (!context.ShouldStop()) try_window(centre + 1);
+  if (!stop()) try_window(centre - 1);
+  if (!stop()) try_window(centre + 1);
   return best;
 }
 

@@ -39,11 +39,17 @@ struct WindowSearchOptions {
   // simulated again. 0 = none.
   int32_t known_window = 0;
   PlacementScore known_score;
+  // When true, a stop (the context's deadline or cancellation) ends the search only once some window
+  // fits: what a solve past its time limit wants — its answer at once, but never an overflowing window
+  // where a few more simulations would find one that fits. Told to stop before the search began, it
+  // tries no window, then the model's own window (a plan model's working window), then W = 1, and
+  // takes the first that fits (or the least overflow).
+  bool stop_only_once_fitting = false;
 };
 
 // The best window for `assignment` on `model` (a plan model: group 0's devices). With a window fixed by
 // the model's plan (plan.max_in_flight > 0 and `respect_fixed`), or M = 1, just that one. `sim` must be a
-// simulator of `model`. Stops early (best so far) when `context` says so.
+// simulator of `model`. Stops early (best so far) when `context` says so (see stop_only_once_fitting).
 WindowChoice ChooseWindow(const Model& model, const Assignment& assignment, Simulator& sim,
                           const SolveContext& context = SolveContext(),
                           const WindowSearchOptions& options = WindowSearchOptions());

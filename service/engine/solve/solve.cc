@@ -105,7 +105,19 @@ absl::StatusOr<v1::Placement> Solve(const Model& model, const Partitioner& parti
             ScoreWithWindow(plan_model, candidate.result.assignment, simulator, candidate.window);
       }
     } else {
-      const WindowChoice choice = ChooseWindow(plan_model, candidate.result.assignment, simulator);
+      // Within this count's share of the time limit: an algorithm cut short before it chose a window
+      // (a portfolio at its deadline) gets the first of no window, the working window and W = 1 that
+      // fits, not a full search past the limit (eight unrolled simulations at M = 8). The working
+      // window's score, when the algorithm simulated it, is not simulated again.
+      WindowSearchOptions search;
+      search.stop_only_once_fitting = true;
+      if (candidate.result.simulated) {
+        search.known_window = plan_model.plan.Window();
+        search.known_score = PlacementScore{candidate.result.simulated->overflow_bytes,
+                                            candidate.result.simulated->makespan_ns};
+      }
+      const WindowChoice choice =
+          ChooseWindow(plan_model, candidate.result.assignment, simulator, share, search);
       candidate.window = choice.max_in_flight;
       candidate.score = choice.score;
     }
