@@ -10,7 +10,7 @@
 //   - cached: the same Recommend again, median and worst of --repeats calls;
 //   - exhaustive: every candidate placed alone with the full --full_time_limit and no cache, then the
 //     objective applied by hand; whether it recommends the same candidate, and each candidate's
-//     Recommend step against its full-effort step.
+//     Recommend step against its full-effort step (--rows: each candidate's).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -38,6 +38,7 @@ ABSL_FLAG(absl::Duration, full_time_limit, absl::Seconds(60),
 ABSL_FLAG(int32_t, workers, 2, "Worker threads.");
 ABSL_FLAG(int32_t, repeats, 20, "Cached Recommend calls timed.");
 ABSL_FLAG(int32_t, microbatches, 0, "Training plan M (0 = the request's).");
+ABSL_FLAG(bool, rows, false, "Print each candidate's cold and full-effort step.");
 
 namespace {
 
@@ -150,6 +151,13 @@ int main(int argc, char** argv) {
     core::FillRowFromPlacement(answer.placement(), full_row);
     if (!row.has_error() && full_row->step_ns() > 0) {
       ratios.push_back(static_cast<double>(row.step_ns()) / static_cast<double>(full_row->step_ns()));
+      if (absl::GetFlag(FLAGS_rows)) {
+        std::printf("  %d devices, D %d: step %.3f ms (W %d, %s%s) / full effort %.3f ms (W %d, %s) = %.4f\n",
+                    row.devices(), row.data_parallel(), row.step_ns() / 1e6, row.max_in_flight(),
+                    row.feasible() ? "fits" : "overflows", row.time_limited() ? ", cut short" : "",
+                    full_row->step_ns() / 1e6, full_row->max_in_flight(),
+                    full_row->feasible() ? "fits" : "overflows", ratios.back());
+      }
     }
   }
   core::CompleteRecommendation(request, &exhaustive);

@@ -575,7 +575,6 @@ absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Recommend(
   const int32_t workers = std::max(1, jobs_->workers());
   const int32_t count = static_cast<int32_t>(round->candidates.size());
   const absl::Duration first_share = FirstRoundShare(budget, workers, count);
-  const absl::Duration refine_share = RefineShare(budget, workers);
 
   v1::RecommendRequest settings = request;
   settings.clear_graph();
@@ -601,20 +600,31 @@ absl::StatusOr<std::shared_ptr<PendingAnswer>> PlacementCore::Recommend(
 
   // The second round, once every row has its first answer: the contenders, re-solved with the rest
   // of the budget (their rows then show that answer; a second solve that fails keeps the first).
-  RecommendAnswer::Refine refine = [this, round, settings, refine_share,
-                                    workers](v1::RecommendResponse* rows) -> std::vector<RecommendAnswer::Part> {
+  // The second share is what the budget has left once the first round is done, less the most a
+  // first-round solve ran past its share (SecondRoundShare), so that a late first round (a loaded
+  // machine) shortens or skips the second instead of ending the call past its budget.
+  RecommendAnswer::Refine refine = [this, round, settings, budget, first_share, started, workers](
+                                       v1::RecommendResponse* rows,
+                                       absl::Duration longest_first_solve) -> std::vector<RecommendAnswer::Part> {
     CompleteRecommendation(settings, rows);
-    const std::vector<int32_t> contenders = RowsToRefine(settings, *rows, refine_share, workers);
+    std::vector<int32_t> contenders = RowsToRefine(settings, *rows, first_share, workers);
+    const absl::Duration overrun = longest_first_solve - first_share;
+    const absl::Duration left =
+        options_.recommend_second_round_within_budget ? started + budget - absl::Now() : absl::InfiniteDuration();
+    const absl::Duration share = SecondRoundShare(budget, workers, first_share, left, overrun,
+                                                  static_cast<int32_t>(contenders.size()));
+    if (share == absl::ZeroDuration()) contenders.clear();
     rows->set_refined(static_cast<int32_t>(contenders.size()));
     if (contenders.empty()) return {};
     absl::StatusOr<std::vector<RecommendAnswer::Part>> parts =
-        PlaceRecommendCandidates(*round, contenders, refine_share, /*refine=*/true, settings, rows);
+        PlaceRecommendCandidates(*round, contenders, share, /*refine=*/true, settings, rows);
     return parts.ok() ? *std::move(parts) : std::vector<RecommendAnswer::Part>{};
   };
   if (request.submit_only()) refine = nullptr;
   if (first->empty()) {
     // Every first answer is at hand (the cache): the second round starts here.
-    std::vector<RecommendAnswer::Part> second = refine != nullptr ? refine(response) : std::vector<RecommendAnswer::Part>{};
+    std::vector<RecommendAnswer::Part> second =
+        refine != nullptr ? refine(response, absl::ZeroDuration()) : std::vector<RecommendAnswer::Part>{};
     if (second.empty()) {
       FinishRecommendation(settings, started, observer_, response);
       return nullptr;

@@ -78,6 +78,10 @@ struct PlacementCoreOptions {
   // Most candidates one Recommend call may place (every count 1..max_devices with every
   // data-parallel split; 8 devices give 20).
   int32_t max_recommend_candidates = 64;
+  // A Recommend's second round gets what its budget has left after the first (SecondRoundShare in
+  // sizing.h), so that the call ends within its budget; false gives it its whole refine share whenever
+  // the first round ended: for tests that must see a second round on any machine, sanitizers included.
+  bool recommend_second_round_within_budget = true;
 };
 
 // A validated request: built once, shared by the handler and the job.

@@ -105,6 +105,7 @@ void RecommendAnswer::Wait(const std::shared_ptr<State>& state,
 void RecommendAnswer::RoundDone(const std::shared_ptr<State>& state) {
   Refine refine;
   v1::RecommendResponse rows;
+  absl::Duration longest_first_solve;
   {
     absl::MutexLock lock(&state->mu);
     if (state->released) return;
@@ -114,6 +115,7 @@ void RecommendAnswer::RoundDone(const std::shared_ptr<State>& state) {
         state->first_solve = std::max(state->first_solve, part.pending->solve_time());
         WritePart(part, state->include_placements, state->response);
       }
+      longest_first_solve = state->first_solve;
       refine = std::move(state->refine);
       state->refine = nullptr;
       state->parts.clear();
@@ -123,7 +125,7 @@ void RecommendAnswer::RoundDone(const std::shared_ptr<State>& state) {
       rows = *state->response;
     }
   }
-  std::vector<Part> second = refine != nullptr ? refine(&rows) : std::vector<Part>{};
+  std::vector<Part> second = refine != nullptr ? refine(&rows, longest_first_solve) : std::vector<Part>{};
   const std::vector<std::shared_ptr<PendingAnswer>> waiting = Pendings(second);
   std::function<void()> done;
   bool released = false;

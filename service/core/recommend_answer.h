@@ -40,14 +40,16 @@ class RecommendAnswer final : public PendingAnswer {
     int32_t row = 0;
     bool refine = false;
   };
-  // The second round: given the response with every first-round row written, places the rows worth a
-  // second solve, writes those answered at once, and returns the parts still being placed. Runs once,
+  // The second round: given the response with every first-round row written and the longest solve of
+  // the first round's candidates that were placed (zero when all came from the cache), places the rows
+  // worth a second solve, writes those answered at once, and returns the parts still being placed. Runs once,
   // never once Release() has returned, on the worker that finished the last first-round candidate and
   // without the handle's lock, on a copy of the response that replaces the caller's unless the handle
   // was released meanwhile (then the parts it returns are released): its cache lookups (at most
   // max(2, workers), through the shared tier with --redis) hold that worker for as long as they take,
   // bounded by the Redis timeout, but never a Release().
-  using Refine = std::function<std::vector<Part>(v1::RecommendResponse* response)>;
+  using Refine =
+      std::function<std::vector<Part>(v1::RecommendResponse* response, absl::Duration longest_first_solve)>;
 
   // `settings` is the request without its graph and cluster (objective, threshold, placements or not);
   // `response` (the caller's) holds every row already, the waited-for ones with their request digest;

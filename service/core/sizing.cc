@@ -225,8 +225,17 @@ absl::Duration FirstRoundShare(absl::Duration budget, int32_t workers, int32_t c
   return std::min(budget, std::max(absl::Milliseconds(1), absl::Nanoseconds(share_ns)));
 }
 
+absl::Duration SecondRoundShare(absl::Duration budget, int32_t workers, absl::Duration first_share,
+                                absl::Duration left, absl::Duration overrun, int32_t contenders) {
+  const int64_t lanes = std::max(1, workers);
+  const int64_t waves = (std::max(1, contenders) + lanes - 1) / lanes;
+  const absl::Duration fits = (left - waves * std::max(overrun, absl::ZeroDuration())) / waves;
+  const absl::Duration share = std::min(RefineShare(budget, workers), fits);
+  return share > first_share ? share : absl::ZeroDuration();
+}
+
 std::vector<int32_t> RowsToRefine(const v1::RecommendRequest& request, const v1::RecommendResponse& response,
-                                  absl::Duration refine_share, int32_t workers) {
+                                  absl::Duration first_share, int32_t workers) {
   const int32_t chosen = response.recommended();
   if (chosen < 0) return {};
   const auto& rows = response.candidates();
@@ -249,26 +258,27 @@ std::vector<int32_t> RowsToRefine(const v1::RecommendRequest& request, const v1:
         return throughput(i) >= throughput(chosen) * near;
     }
   };
-  // A row already solved with the longer share means a second round was run for this graph and pool
-  // (this question's, or another objective's on the same candidates): nothing more is refined. A
-  // repeat, which finds the longer answers in the cache, must pick no rows at all, and what it sees
-  // differs from what the first call chose from — a second solve may have come out slower than the
-  // first (time-limited solves depend on timing), so rows it had beaten may now contend, or so much
-  // faster that the rows it was close to no longer do. The price: a call with another objective on
-  // a cache warm from the first refines nothing of its own.
-  const int64_t refine_ns = absl::ToInt64Nanoseconds(refine_share);
+  // A row already solved with more than the first round's share means a second round was run for this
+  // graph and pool (this question's, or another objective's on the same candidates): nothing more is
+  // refined. A repeat, which finds the longer answers in the cache, must pick no rows at all, and what
+  // it sees differs from what the first call chose from — a second solve may have come out slower than
+  // the first (time-limited solves depend on timing), so rows it had beaten may now contend, or so much
+  // faster that the rows it was close to no longer do. The price: a call with another objective on a
+  // cache warm from the first refines nothing of its own.
+  const int64_t first_ns = absl::ToInt64Nanoseconds(first_share);
   for (const v1::RecommendCandidate& row : rows) {
-    if (row.time_limit_ns() >= refine_ns) return {};
+    if (row.time_limit_ns() > first_ns) return {};
   }
-  // The contenders best first on the objective's figure (the fewest-devices objective: the fastest
-  // first), then row order; the first max(2, workers) of them decide. Of those, the ones cut short by a
-  // shorter limit are refined.
+  // The recommended row first, then the other contenders best first on the objective's figure (the
+  // fewest-devices objective: the fastest first, which sets the bar), then row order; the first
+  // max(2, workers) of them decide. Of those, the ones cut short are refined.
   std::vector<int32_t> ranked;
   for (int32_t i = 0; i < rows.size(); ++i) {
     if (rows[i].feasible() && !rows[i].has_error() && contends(i)) ranked.push_back(i);
   }
   const bool by_device = request.objective() == v1::RECOMMEND_OBJECTIVE_BEST_PER_DEVICE;
   std::stable_sort(ranked.begin(), ranked.end(), [&](int32_t a, int32_t b) {
+    if ((a == chosen) != (b == chosen)) return a == chosen;
     return by_device ? per_device(a) > per_device(b) : throughput(a) > throughput(b);
   });
   const size_t most = static_cast<size_t>(std::max(2, workers));

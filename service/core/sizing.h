@@ -72,16 +72,19 @@ void FillRowFromPlacement(const v1::Placement& placement, v1::RecommendCandidate
 
 // How a Recommend spends its budget B (options.time_limit) over n candidates on w workers: a first
 // solve of every candidate with kFirstRoundPercent % of B x w / n, then a second, longer solve of the
-// contenders (RowsToRefine, at most max(2, w)) with kRefinePercent % of B x w / max(2, w). Why: under a
-// short share two counts can land within a fraction of a percent of each other while full effort puts
-// one clearly ahead; the recommendation is only as good as the rows that decide it, so those get the
-// rest of the budget.
+// contenders (RowsToRefine, at most max(2, w)) with up to kRefinePercent % of B x w / max(2, w) — less
+// when the first round left less (SecondRoundShare). Why: under a short share two counts can land
+// within a fraction of a percent of each other while full effort puts one clearly ahead; the
+// recommendation is only as good as the rows that decide it, so those get the rest of the budget.
 inline constexpr int64_t kFirstRoundPercent = 80;
-// The second round's part of B. The rest (5 %) is left for the work after the cuts: a contender is
-// modelled again and its window chosen after its second solve.
+// The second round's part of B, at most. The rest (5 %) is left for the work after the cuts.
 inline constexpr int64_t kRefinePercent = 15;
 // A row is a contender when its objective's figure is within this many percent of the deciding row's.
-inline constexpr double kContenderPercent = 2.0;
+// As wide as a first solve's error: cut short at its share, a row's step came out up to 7.4 % above
+// its full-effort step (bench/README.md, BERT scaled to 10K ops), and two counts 0.7 % apart at full
+// effort could be 5.4 % apart after the first round — a 2 % window then left the better one unrefined.
+// Only the best max(2, workers) contenders are solved again, in one wave on the workers.
+inline constexpr double kContenderPercent = 10.0;
 
 // The shares of the two rounds (each at least 1 ms and at most `budget`). With few candidates
 // (n <= 4 x max(2, w) at 80 %) the second share would be no longer than the first: the first round then
@@ -89,19 +92,29 @@ inline constexpr double kContenderPercent = 2.0;
 absl::Duration FirstRoundShare(absl::Duration budget, int32_t workers, int32_t candidates);
 absl::Duration RefineShare(absl::Duration budget, int32_t workers);
 
+// The second round's share as the first round left it: RefineShare, or less so that `contenders` solves
+// in waves of `workers`, each running `overrun` past its limit (the most a first-round solve ran past
+// its share: scoring and choosing the window of what the search had when cut), end within the `left`
+// of the budget. Zero when that is no longer than `first_share` (a second solve would learn nothing):
+// then nothing is refined. A solve's time limit bounds its search, not the work after the cut, and on
+// a loaded machine the first round can end late; without this the call would end that much past its
+// budget.
+absl::Duration SecondRoundShare(absl::Duration budget, int32_t workers, absl::Duration first_share,
+                                absl::Duration left, absl::Duration overrun, int32_t contenders);
+
 // With every row filled and the recommendation made (CompleteRecommendation): the rows worth a second
-// solve with `refine_share`. The contenders are the feasible rows without error whose figure could
-// decide the objective — for the fastest, throughput within kContenderPercent % of the recommended
-// row's; for the best per device, throughput per device likewise; for the fewest devices within X %,
-// the rows within kContenderPercent % of the fastest (they set the bar) and the rows with no more
-// devices than the recommended one whose throughput is within X + kContenderPercent % of the fastest.
-// The best max(2, workers) of them decide, by that figure, then row order; returned, best first, are
-// those among them whose answer a time limit below `refine_share` cut short. Empty when any row was
-// solved with at least `refine_share` already (a second round ran for these candidates: a repeated
-// call, which finds the longer answers in the cache, picks nothing, whatever those answers changed in
-// the ranking), and when nothing is recommended (submit_only, nothing feasible).
+// solve. The contenders are the feasible rows without error whose figure could decide the objective —
+// for the fastest, throughput within kContenderPercent % of the recommended row's; for the best per
+// device, throughput per device likewise; for the fewest devices within X %, the rows within
+// kContenderPercent % of the fastest (they set the bar) and the rows with no more devices than the
+// recommended one whose throughput is within X + kContenderPercent % of the fastest. The recommended
+// row and the best others by that figure, then row order — max(2, workers) in all — decide; returned,
+// in that order, are those among them whose answer its time limit cut short. Empty when any row was solved with more than `first_share`
+// already (a second round ran for these candidates: a repeated call, which finds the longer answers in
+// the cache, picks nothing, whatever those answers changed in the ranking), and when nothing is
+// recommended (submit_only, nothing feasible).
 std::vector<int32_t> RowsToRefine(const v1::RecommendRequest& request, const v1::RecommendResponse& response,
-                                  absl::Duration refine_share, int32_t workers);
+                                  absl::Duration first_share, int32_t workers);
 
 // With every row filled (or carrying its error): the speed-up over the one-device row, the efficiency,
 // the recommendation for the request's objective and why (response.recommended = -1 when no row is

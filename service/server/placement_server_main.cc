@@ -81,6 +81,11 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM: how long in-flight calls may take before they are cancelled.");
 ABSL_FLAG(bool, cache_time_limited, true,
           "Cache results that the time limit cut short.");
+ABSL_FLAG(bool, recommend_second_round_within_budget, true,
+          "A Recommend's second round (its contenders solved again) gets only what the call's budget "
+          "has left after the first round, or none: the call ends near its budget. false: always its "
+          "whole share, whenever the first round ended (a call can end past its budget on a loaded "
+          "machine).");
 ABSL_FLAG(int64_t, repeat_index_bytes, int64_t{64} << 20,
           "Bound of the index that answers byte-identical repeat requests from the cache without "
           "re-validating them (0 disables it).");
@@ -242,6 +247,7 @@ absl::StatusOr<placement::server::PlacementServerOptions> OptionsFromFlags() {
   read.DurationAtLeast(FLAGS_shutdown_drain_delay, absl::ZeroDuration(), &o.shutdown_drain_delay);
   read.DurationAtLeast(FLAGS_shutdown_grace, absl::ZeroDuration(), &o.shutdown_grace);
   read.Copy(FLAGS_cache_time_limited, &o.core.cache_time_limited_results);
+  read.Copy(FLAGS_recommend_second_round_within_budget, &o.core.recommend_second_round_within_budget);
   read.Int(FLAGS_repeat_index_bytes, 0, kInt64Max, &o.core.repeat_index_bytes,
            " (0 = no repeat index)");
   read.Copy(FLAGS_log_requests, &o.log_requests);
