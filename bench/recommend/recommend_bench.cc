@@ -39,6 +39,8 @@ ABSL_FLAG(int32_t, workers, 2, "Worker threads.");
 ABSL_FLAG(int32_t, repeats, 20, "Cached Recommend calls timed.");
 ABSL_FLAG(int32_t, microbatches, 0, "Training plan M (0 = the request's).");
 ABSL_FLAG(bool, rows, false, "Print each candidate's cold and full-effort step.");
+ABSL_FLAG(std::string, dump_dir, "",
+          "Also write each candidate's PlaceRequest there (c<devices>_d<D>.pb) to study it alone.");
 
 namespace {
 
@@ -132,6 +134,13 @@ int main(int argc, char** argv) {
       return 1;
     }
     v1::PlaceRequest& alone = *candidate;
+    if (const std::string dir = absl::GetFlag(FLAGS_dump_dir); !dir.empty()) {
+      const std::string path = absl::StrFormat("%s/c%d_d%d.pb", dir, row.devices(), row.data_parallel());
+      if (absl::Status written = placement::engine::WriteMessageFile(alone, path); !written.ok()) {
+        std::fprintf(stderr, "%s\n", written.ToString().c_str());
+        return 1;
+      }
+    }
     *alone.mutable_options()->mutable_time_limit() = google::protobuf::util::TimeUtil::NanosecondsToDuration(
         absl::ToInt64Nanoseconds(absl::GetFlag(FLAGS_full_time_limit)));
     alone.mutable_options()->set_skip_cache(true);

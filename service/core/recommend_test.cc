@@ -274,29 +274,28 @@ TEST(SizingTest, TheFirstRoundTakesFourFifthsOfTheBudgetAndTheContendersMostOfTh
   EXPECT_EQ(FirstRoundShare(absl::Milliseconds(10), 1, 200), absl::Milliseconds(1)) << "at least 1 ms";
 }
 
-// The second share as the first round left it (3 s on 2 workers: first 240 ms, at most 450 ms).
-TEST(SizingTest, TheSecondRoundGetsWhatTheFirstLeftLessTheOverrunOrNothing) {
+// The second share as the first round left it (3 s on 2 workers: first shares of 240 ms; 300 ms kept).
+TEST(SizingTest, TheSecondRoundGetsWhatTheFirstLeftLessTheReserveAndTheOverrunOrNothing) {
   const absl::Duration budget = absl::Seconds(3);
   const absl::Duration first = FirstRoundShare(budget, 2, 20);
+  ASSERT_EQ(first, absl::Milliseconds(240));
   const auto share = [&](int64_t left_ms, int64_t overrun_ms, int32_t contenders, int32_t workers = 2) {
     return SecondRoundShare(budget, workers, first, absl::Milliseconds(left_ms), absl::Milliseconds(overrun_ms),
                             contenders);
   };
-  EXPECT_EQ(share(1000, 100, 2), absl::Milliseconds(450)) << "time to spare: the whole refine share";
-  EXPECT_EQ(share(500, 100, 2), absl::Milliseconds(400)) << "what is left, less one overrun";
-  EXPECT_EQ(share(500, -50, 2), absl::Milliseconds(450)) << "solves that ended early add nothing";
-  EXPECT_EQ(share(300, 50, 1), absl::Milliseconds(250));
-  EXPECT_EQ(share(300, 100, 1), absl::ZeroDuration()) << "no longer than the first share: none";
-  EXPECT_EQ(share(200, 0, 2), absl::ZeroDuration());
+  EXPECT_EQ(share(2000, 100, 2), absl::Milliseconds(1600)) << "a first round that ended early: the rest";
+  EXPECT_EQ(share(1000, 100, 2), absl::Milliseconds(600));
+  EXPECT_EQ(share(1000, -50, 2), absl::Milliseconds(700)) << "solves that ended early add nothing";
+  EXPECT_EQ(share(600, 50, 1), absl::Milliseconds(250));
+  EXPECT_EQ(share(600, 100, 1), absl::ZeroDuration()) << "no longer than the first share: none";
   EXPECT_EQ(share(-100, 0, 2), absl::ZeroDuration()) << "the first round ended past the budget";
-  // Two contenders on one worker run one after the other: each gets half of what is left.
+  // Two contenders on one worker run one after the other: each gets half, less its overrun.
   EXPECT_EQ(SecondRoundShare(budget, 1, FirstRoundShare(budget, 1, 20), absl::Milliseconds(1000),
                              absl::Milliseconds(100), 2),
-            absl::Milliseconds(225))
-      << "RefineShare on one worker";
-  EXPECT_EQ(SecondRoundShare(budget, 1, absl::Milliseconds(100), absl::Milliseconds(400),
-                             absl::Milliseconds(20), 2),
-            absl::Milliseconds(180));
+            absl::Milliseconds(250));
+  // The budget not tracked: the nominal share.
+  EXPECT_EQ(SecondRoundShare(budget, 2, first, absl::InfiniteDuration(), absl::Milliseconds(100), 2),
+            RefineShare(budget, 2));
 }
 
 class RecommendCoreTest : public ::testing::Test {

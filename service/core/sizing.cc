@@ -227,10 +227,11 @@ absl::Duration FirstRoundShare(absl::Duration budget, int32_t workers, int32_t c
 
 absl::Duration SecondRoundShare(absl::Duration budget, int32_t workers, absl::Duration first_share,
                                 absl::Duration left, absl::Duration overrun, int32_t contenders) {
+  if (left == absl::InfiniteDuration()) return RefineShare(budget, workers);
   const int64_t lanes = std::max(1, workers);
   const int64_t waves = (std::max(1, contenders) + lanes - 1) / lanes;
-  const absl::Duration fits = (left - waves * std::max(overrun, absl::ZeroDuration())) / waves;
-  const absl::Duration share = std::min(RefineShare(budget, workers), fits);
+  const absl::Duration usable = left - budget * kReservePercent / 100;
+  const absl::Duration share = (usable - waves * std::max(overrun, absl::ZeroDuration())) / waves;
   return share > first_share ? share : absl::ZeroDuration();
 }
 

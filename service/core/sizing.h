@@ -72,13 +72,17 @@ void FillRowFromPlacement(const v1::Placement& placement, v1::RecommendCandidate
 
 // How a Recommend spends its budget B (options.time_limit) over n candidates on w workers: a first
 // solve of every candidate with kFirstRoundPercent % of B x w / n, then a second, longer solve of the
-// contenders (RowsToRefine, at most max(2, w)) with up to kRefinePercent % of B x w / max(2, w) — less
-// when the first round left less (SecondRoundShare). Why: under a short share two counts can land
-// within a fraction of a percent of each other while full effort puts one clearly ahead; the
-// recommendation is only as good as the rows that decide it, so those get the rest of the budget.
+// contenders (RowsToRefine, at most max(2, w)) with what the first round left of B (SecondRoundShare:
+// kRefinePercent % of B x w / max(2, w) when the first round takes all its shares; more when it ends
+// early — candidates that cannot fit, or that need no search, end at once — and less when it ends
+// late). Why: under a short share two counts can land within a fraction of a percent of each other
+// while full effort puts one clearly ahead; the recommendation is only as good as the rows that
+// decide it, so those get the rest of the budget.
 inline constexpr int64_t kFirstRoundPercent = 80;
-// The second round's part of B, at most. The rest (5 %) is left for the work after the cuts.
+// The second round's nominal part of B (FirstRoundShare's test; the share without budget tracking).
 inline constexpr int64_t kRefinePercent = 15;
+// The part of B the second round leaves for the work after its cuts (scoring, choosing the window).
+inline constexpr int64_t kReservePercent = 10;
 // A row is a contender when its objective's figure is within this many percent of the deciding row's.
 // As wide as a first solve's error: cut short at its share, a row's step came out up to 7.4 % above
 // its full-effort step (bench/README.md, BERT scaled to 10K ops), and two counts 0.7 % apart at full
@@ -92,13 +96,13 @@ inline constexpr double kContenderPercent = 10.0;
 absl::Duration FirstRoundShare(absl::Duration budget, int32_t workers, int32_t candidates);
 absl::Duration RefineShare(absl::Duration budget, int32_t workers);
 
-// The second round's share as the first round left it: RefineShare, or less so that `contenders` solves
-// in waves of `workers`, each running `overrun` past its limit (the most a first-round solve ran past
-// its share: scoring and choosing the window of what the search had when cut), end within the `left`
-// of the budget. Zero when that is no longer than `first_share` (a second solve would learn nothing):
-// then nothing is refined. A solve's time limit bounds its search, not the work after the cut, and on
-// a loaded machine the first round can end late; without this the call would end that much past its
-// budget.
+// The second round's share as the first round left it: `contenders` solves in waves of `workers`,
+// each running `overrun` past its limit (the most a first-round solve ran past its share: scoring and
+// choosing the window of what the search had when cut), end kReservePercent % of the budget before
+// the `left` of it runs out. Zero when that is no longer than `first_share` (a second solve would
+// learn nothing): then nothing is refined. RefineShare when `left` is infinite (the budget not
+// tracked). A solve's time limit bounds its search, not the work after the cut, and on a loaded
+// machine the first round can end late; without this the call would end that much past its budget.
 absl::Duration SecondRoundShare(absl::Duration budget, int32_t workers, absl::Duration first_share,
                                 absl::Duration left, absl::Duration overrun, int32_t contenders);
 

@@ -82,10 +82,10 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
 ABSL_FLAG(bool, cache_time_limited, true,
           "Cache results that the time limit cut short.");
 ABSL_FLAG(bool, recommend_second_round_within_budget, true,
-          "A Recommend's second round (its contenders solved again) gets only what the call's budget "
-          "has left after the first round, or none: the call ends near its budget. false: always its "
-          "whole share, whenever the first round ended (a call can end past its budget on a loaded "
-          "machine).");
+          "A Recommend's second round (its contenders solved again) gets what the call's budget has "
+          "left after the first round, less a tenth of it, or none: the call ends near its budget. "
+          "false: a fixed share (15 % of the budget) whenever the first round ended (a call can end "
+          "past its budget on a loaded machine).");
 ABSL_FLAG(int64_t, repeat_index_bytes, int64_t{64} << 20,
           "Bound of the index that answers byte-identical repeat requests from the cache without "
           "re-validating them (0 disables it).");

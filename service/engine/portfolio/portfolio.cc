@@ -87,7 +87,7 @@ class PortfolioPartitioner final : public Partitioner {
       // Every member but the first (pardnn, the slow one) offers a fresh answer to compare with.
       replacement_members_.assign(members_.begin() + 1, members_.end());
     }
-    version_ = "5";
+    version_ = "6";
     for (const Partitioner* member : members_) {
       absl::StrAppend(&version_, member == members_.front() ? ":" : ",", std::string(member->name()), "@",
                       std::string(member->version()));
@@ -131,6 +131,10 @@ class PortfolioRun {
   absl::StatusOr<PartitionResult> Run() {
     if (members_.empty()) return absl::FailedPreconditionError("auto: the portfolio has no members");
     if (model_.num_devices() == 1) return OneDevice();
+    if (MemoryCannotFit(model_)) {
+      std::optional<PartitionResult> quick = NothingFits();
+      if (quick) return *std::move(quick);
+    }
     const absl::Status seeded = RunSeeds();
     if (!seeded.ok()) return seeded;
     RepairOverflowingSeeds();
@@ -158,6 +162,49 @@ class PortfolioRun {
     } else {
       out_.winner_makespan_ns = portfolio::Score(simulator_, model_, out_.assignment, 0).makespan_ns;
     }
+    context_.Report("done", 1.0);
+    return std::move(out_);
+  }
+
+  // No placement fits (placement_score.h's MemoryCannotFit: the persistent bytes exceed the devices'
+  // memory together, or one op's own bytes the largest device): every answer is INFEASIBLE whatever
+  // the later stages do, so the portfolio answers at once rather than spend its time limit on a step
+  // that cannot run (a sizing question asks this of every count too small for the model). The answer:
+  // of the members that take no time of their own (every member but pardnn and stages, which search),
+  // the one with the fewest constraint violations, then the least persistent bytes above capacity
+  // (counted, not simulated), then member order; the window that holds least, W = 1, when the solver
+  // chooses it. One simulation, for its step. None when no such member answers (then the stages run as
+  // ever, and report the members' errors).
+  std::optional<PartitionResult> NothingFits() {
+    std::optional<Candidate> chosen;
+    std::vector<long double> held(static_cast<size_t>(model_.num_devices()));
+    for (int32_t i = 0; i < static_cast<int32_t>(members_.size()); ++i) {
+      if (members_[i]->name() == "pardnn" || members_[i]->name() == "stages") continue;
+      absl::StatusOr<PartitionResult> result = members_[i]->Partition(model_, context_);
+      if (!result.ok() || !CheckAssignmentComplete(model_, result->assignment, members_[i]->name()).ok()) {
+        continue;
+      }
+      std::fill(held.begin(), held.end(), 0.0L);
+      for (OpId v = 0; v < model_.num_ops(); ++v) held[result->assignment[v]] += model_.persistent_bytes[v];
+      long double above = 0;
+      for (DeviceId d = 0; d < model_.num_devices(); ++d) {
+        above += std::max<long double>(0, held[d] - model_.capacity_bytes[d]);
+      }
+      const int64_t above_bytes =
+          above >= static_cast<long double>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(above);
+      const PortfolioScore score = portfolio::ScoreFromMember(model_, result->assignment, {above_bytes, 0}, i);
+      Candidate c{std::move(result->assignment), score, std::nullopt};
+      if (!chosen || portfolio::BetterScore(c.score, chosen->score)) chosen = std::move(c);
+    }
+    if (!chosen) return std::nullopt;
+    out_.winner = std::string(members_[chosen->score.member_index]->name());
+    out_.assignment = std::move(chosen->assignment);
+    SimOptions scoring = ScoringSimOptions(model_);
+    if (model_.solver_chooses_window) {
+      out_.max_in_flight = 1;
+      scoring.max_in_flight = 1;
+    }
+    out_.winner_makespan_ns = ScoreSimulation(model_, simulator_.Run(out_.assignment, scoring)).makespan_ns;
     context_.Report("done", 1.0);
     return std::move(out_);
   }

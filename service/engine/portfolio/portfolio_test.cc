@@ -1,5 +1,6 @@
 #include "service/engine/portfolio/portfolio.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "service/engine/baselines/pipeline.h"
 #include "service/engine/model/model_builder.h"
 #include "service/engine/pardnn/pardnn_partitioner.h"
+#include "service/engine/plans/plan_model.h"
 #include "service/engine/sim/placement_score.h"
 #include "service/engine/sim/simulator.h"
 #include "tests/testutil/random_graph.h"
@@ -22,7 +24,7 @@ using baselines::PlaceWith;
 using baselines::ProblemBuilder;
 namespace {
 
-// Returns a fixed assignment (or an error), for checking how the portfolio chooses.
+// Returns a fixed assignment (or an error), for checking how the portfolio chooses; counts its calls.
 class FixedPartitioner final : public Partitioner {
  public:
   FixedPartitioner(std::string name, Assignment assignment, bool fail = false)
@@ -30,7 +32,9 @@ class FixedPartitioner final : public Partitioner {
   std::string_view name() const override { return name_; }
   std::string_view version() const override { return "7"; }
   std::string_view description() const override { return "fixed"; }
+  int calls() const { return calls_.load(); }
   absl::StatusOr<PartitionResult> Partition(const Model&, const SolveContext&) const override {
+    ++calls_;
     if (fail_) return absl::InternalError("broken on purpose");
     PartitionResult result;
     result.assignment = assignment_;
@@ -41,6 +45,7 @@ class FixedPartitioner final : public Partitioner {
   std::string name_;
   Assignment assignment_;
   bool fail_;
+  mutable std::atomic<int> calls_{0};
 };
 
 // a -> b, 1 ms of transfer between devices; each op's weights take 60% of a device.
@@ -154,9 +159,66 @@ TEST(PortfolioTest, VersionNamesItsMembersAndTheReplacementMembers) {
   FixedPartitioner a("a", {}), b("b", {}), c("c", {});
   auto portfolio = MakePortfolioPartitioner({&a, &b});
   EXPECT_EQ(portfolio->name(), "auto");
-  EXPECT_EQ(portfolio->version(), "5:a@7,b@7;replace@4:b@7");
+  EXPECT_EQ(portfolio->version(), "6:a@7,b@7;replace@4:b@7");
   auto other = MakePortfolioPartitioner({&a, &b}, PortfolioOptions(), {&b, &c});
-  EXPECT_EQ(other->version(), "5:a@7,b@7;replace@4:b@7,c@7");
+  EXPECT_EQ(other->version(), "6:a@7,b@7;replace@4:b@7,c@7");
+}
+
+// Where no placement can fit (three ops of 800 persistent bytes, two devices of 1000), `auto` answers
+// from the members that take no time of their own — pardnn and stages are not run — choosing the least
+// persistent bytes above capacity, counted (all on one device: 1400; 2 + 1: 600, the first of the
+// two such answers); on a training plan whose window is open, with W = 1, the window that holds least.
+TEST(PortfolioTest, WhereNothingCanFitTheQuickMembersAnswerAtOnce) {
+  ProblemBuilder p;
+  for (int i = 0; i < 3; ++i) p.AddOp(100, 10, 800);
+  p.AddEdge(0, 1, 10);
+  p.AddEdge(1, 2, 10);
+  p.AddDevices(2, 1000);
+  const Model model = p.Build();
+  ASSERT_TRUE(MemoryCannotFit(model));
+  FixedPartitioner pardnn("pardnn", {0, 1, 0});
+  FixedPartitioner stages("stages", {0, 1, 0});
+  FixedPartitioner together("together", {0, 0, 0});
+  FixedPartitioner two_and_one("two_and_one", {0, 0, 1});
+  FixedPartitioner one_and_two("one_and_two", {0, 1, 1});
+  auto portfolio = MakePortfolioPartitioner({&pardnn, &together, &stages, &two_and_one, &one_and_two});
+  absl::StatusOr<PartitionResult> result = portfolio->Partition(model, SolveContext());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->winner, "two_and_one");
+  EXPECT_EQ(result->assignment, (Assignment{0, 0, 1}));
+  EXPECT_FALSE(result->time_limited);
+  EXPECT_EQ(pardnn.calls(), 0);
+  EXPECT_EQ(stages.calls(), 0);
+  EXPECT_EQ(together.calls(), 1);
+  // With nothing but searching members, the portfolio runs as ever.
+  auto searching_only = MakePortfolioPartitioner({&pardnn});
+  ASSERT_TRUE(searching_only->Partition(model, SolveContext()).ok());
+  EXPECT_EQ(pardnn.calls(), 1);
+
+  // A training plan, the window open, real quick members: W = 1.
+  testutil::RandomGraphOptions options;
+  options.num_ops = 200;
+  options.num_devices = 4;
+  options.persistent_fraction = 1.0;
+  options.min_persistent_bytes = 8 << 20;
+  options.max_persistent_bytes = 16 << 20;
+  options.device_memory_bytes = int64_t{64} << 20;
+  options.seed = 5;
+  v1::PlaceRequest request = testutil::RandomLayeredRequest(options);
+  request.mutable_options()->set_microbatches(4);
+  absl::StatusOr<Model> full = BuildModel(request);
+  ASSERT_TRUE(full.ok()) << full.status();
+  const PlanModel plan(*full, 1);
+  ASSERT_TRUE(MemoryCannotFit(plan.model()));
+  ASSERT_TRUE(plan.model().solver_chooses_window);
+  const std::unique_ptr<Partitioner> m_topo = MakeMTopoPartitioner();
+  const std::unique_ptr<Partitioner> metis = MakeMetisPartitioner();
+  auto real = MakePortfolioPartitioner({&pardnn, m_topo.get(), metis.get()});
+  result = real->Partition(plan.model(), SolveContext());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->max_in_flight, 1);
+  EXPECT_NE(result->winner, "pardnn");
+  EXPECT_EQ(pardnn.calls(), 1) << "pardnn ran";
 }
 
 // `auto` over pardnn and the real baselines is never worse than any member, on random graphs with tight
@@ -186,6 +248,8 @@ TEST(PortfolioTest, NeverWorseThanAnyMember) {
     options.seed = seed;
     absl::StatusOr<Model> model = BuildModel(testutil::RandomLayeredRequest(options));
     ASSERT_TRUE(model.ok()) << model.status();
+    // Where nothing can fit, the portfolio answers from its quick members alone (as documented).
+    ASSERT_FALSE(MemoryCannotFit(*model));
     SolveContext context;
     context.seed = seed;
     absl::StatusOr<PartitionResult> best = portfolio->Partition(*model, context);
