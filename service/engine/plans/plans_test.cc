@@ -64,6 +64,16 @@ TEST(PlanModelTest, ReplicaCountsAreTheDivisorsWhoseGroupHoldsEveryPin) {
   EXPECT_EQ(group.model().ring_link.size(), 3u);
 }
 
+// The chain's a, b on gpu0 and c, d on gpu1: a two-stage pipeline.
+Assignment TwoStages(const Model& model) {
+  Assignment assignment(model.num_ops());
+  assignment[OpNamed(model, "a")] = 0;
+  assignment[OpNamed(model, "b")] = 0;
+  assignment[OpNamed(model, "c")] = 1;
+  assignment[OpNamed(model, "d")] = 1;
+  return assignment;
+}
+
 // The window search returns the fastest W that fits: with memory for only a few microbatches' outputs
 // in flight, the larger windows overflow; every W is checked against a brute force over all of them.
 TEST(WindowSearchTest, FastestFeasibleWindowMatchesBruteForce) {
@@ -72,12 +82,7 @@ TEST(WindowSearchTest, FastestFeasibleWindowMatchesBruteForce) {
     ASSERT_TRUE(full.ok()) << full.status();
     const PlanModel plan(*full, 1);
     const Model& model = plan.model();
-    // a, b on gpu0; c, d on gpu1: a two-stage pipeline.
-    Assignment assignment(model.num_ops());
-    assignment[OpNamed(model, "a")] = 0;
-    assignment[OpNamed(model, "b")] = 0;
-    assignment[OpNamed(model, "c")] = 1;
-    assignment[OpNamed(model, "d")] = 1;
+    const Assignment assignment = TwoStages(model);
     Simulator sim(model);
     const WindowChoice choice = ChooseWindow(model, assignment, sim);
     int32_t brute_window = 0;
@@ -107,11 +112,7 @@ TEST(WindowSearchTest, AStoppedSearchTakesTheFirstFittingOfNoWindowTheWorkingWin
     ASSERT_TRUE(full.ok()) << full.status();
     const PlanModel plan(*full, 1);
     const Model& model = plan.model();
-    Assignment assignment(model.num_ops());
-    assignment[OpNamed(model, "a")] = 0;
-    assignment[OpNamed(model, "b")] = 0;
-    assignment[OpNamed(model, "c")] = 1;
-    assignment[OpNamed(model, "d")] = 1;
+    const Assignment assignment = TwoStages(model);
     Simulator sim(model);
     const int32_t working = model.plan.Window();
     int32_t expected = 0;
