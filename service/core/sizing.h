@@ -90,9 +90,10 @@ inline constexpr int64_t kReservePercent = 10;
 // Only the best max(2, workers) contenders are solved again, in one wave on the workers.
 inline constexpr double kContenderPercent = 10.0;
 
-// The shares of the two rounds (each at least 1 ms and at most `budget`). With few candidates
-// (n <= 4 x max(2, w) at 80 %) the second share would be no longer than the first: the first round then
-// takes the whole budget, B x w / n, and nothing is refined.
+// The first round's share and the second's nominal one (each at least 1 ms and at most `budget`). With
+// few candidates (n <= 4 x max(2, w) at 80 %) the nominal second share would be no longer than the
+// first: the first round then takes the whole budget, B x w / n, and a second round runs only when the
+// first ends early enough to leave a longer share (SecondRoundShare).
 absl::Duration FirstRoundShare(absl::Duration budget, int32_t workers, int32_t candidates);
 absl::Duration RefineShare(absl::Duration budget, int32_t workers);
 
