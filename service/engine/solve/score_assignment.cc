@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "service/engine/sim/constraints.h"
+#include "service/engine/sim/placement_score.h"
 #include "service/engine/sim/simulator.h"
 
 namespace placement::engine {
@@ -88,7 +89,14 @@ v1::Placement ScoreAssignment(const Model& model, const Assignment& assignment,
     reasons.push_back(absl::StrCat(broken.size(), " constraint violation(s), first: ",
                                    broken.front().description));
   }
-  if (!sim.MemoryFits(model)) reasons.push_back(OverflowReason(model, sim));
+  if (!sim.MemoryFits(model)) {
+    // Where no assignment at all could fit, say so first: more memory (or devices) is the only fix.
+    reasons.push_back(MemoryCannotFit(model)
+                          ? absl::StrCat("no placement fits these devices (the ops' persistent bytes exceed "
+                                         "their memory together, or one op's own bytes the largest): ",
+                                         OverflowReason(model, sim))
+                          : OverflowReason(model, sim));
+  }
   placement.set_outcome(reasons.empty() ? v1::FEASIBLE : v1::INFEASIBLE);
   placement.set_reason(absl::StrJoin(reasons, "; "));
   return placement;

@@ -129,6 +129,23 @@ TEST(ScoreAssignmentTest, OverflowNamesTheDeviceAndTheBytesShort) {
   EXPECT_EQ(placement.outcome(), v1::INFEASIBLE);
   EXPECT_THAT(placement.reason(), HasSubstr("\"" + request.cluster().devices(0).name() + "\""));
   EXPECT_THAT(placement.reason(), HasSubstr("100 bytes short"));
+  // Another assignment could fit: the reason is the overflow alone.
+  EXPECT_THAT(placement.reason(), ::testing::Not(HasSubstr("no placement fits")));
+
+  // No assignment could: every device smaller than a third of the persistent bytes. The reason says so
+  // first.
+  int64_t persistent = 0;
+  for (const v1::Op& op : request.graph().ops()) persistent += op.persistent_bytes();
+  ASSERT_GT(persistent, 0);
+  for (v1::Device& device : *request.mutable_cluster()->mutable_devices()) {
+    device.set_memory_bytes(persistent / 4);
+  }
+  absl::StatusOr<Model> hopeless = BuildModel(request);
+  ASSERT_TRUE(hopeless.ok()) << hopeless.status();
+  const v1::Placement nothing_fits = ScoreAssignment(*hopeless, Spread(*hopeless));
+  EXPECT_EQ(nothing_fits.outcome(), v1::INFEASIBLE);
+  EXPECT_THAT(nothing_fits.reason(), ::testing::StartsWith("no placement fits these devices"));
+  EXPECT_THAT(nothing_fits.reason(), HasSubstr("bytes short"));
 }
 
 }  // namespace
