@@ -177,22 +177,14 @@ class PortfolioRun {
   // ever, and report the members' errors).
   std::optional<PartitionResult> NothingFits() {
     std::optional<Candidate> chosen;
-    std::vector<long double> held(static_cast<size_t>(model_.num_devices()));
     for (int32_t i = 0; i < static_cast<int32_t>(members_.size()); ++i) {
       if (members_[i]->name() == "pardnn" || members_[i]->name() == "stages") continue;
       absl::StatusOr<PartitionResult> result = members_[i]->Partition(model_, context_);
       if (!result.ok() || !CheckAssignmentComplete(model_, result->assignment, members_[i]->name()).ok()) {
         continue;
       }
-      std::fill(held.begin(), held.end(), 0.0L);
-      for (OpId v = 0; v < model_.num_ops(); ++v) held[result->assignment[v]] += model_.persistent_bytes[v];
-      long double above = 0;
-      for (DeviceId d = 0; d < model_.num_devices(); ++d) {
-        above += std::max<long double>(0, held[d] - model_.capacity_bytes[d]);
-      }
-      const int64_t above_bytes =
-          above >= static_cast<long double>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(above);
-      const PortfolioScore score = portfolio::ScoreFromMember(model_, result->assignment, {above_bytes, 0}, i);
+      const PortfolioScore score = portfolio::ScoreFromMember(
+          model_, result->assignment, {PersistentBytesAboveCapacity(model_, result->assignment), 0}, i);
       Candidate c{std::move(result->assignment), score, std::nullopt};
       if (!chosen || portfolio::BetterScore(c.score, chosen->score)) chosen = std::move(c);
     }

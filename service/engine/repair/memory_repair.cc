@@ -922,7 +922,7 @@ RepairOutcome RepairMemory(const Model& model, const SolveContext& context,
     outcome.fits = score.Fits();
     outcome.overflow_bytes = score.overflow_bytes;
     outcome.makespan_ns = score.makespan_ns;
-    outcome.reason = "no placement fits: the ops' persistent bytes exceed the devices' memory together";
+    outcome.reason = kNoPlacementFitsReason;
     return outcome;
   }
   Repairer repairer(model, context, options);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -49,6 +50,17 @@ bool MemoryCannotFit(const Model& model) {
     if (own > largest && model.compute_ns[v] > 0) return true;
   }
   return persistent > capacity;
+}
+
+int64_t PersistentBytesAboveCapacity(const Model& model, const Assignment& assignment) {
+  // In long double: sums of int64 byte counts may exceed the int64 range.
+  std::vector<long double> held(static_cast<size_t>(model.num_devices()), 0.0L);
+  for (OpId v = 0; v < model.num_ops(); ++v) held[assignment[v]] += model.persistent_bytes[v];
+  long double above = 0;
+  for (DeviceId d = 0; d < model.num_devices(); ++d) {
+    above += std::max<long double>(0, held[d] - model.capacity_bytes[d]);
+  }
+  return above >= static_cast<long double>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(above);
 }
 
 bool MemoryCanBind(const Model& model) {

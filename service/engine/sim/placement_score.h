@@ -49,6 +49,14 @@ bool MemoryCanBind(const Model& model);
 // and output bytes (all held while it runs) exceed the largest capacity. Then the memory stages cannot
 // succeed and are skipped (the answer is INFEASIBLE either way, with its reason).
 bool MemoryCannotFit(const Model& model);
+// What an answer says first where MemoryCannotFit holds (only more memory helps, whatever the algorithm).
+inline constexpr char kNoPlacementFitsReason[] =
+    "no placement fits these devices (the ops' persistent bytes exceed their memory together, or one op's "
+    "own bytes the largest)";
+
+// Sum over devices of max(0, the persistent bytes `assignment` puts there - capacity), saturating at
+// INT64_MAX: an overflow counted without simulating (temporaries, outputs and received copies left out).
+int64_t PersistentBytesAboveCapacity(const Model& model, const Assignment& assignment);
 
 // The score of a simulation of an assignment of `model` (its peaks against model.capacity_bytes).
 PlacementScore ScoreSimulation(const Model& model, const SimResult& simulated);

@@ -105,6 +105,15 @@ TEST(PlacementScoreTest, MemoryCannotFitWhenThePersistentBytesExceedEveryDeviceT
   EXPECT_FALSE(MemoryCannotFit(model));
 }
 
+// Counted, not simulated: d0 (1000) and d1 (1550) against the persistent bytes each assignment puts there.
+TEST(PlacementScoreTest, PersistentBytesAboveCapacityCountsWhatEachDeviceHoldsForTheWholeStep) {
+  const Model model = TwoDeviceModel();  // a = 0, b = 1, c = 2
+  EXPECT_EQ(PersistentBytesAboveCapacity(model, {0, 1, 0}), 600);          // d0: 1600
+  EXPECT_EQ(PersistentBytesAboveCapacity(model, {1, 1, 1}), 1550);         // d1: 3100
+  EXPECT_EQ(PersistentBytesAboveCapacity(model, {0, 0, 1}), 2000);         // d0: 3000
+  EXPECT_EQ(PersistentBytesAboveCapacity(model, {0, 1, 1}), 500 + 50);     // d0: 1500, d1: 1600
+}
+
 TEST(ScoreSimulationTest, SumsWhatEachDeviceIsShortAndTakesTheMakespan) {
   const Model model = TwoDeviceModel();  // canonical ids follow names: a = 0, b = 1, c = 2
   Simulator simulator(model);

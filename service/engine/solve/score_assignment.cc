@@ -92,9 +92,7 @@ v1::Placement ScoreAssignment(const Model& model, const Assignment& assignment,
   if (!sim.MemoryFits(model)) {
     // Where no assignment at all could fit, say so first: more memory (or devices) is the only fix.
     reasons.push_back(MemoryCannotFit(model)
-                          ? absl::StrCat("no placement fits these devices (the ops' persistent bytes exceed "
-                                         "their memory together, or one op's own bytes the largest): ",
-                                         OverflowReason(model, sim))
+                          ? absl::StrCat(kNoPlacementFitsReason, ": ", OverflowReason(model, sim))
                           : OverflowReason(model, sim));
   }
   placement.set_outcome(reasons.empty() ? v1::FEASIBLE : v1::INFEASIBLE);
