@@ -119,9 +119,10 @@ def worker(args):
     """One of the two processes: every rank runs every plan (DistributedStep is collective)."""
     torch.set_num_threads(1)
     rank, _ = torch_dist.init_from_environment("gloo")
-    link = calibrate.measure_link()
+    link = calibrate.measure_link(transport=args.transport)
     ring_link = calibrate.measure_all_reduce()
     results = []
+    transport = "none"  # what the plans' messages went by (the last plan with any)
     for model_name in args.models.split(","):
         label, model, inputs, targets, loss_fn, optimizer = build(model_name)
         batch = inputs[0].shape[0]
@@ -151,7 +152,8 @@ def worker(args):
                 shared[0] = (request, placement)
             dist.broadcast_object_list(shared, src=0)
             request, placement = shared[0]
-            step = torch_dist.DistributedStep(traced[(m, d)], request, placement)
+            step = torch_dist.DistributedStep(traced[(m, d)], request, placement, transport=args.transport)
+            transport = step.transport if step.transport != "none" else transport
             steps.append((plan_label, k, m, d, algorithm, request, placement, step, []))
         dist.barrier()
         load_before = os.getloadavg()[0]
@@ -200,7 +202,8 @@ def worker(args):
             })
             print(json.dumps(results[-1]), flush=True)
     if rank == 0:
-        Path(args.results).write_text(json.dumps({"results": results, "link": link, "ring_link": ring_link}))
+        Path(args.results).write_text(json.dumps({"results": results, "link": link, "ring_link": ring_link,
+                                                  "transport": transport}))
     dist.destroy_process_group()
 
 
@@ -241,7 +244,10 @@ def table(data, steps, warmup, profile, rehearsals):
                        f"| {tau:.2f} | {statistics.median(rehearsed) * 100:.1f} % | {max(rehearsed) * 100:.1f} % "
                        f"| {tau_rehearsed:.2f} | {overhead / 1e3:.0f} us |")
     lines += summary
-    lines += ["", f"Link between the two processes (measured, the requests' intra_node link): {latency / 1e3:.1f} us + "
+    how = {"shm": "shared memory (placement.shm_channel)", "gloo": "gloo's isend / irecv"}.get(
+        data.get("transport", "gloo"), data.get("transport"))
+    lines += ["", f"Messages between the two processes: {how}. "
+              f"Link between them (measured, the requests' intra_node link): {latency / 1e3:.1f} us + "
               f"{bandwidth / 1e9:.2f} GB/s; their all-reduce (measured, the replica plans' ring link, api.md §2.1's "
               f"terms): {ring_latency / 1e3:.1f} us + {ring_bandwidth / 1e9:.2f} GB/s. Measured: median step (the slowest process, from a common barrier) "
               f"of {steps} steps after {warmup} warm-up steps, the plans taking turns; op costs: mean of {profile} calibration "
@@ -262,6 +268,8 @@ def main():
     parser.add_argument("--rehearsals", type=int, default=3, help="runs of each plan with sleeping ops")
     parser.add_argument("--out", default=str(HERE / "README.md"), help="markdown file with the markers")
     parser.add_argument("--results", default="", help="(internal) where rank 0 writes its results")
+    parser.add_argument("--transport", choices=("shm", "gloo"), default=None,
+                        help="messages between the two processes (default: shared memory where possible)")
     args = parser.parse_args()
     if "RANK" in os.environ:
         return worker(args)
@@ -274,7 +282,8 @@ def main():
     torch_dist.launch_local(2, [str(Path(__file__).resolve()), f"--offline={args.offline}", f"--models={args.models}",
                                 f"--steps={args.steps}", f"--warmup={args.warmup}", f"--profile={args.profile}",
                                 f"--time_limit={args.time_limit}", f"--rehearsals={args.rehearsals}",
-                                f"--results={results}"], stdout=sys.stdout)
+                                f"--results={results}"] + ([f"--transport={args.transport}"] if args.transport else []),
+                            stdout=sys.stdout)
     text = table(json.loads(results.read_text()), args.steps, args.warmup, args.profile, args.rehearsals)
     out = Path(args.out)
     page = out.read_text() if out.exists() else f"{BEGIN}\n{END}\n"

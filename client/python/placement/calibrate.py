@@ -13,10 +13,11 @@ measuring. With several `--kinds` (cpu, cuda) each kind is measured; compute_ns 
 a device of another kind gets speed = (first kind's total) / (its total): the request has one cost per
 op and a speed per device.
 
-The link: two processes (gloo, or NCCL on CUDA) send each other packed buffers of sizes from 64 bytes to
-4 MiB, as the runner sends a transfer (a copy into a fresh buffer, then isend / irecv); half the round
-trip, least squares over the sizes, gives latency + bytes / bandwidth, written as the cluster's
-intra_node link. The same two processes time all_reduce over sizes from 4 KiB to 16 MiB
+The link: two processes send each other packed buffers of sizes from 64 bytes to 4 MiB as the runner
+sends a transfer — on one host's CPUs a copy into shared memory the peer reads in place
+(placement.shm_channel), else (gloo across hosts, NCCL on CUDA, or `--transport=gloo`) a copy into a
+fresh buffer, then isend / irecv; half the round trip, least squares over the sizes, gives latency +
+bytes / bandwidth, written as the cluster's intra_node link. The same two processes time all_reduce over sizes from 4 KiB to 16 MiB
 (measure_all_reduce); where the request has D > 1 replica groups, the pairs its all-reduce rings join
 get that fit as `cluster.links` (on CPU a collective is ~3 x slower per byte than a message here).
 
@@ -26,6 +27,7 @@ is kept. A request whose ops the traced step does not have is refused.
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -34,7 +36,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from placement import plan_schedule, torch_dist, torch_export, torch_run
+from placement import plan_schedule, shm_channel, torch_dist, torch_export, torch_run
 
 LINK_SIZES = (64, 4096, 65536, 1 << 20, 4 << 20)
 ALL_REDUCE_SIZES = (4096, 65536, 1 << 20, 4 << 20, 16 << 20)
@@ -88,33 +90,85 @@ def _synchronize_every_op(step, device):
     step._execute = timed
 
 
-def measure_link(sizes=LINK_SIZES, repeats=20, device="cpu", group=None):
+def measure_link(sizes=LINK_SIZES, repeats=20, device="cpu", group=None, transport=None):
     """(latency ns, bytes per second) between ranks 0 and 1 of the process group (both call it, any
-    other rank returns at once): half the round trip of a packed buffer, fitted over `sizes`."""
+    other rank returns at once): half the round trip of a packed buffer, fitted over `sizes`, by the
+    transport the runner uses between them (torch_dist.DistributedStep's `transport`): shared memory
+    where both are on this host, on CPU, and gloo is not asked for; else the process group's isend and
+    irecv."""
     rank = dist.get_rank()
     result = torch.zeros(2, dtype=torch.float64, device=device)  # NCCL moves CUDA tensors only
+    channels = _link_channels(sizes, device, group, transport)
     if rank in (0, 1):
         peer = 1 - rank
         points = []
-        for size in sizes:
+        for index, size in enumerate(sizes):
             payload = torch.ones(size, dtype=torch.uint8, device=device)
             incoming = torch.empty(size, dtype=torch.uint8, device=device)
             times = []
             for i in range(repeats + 2):
-                if rank == 0:
-                    began = time.perf_counter_ns()
+                began = time.perf_counter_ns()
+                if channels is not None:
+                    # As the runner: pack into the peer's memory, say so; the answer is read in place.
+                    channels.begin_step(i)
+                    if rank == 0:
+                        channels.outbound(peer, index).copy_(payload)
+                        channels.notify(peer, index)
+                        channels.wait(peer, index, 300)
+                    else:
+                        channels.wait(peer, index, 300)
+                        channels.outbound(peer, index).copy_(channels.inbound(peer, index))
+                        channels.notify(peer, index)
+                elif rank == 0:
                     dist.isend(payload.clone(), peer, group=group, tag=i).wait()
                     dist.irecv(incoming, peer, group=group, tag=i).wait()
-                    times.append((time.perf_counter_ns() - began) / 2)
                 else:
                     dist.irecv(incoming, peer, group=group, tag=i).wait()
                     dist.isend(incoming.clone(), peer, group=group, tag=i).wait()
+                times.append((time.perf_counter_ns() - began) / 2)
             points.append((size, statistics.median(times[2:])) if rank == 0 else (size, 0.0))
         if rank == 0:
             latency, per_byte = _fit(points)
             result[0], result[1] = latency, (1e9 / per_byte if per_byte > 0 else 1e12)
+    if channels is not None:
+        dist.barrier(group=group)  # the last answer has been read before the memory goes
+        channels.close()
     dist.broadcast(result, src=0, group=group)
     return int(max(0.0, result[0].item())), float(result[1].item())
+
+
+def _link_channels(sizes, device, group, transport):
+    """Shared-memory channels between ranks 0 and 1 (one message of each size each way), where the
+    runner would use them; None where it would use the process group. Every rank calls it."""
+    rank = dist.get_rank()
+    wanted = transport != "gloo" and str(device) == "cpu" and dist.get_backend(group) == "gloo" and \
+        shm_channel.usable()
+    world = dist.get_world_size(group)
+    everyone = [None] * world
+    dist.all_gather_object(everyone, (shm_channel.host_key(), wanted, os.urandom(8).hex()), group=group)
+    if world < 2 or not (everyone[0][1] and everyone[1][1]) or everyone[0][0] != everyone[1][0]:
+        return None
+    channels, ok = None, True
+    if rank in (0, 1):
+        try:
+            channels = shm_channel.SameHostChannels(everyone[0][2], rank, {1 - rank: list(sizes)},
+                                                    {1 - rank: list(sizes)})
+        except (OSError, shm_channel.ChannelError):
+            ok = False
+    agreed = [None] * world
+    dist.all_gather_object(agreed, ok, group=group)
+    if all(agreed) and channels is not None:
+        try:
+            channels.open_peers()
+        except OSError:
+            ok = False
+    dist.all_gather_object(agreed, ok, group=group)
+    if channels is not None:
+        channels.forget_names()
+        if not all(agreed):
+            channels.close()
+            channels = None
+    return channels if all(agreed) else None
 
 
 def measure_all_reduce(sizes=ALL_REDUCE_SIZES, repeats=10, device="cpu", group=None):
@@ -197,7 +251,7 @@ def _link_only(args):
     """One process of the link measurement (started by launch_local)."""
     torch_dist.init_from_environment(None if args.kinds.split(",")[0] == "cuda" else "gloo")
     device = "cuda" if dist.get_backend() == "nccl" else "cpu"
-    latency, bandwidth = measure_link(device=device)
+    latency, bandwidth = measure_link(device=device, transport=args.transport)
     ring_latency, ring_bandwidth = measure_all_reduce(device=device)
     if dist.get_rank() == 0:
         print(json.dumps({"latency_ns": latency, "bandwidth_bytes_per_second": bandwidth,
@@ -229,6 +283,9 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads while measuring (CPU)")
     parser.add_argument("--no_link", action="store_true", help="keep the link; measure the op costs only")
     parser.add_argument("--link_only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--transport", choices=("shm", "gloo"), default=None,
+                        help="the link to measure between two CPU processes of this host, as the runner "
+                             "sends (placement.torch_dist): shared memory (default where possible) or gloo")
     args = parser.parse_args(argv)
     if args.link_only:
         return _link_only(args)
@@ -254,7 +311,8 @@ def main(argv=None):
     link = ring_link = None
     if not args.no_link:
         text = torch_dist.launch_local(2, ["-m", "placement.calibrate", "--link_only", f"--model={args.model}",
-                                           f"--kinds={kinds[0]}"], timeout_s=300)
+                                           f"--kinds={kinds[0]}"] + ([f"--transport={args.transport}"]
+                                                                     if args.transport else []), timeout_s=300)
         measured_link = json.loads(text.strip().splitlines()[-1])
         link = (measured_link["latency_ns"], measured_link["bandwidth_bytes_per_second"])
         ring = measured_link["all_reduce"]

@@ -834,6 +834,9 @@ examples:
                              "random numbers or normalises per microbatch or replica: then it says so)")
     parser.add_argument("--backend", choices=("gloo", "nccl"), default=None, help="default: nccl with CUDA")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads per process (CPU)")
+    parser.add_argument("--transport", choices=("shm", "gloo"), default=None,
+                        help="messages between processes of this host on CPU: shared memory (the default "
+                             "where /dev/shm has room) or gloo's send and receive")
     parser.add_argument("--module_split", metavar="FILE",
                         help="also write the plan as module-level split points (JSON), when it is one")
     parser.add_argument("--in_process", action="store_true",
@@ -928,7 +931,7 @@ def _main_rank(args):
             from placement import calibrate
 
             device = "cuda" if dist.get_backend() == "nccl" else "cpu"
-            link = calibrate.measure_link(device=device)
+            link = calibrate.measure_link(device=device, transport=args.transport)
             ring_link = calibrate.measure_all_reduce(device=device)
         shared = [prepare_plan(args, link, traced_step, ring_link) if rank == 0 else None]
         dist.broadcast_object_list(shared, src=0)
@@ -937,7 +940,7 @@ def _main_rank(args):
         raise SystemExit(f"the plan's cluster has {len(request['cluster']['devices'])} devices; {world} processes run")
     replicas = int((placement.get("plan") or {}).get("data_parallel") or 1)
     _, inputs, _, targets = _model(args, batch=args.batch * replicas)
-    step = torch_dist.DistributedStep(traced, request, placement)
+    step = torch_dist.DistributedStep(traced, request, placement, transport=args.transport)
     reference = None
     if args.check and rank == 0:
         full = trace(model, tuple(inputs), _model(args)[2], args.optimizer, tuple(targets))
@@ -945,7 +948,7 @@ def _main_rank(args):
     simulated = makespan_ns(placement)
     plan = placement.get("plan") or {}
     if rank == 0:
-        print(f"{world} processes ({dist.get_backend()}), plan: {plan.get('microbatches', 1)} microbatches, "
+        print(f"{world} processes ({dist.get_backend()}; messages: {step.transport}), plan: {plan.get('microbatches', 1)} microbatches, "
               f"{plan.get('max_in_flight', 1)} in flight, {replicas} replica group(s) of "
               f"{step.program.group_size} devices; simulated step {simulated / 1e6:.2f} ms", flush=True)
         if args.module_split:

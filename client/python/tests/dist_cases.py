@@ -4,7 +4,8 @@ unplaced full-batch step (used by test_torch_dist.py through torch_dist.launch_l
     python3 dist_cases.py CASES.json RESULTS.json     # in every process, with torchrun's environment
 
 CASES.json: [{"model": "cnn"|"transformer", "optimizer": "sgd"|"adam", "devices": K, "microbatches": M,
-"max_in_flight": W, "data_parallel": D, "placement": "round_robin"|"offline:ALGORITHM", "steps": S}].
+"max_in_flight": W, "data_parallel": D, "placement": "round_robin"|"offline:ALGORITHM", "steps": S,
+optional "ordered": bool and "transport": "shm"|"gloo"}].
 Every rank runs every case (building a DistributedStep is collective; ranks beyond K x D idle); rank 0
 writes, per case, the largest differences from the reference and the processes' timings.
 """
@@ -61,7 +62,8 @@ def run_case(case, offline):
             shared[0] = torch_run.place_offline(offline, request, case["placement"].split(":", 1)[1], time_limit_s=5)
     dist.broadcast_object_list(shared, src=0)
     placement = shared[0]
-    step = torch_dist.DistributedStep(traced, request, placement, ordered=case.get("ordered"))
+    step = torch_dist.DistributedStep(traced, request, placement, ordered=case.get("ordered"),
+                                      transport=case.get("transport"))
     rehearsal = None
     if case.get("rehearse_ns"):
         # Every op sleeps for the same cost; the schedule of those costs is what the run must take. It runs
@@ -95,6 +97,7 @@ def run_case(case, offline):
         "buffers": sorted(state["buffer"]),
         "step_ms": timing.step_ns / 1e6,
         "messages": timing.messages_sent,
+        "transport": step.transport,
         "rehearsal": rehearsal,
     }
 

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch.fx.experimental.proxy_tensor")
 
-from placement import calibrate, torch_export, torch_run  # noqa: E402
+from placement import calibrate, shm_channel, torch_export, torch_run  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,10 @@ def test_torch_run_calibrates_places_launches_and_checks(tmp_path, offline_binar
         capture_output=True, text=True, timeout=240, env=dict(os.environ))
     assert completed.returncode == 0, completed.stderr[-3000:]
     out = completed.stdout
-    assert "2 processes (gloo), plan: 4 microbatches, 2 in flight" in out
+    assert "2 processes (gloo; messages: " in out and "), plan: 4 microbatches, 2 in flight" in out
+    # Between two processes of one host the messages go through shared memory (none if one device won).
+    transport = out.split("messages: ")[1].split(")")[0]
+    assert transport in (("shm", "none") if shm_channel.usable() else ("gloo", "none")), out
     assert out.count("step ") >= 2 and "runner overhead" in out
     simulated = float(out.split("simulated step ")[1].split(" ms")[0])
     assert simulated > 0.5, "calibrated costs: this CPU's op times, not a V100's"

@@ -22,7 +22,7 @@ pytest.importorskip("torch.fx.experimental.proxy_tensor")
 pytest.importorskip("torch.distributed")
 
 from conftest import SOURCE_DIR  # noqa: E402
-from placement import module_split, torch_dist, torch_export, torch_run  # noqa: E402
+from placement import module_split, shm_channel, torch_dist, torch_export, torch_run  # noqa: E402
 from test_torch_run import InPlace  # noqa: E402 - a view read before and after an in-place write
 
 HERE = Path(__file__).resolve().parent
@@ -67,8 +67,14 @@ def test_plans_on_two_processes_equal_the_unplaced_step(tmp_path, offline_binary
         case("transformer", "sgd", 1, 1, 2),
         case("cnn", "sgd", 1, 4, 2, window=1),
         dict(case("transformer", "adam", 2, 4, 1, window=2), ordered=True),  # NCCL's way of posting, on gloo
+        dict(case("cnn", "adam", 2, 4, 1, window=2), transport="gloo"),  # messages over gloo, not shared memory
     ], offline_binary)
     check_numerics(results)
+    # Messages between the two processes of this host go through shared memory unless gloo is asked
+    # for (or the posting is NCCL's ordered one, which keeps the process group's sends).
+    shm = "shm" if shm_channel.usable() else "gloo"
+    expected = [shm] * 4 + ["none", "none", "gloo", "gloo"]  # D = 2 on one device each: no messages
+    assert [r["transport"] for r in results] == expected
 
 
 def test_a_rehearsal_runs_the_simulated_schedule_and_leaves_the_state(tmp_path, offline_binary):

@@ -6,6 +6,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("torch.fx.experimental.proxy_tensor")
 
+from placement import shm_channel  # noqa: E402
 from test_torch_dist import case, check_numerics, run_cases  # noqa: E402
 
 
@@ -19,3 +20,7 @@ def test_plans_on_four_processes_equal_the_unplaced_step(tmp_path, offline_binar
         dict(case("cnn", "sgd", 2, 4, 2, window=2), ordered=True),  # NCCL's way of posting, on gloo
     ], offline_binary)
     check_numerics(results)
+    # Rank 0's messages: through shared memory (within each replica group, gradients posted by the
+    # all-reduce thread included), none where each replica has one device, gloo when ordered.
+    shm = "shm" if shm_channel.usable() else "gloo"
+    assert [r["transport"] for r in results] == [shm] * 4 + ["none", "gloo"]
