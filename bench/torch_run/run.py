@@ -120,7 +120,7 @@ def worker(args):
     torch.set_num_threads(1)
     rank, _ = torch_dist.init_from_environment("gloo")
     link = calibrate.measure_link(transport=args.transport)
-    ring_link = calibrate.measure_all_reduce()
+    ring_link = calibrate.measure_all_reduce(transport=args.transport)
     results = []
     transport = "none"  # what the plans' messages went by (the last plan with any)
     for model_name in args.models.split(","):

@@ -4,8 +4,9 @@ of processes: what the transport alone changes in a measured step (placement.shm
     PYTHONPATH=client/python /usr/bin/python3 bench/torch_run/transports.py \
         --offline=build/service/offline/placement_offline [--models=cnn,resnet18] [--steps=10]
 
-For each model (run.py's models and batch sizes) and each plan of two devices (run.py's `m_etf`,
-`pardnn`, `pipeline, M=4`, `auto, M=4`), the step is traced, its op costs calibrated once, placed once,
+For each model (run.py's models and batch sizes) and each plan of two processes (run.py's `m_etf`,
+`pardnn`, `pipeline, M=4`, `auto, M=4` and its two replica plans, whose all-reduces change transport
+too), the step is traced, its op costs calibrated once, placed once,
 and then two DistributedSteps of that one placement — transport "gloo" and "shm" — run step by step in
 turn (warm-up steps first), so that the machine's load hits both alike. Prints, per plan, the median
 measured step of each and their ratio, the time each process spent waiting for messages, and the
@@ -29,26 +30,29 @@ import torch.distributed as dist  # noqa: E402
 from placement import calibrate, torch_dist, torch_export, torch_run  # noqa: E402
 import run as bench  # noqa: E402 - the models of bench/torch_run/run.py
 
-PLANS = [p for p in bench.PLANS if p[1] == 2]
+PLANS = [p for p in bench.PLANS if p[1] * p[4] == 2]  # two processes: K = 2, or two replicas of one device
 
 
 def worker(args):
     torch.set_num_threads(1)
     rank, _ = torch_dist.init_from_environment("gloo")
     link = calibrate.measure_link(transport="gloo")
+    ring_link = calibrate.measure_all_reduce(transport="gloo")
     rows = []
     for model_name in args.models.split(","):
         label, model, inputs, targets, loss_fn, optimizer = bench.build(model_name)
         batch = inputs[0].shape[0]
         pairs = []
         for plan_label, k, m, w, d, algorithm in PLANS:
-            micro = torch_export.split_microbatch(tuple(inputs), tuple(targets), m)
+            part = (tuple(t[:batch // d] for t in inputs), tuple(t[:batch // d] for t in targets))
+            micro = torch_export.split_microbatch(*part, m)
             traced = torch_run.trace(model, micro[0], loss_fn, optimizer, micro[1], microbatches=m)
-            request = traced.request(devices=k, device_kind="cpu", microbatches=m, max_in_flight=w)
+            request = traced.request(devices=k * d, device_kind="cpu", microbatches=m, max_in_flight=w,
+                                     data_parallel=d)
             shared = [None]
             if rank == 0:
-                costs = calibrate.measure_op_costs(traced, inputs, targets, runs=2)
-                request = calibrate.recost(request, costs, link)
+                costs = calibrate.measure_op_costs(traced, *part, runs=2)
+                request = calibrate.recost(request, costs, link, ring_link=ring_link)
                 shared[0] = (request, torch_run.place_offline(args.offline, request, algorithm, time_limit_s=10))
             dist.broadcast_object_list(shared, src=0)
             request, placement = shared[0]
@@ -65,7 +69,8 @@ def worker(args):
         if rank != 0:
             continue
         for plan_label, placement, steps, timings in pairs:
-            row = {"model": label, "plan": plan_label, "used": {t: s.transport for t, s in steps.items()},
+            used = {t: s.transport if s.transport != "none" else s.all_reduce_transport for t, s in steps.items()}
+            row = {"model": label, "plan": plan_label, "used": used,
                    "simulated_ms": int(placement["metrics"]["makespan_ns"]) / 1e6}
             for transport, values in timings.items():
                 row[transport + "_ms"] = statistics.median(v for v, _ in values) / 1e6

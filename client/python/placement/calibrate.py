@@ -96,6 +96,7 @@ def measure_link(sizes=LINK_SIZES, repeats=20, device="cpu", group=None, transpo
     transport the runner uses between them (torch_dist.DistributedStep's `transport`): shared memory
     where both are on this host, on CPU, and gloo is not asked for; else the process group's isend and
     irecv."""
+    torch_dist.retain_freed_memory()  # as in a step
     rank = dist.get_rank()
     result = torch.zeros(2, dtype=torch.float64, device=device)  # NCCL moves CUDA tensors only
     channels = _link_channels(sizes, device, group, transport)
@@ -171,34 +172,80 @@ def _link_channels(sizes, device, group, transport):
     return channels if all(agreed) else None
 
 
-def measure_all_reduce(sizes=ALL_REDUCE_SIZES, repeats=10, device="cpu", group=None):
+def measure_all_reduce(sizes=ALL_REDUCE_SIZES, repeats=10, device="cpu", group=None, transport=None):
     """(latency ns, bytes per second) of the ring all-reduce among the group's processes, in api.md
-    §2.1's terms: a float32 all_reduce of `size` bytes is timed (the slowest process's median) and
+    §2.1's terms: a float32 all-reduce of `size` bytes is timed (the slowest process's median) and
     t = a + b * size is fitted over `sizes`; §2.1 charges 2(W-1)/W * bytes / bandwidth + 2(W-1) *
     latency among W replicas, so bandwidth = 2(W-1)/W / b and latency = a / (2(W-1)). Every process of
-    the group calls it. A collective moves and sums the bytes on the processes' own cores (gloo), so on
-    CPU it is slower than the point-to-point link (a 45 MB all_reduce between two processes here: ~30 ms,
-    where the link measured by measure_link gives ~11 ms)."""
+    the group calls it. Timed as the runner all-reduces (torch_dist.DistributedStep's `transport`):
+    through shared memory where every process is on this host, on CPU, and gloo is not asked for
+    (placement.shm_channel.SameHostRing), else the process group's all_reduce. A collective moves and
+    sums the bytes on the processes' own cores, so on CPU it is slower than the point-to-point link (a
+    45 MB gloo all_reduce between two processes here: ~30 ms, where the link measured by measure_link
+    gives ~11 ms)."""
+    torch_dist.retain_freed_memory()  # as in a step: a sum's fresh tensor is not faulted in page by page
     world = dist.get_world_size(group)
+    ring = _measuring_ring([max(1, size // 4) * 4 for size in sizes], device, group, transport)
     points = []
-    for size in sizes:
+    for index, size in enumerate(sizes):
         tensor = torch.ones(max(1, size // 4), dtype=torch.float32, device=device)
         times = []
         for i in range(repeats + 2):
-            dist.barrier(group=group)
+            dist.barrier(group=group)  # also: every member has read the last round's parts
             began = time.perf_counter_ns()
-            dist.all_reduce(tensor, group=group)
+            if ring is not None:
+                ring.begin_step(i)
+                ring.contribute(index, tensor)
+                ring.total(index, tensor.dtype, tensor.shape, 300).div_(world)
+            else:
+                dist.all_reduce(tensor, group=group)
             if device != "cpu":
                 torch.cuda.synchronize()
             elapsed = torch.tensor([float(time.perf_counter_ns() - began)], dtype=torch.float64, device=device)
             dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=group)
             times.append(elapsed.item())
         points.append((tensor.numel() * 4, statistics.median(times[2:])))
+    if ring is not None:
+        dist.barrier(group=group)
+        ring.close()
     a, b = _fit(points)
     if world < 2:
         return 0, 1e12
     bandwidth = 1e9 * 2.0 * (world - 1) / world / b if b > 0 else 1e12  # b: ns per byte
     return int(max(0.0, a / (2.0 * (world - 1)))), float(bandwidth)
+
+
+def _measuring_ring(sizes, device, group, transport):
+    """A shared-memory ring of the group's processes (one item of each size), where the runner would
+    all-reduce through one; None where it would use the process group. Every process of it calls it."""
+    wanted = transport != "gloo" and str(device) == "cpu" and dist.get_backend(group) == "gloo" and \
+        shm_channel.usable()
+    world = dist.get_world_size(group)
+    everyone = [None] * world
+    dist.all_gather_object(everyone, (shm_channel.host_key(), wanted, os.urandom(8).hex(), dist.get_rank()),
+                           group=group)
+    if world < 2 or not all(x[1] for x in everyone) or len({x[0] for x in everyone}) != 1:
+        return None
+    position = dist.get_rank(group)
+    ring, ok = None, True
+    try:
+        ring = shm_channel.SameHostRing(everyone[0][2], position, [x[3] for x in everyone], sizes)
+    except (OSError, shm_channel.ChannelError):
+        ok = False
+    agreed = [None] * world
+    dist.all_gather_object(agreed, ok, group=group)
+    if all(agreed):
+        try:
+            ring.open_peers()
+        except OSError:
+            ok = False
+        dist.all_gather_object(agreed, ok, group=group)
+    if ring is not None:
+        ring.forget_names()
+        if not all(agreed):
+            ring.close()
+            ring = None
+    return ring
 
 
 def _fit(points):
@@ -252,7 +299,7 @@ def _link_only(args):
     torch_dist.init_from_environment(None if args.kinds.split(",")[0] == "cuda" else "gloo")
     device = "cuda" if dist.get_backend() == "nccl" else "cpu"
     latency, bandwidth = measure_link(device=device, transport=args.transport)
-    ring_latency, ring_bandwidth = measure_all_reduce(device=device)
+    ring_latency, ring_bandwidth = measure_all_reduce(device=device, transport=args.transport)
     if dist.get_rank() == 0:
         print(json.dumps({"latency_ns": latency, "bandwidth_bytes_per_second": bandwidth,
                           "all_reduce": {"latency_ns": ring_latency, "bandwidth_bytes_per_second": ring_bandwidth}}))

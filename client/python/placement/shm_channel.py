@@ -202,3 +202,81 @@ class SameHostChannels:
             region.close()
         self.forget_names()
         self.inbound_regions, self.outbound_regions = {}, {}
+
+
+class SameHostRing:
+    """An all-reduce among processes of one host through shared memory, for the runner's replica rings.
+
+    Each member writes its part of item i (a gradient tensor) into its own region, which every other
+    member maps, and notes (step, i × size + its position) on each other member's pipe; once a member
+    has the notes of all the others it sums the parts in ring order (position 0 first), so every member
+    computes the same bits, and a member's part is read where it lies. Per member and item: one copy in,
+    reads of every part, one sum written — no thread of a library. Regions hold each item once per step
+    (the runner's step barrier orders a rewrite after every read, as for messages).
+
+        ring = SameHostRing(token, position, members, sizes)   # members: ranks in ring order
+        ring.open_peers(); ring.forget_names()                  # after every member created its region
+        ring.begin_step(step)
+        ring.contribute(i, tensor)                               # copies in, notes the others
+        total = ring.total(i, dtype, shape, timeout_s)           # waits for the others, sums in ring order
+    """
+
+    def __init__(self, token, position, members, sizes):
+        self.token, self.position, self.members = token, position, list(members)
+        self.sizes = list(sizes)
+        self.step = 0
+        self.own = _Region(self._path(position), self.sizes, create=True)
+        self.peers = {}
+
+    def _path(self, position):
+        return os.path.join(DIRECTORY, f"placement-{self.token}-ring-{self.members[position]}")
+
+    def open_peers(self):
+        for j in range(len(self.members)):
+            if j != self.position:
+                self.peers[j] = _Region(self._path(j), self.sizes, create=False)
+
+    def forget_names(self):
+        for suffix in (".mem", ".fifo"):
+            try:
+                os.unlink(self._path(self.position) + suffix)
+            except FileNotFoundError:
+                pass
+
+    def begin_step(self, step):
+        self.step = step & 0x7FFFFFFF
+        self.own.arrived.clear()
+
+    def contribute(self, item, tensor):
+        view = self.own.view(item)
+        view.view(tensor.dtype).view(tensor.shape).copy_(tensor)
+        note = _NOTE.pack(self.step, item * len(self.members) + self.position)
+        for region in self.peers.values():
+            os.write(region.fifo, note)
+
+    def total(self, item, dtype, shape, timeout_s):
+        size = len(self.members)
+        own = self.own
+        for j in self.peers:
+            while item * size + j not in own.arrived:
+                ready, _, _ = select.select([own.fifo], [], [], timeout_s)
+                if not ready:
+                    raise ChannelError(f"no part of all-reduce item {item} from process {self.members[j]} "
+                                       f"within {timeout_s:g} s")
+                data = os.read(own.fifo, 4096 // _NOTE.size * _NOTE.size)
+                for offset in range(0, len(data) - len(data) % _NOTE.size, _NOTE.size):
+                    step, number = _NOTE.unpack_from(data, offset)
+                    if step == self.step:
+                        own.arrived.add(number)
+        parts = [(own if j == self.position else self.peers[j]).view(item).view(dtype).view(shape)
+                 for j in range(size)]
+        out = torch.add(parts[0], parts[1]) if size > 1 else parts[0].clone()
+        for part in parts[2:]:
+            out.add_(part)
+        return out
+
+    def close(self):
+        for region in [self.own] + list(self.peers.values()):
+            region.close()
+        self.forget_names()
+        self.peers = {}

@@ -15,7 +15,9 @@ messages that follow the simulator's transfers: one per producer instance and de
 per-microbatch op's copy, a once op's output, an accumulated gradient), sent the moment its producer
 finishes. A gradient producer (a per-microbatch op feeding a once op, api.md) sums its copies on its own
 device; with D > 1 the sum is all-reduced (averaged) over the ring of the D processes that run that
-device in each replica group, in the simulator's ring order, before its once consumers read it. With
+device in each replica group, in the simulator's ring order, before its once consumers read it (where
+the ring's processes share a CPU host, through shared memory: each writes its part once and every one
+sums the parts in ring order, so the replicas hold the same bits; placement.shm_channel.SameHostRing). With
 a window W < M a process starts microbatch m only after every device of its group has finished
 microbatch m - W (each sends the others a token when it has).
 
@@ -268,7 +270,7 @@ class PlanProgram:
         s, devices, once = self.schedule, self.devices, self.once
         self.messages = {}  # (op, microbatch, kind, destination) -> Message
         position = {x: i for i, x in enumerate(self.nodes)}
-        meta = _node_metadata(self.traced)
+        self.meta = meta = _node_metadata(self.traced)  # node -> (shape, dtype, bytes)
         for index, t in enumerate(s.transfers):
             key = (t.op, t.microbatch, t.kind, t.destination)
             carried = sorted(self.needs.get((t.op, t.kind, t.destination), ()), key=position.get)
@@ -471,10 +473,12 @@ class DistributedStep:
             raise ValueError(f"transport must be 'shm' or 'gloo', not {transport!r}")
         self.timeout_s = timeout_s
         self.channels, self.shm_index, self.per_peer = None, {}, {}
+        self.ring, self.ring_items = None, {}  # the replica ring through shared memory, its items per producer
         if self.active:
             self._prepare_order()
-        # What this process's messages travel by: "shm", "gloo" (also NCCL's process group), "none".
+        # What this process's messages and all-reduces travel by: "shm", "gloo" (also NCCL's), "none".
         self.transport = _transport_of(self.per_peer, {})
+        self.all_reduce_transport = "gloo" if self.active and self.rings is not None else "none"
         if self.world > 1:
             self._open_channels(transport)
         if not self.active:
@@ -540,33 +544,54 @@ class DistributedStep:
                 sizes = out_sizes if m.source == d else in_sizes
                 self.shm_index[_slot_key(m)] = (peer_rank, len(sizes))
                 sizes.append(m.nbytes)
-        channels, error = None, None
+        # The replica ring of this device, where all its members share this host: one item per
+        # gradient tensor it all-reduces, in all_reduce_order.
+        p, k = self.program, self.program.group_size
+        members = [d + g * k for g in range(p.replicas)]
+        ring_sizes = []
+        if p.replicas > 1 and all(everyone[r]["host"] == mine["host"] for r in members):
+            for u in self.all_reduce_order:
+                self.ring_items[u] = []
+                for q in p.acc_nodes[u]:
+                    self.ring_items[u].append((q, len(ring_sizes)))
+                    ring_sizes.append(p.meta[q][2])
+        channels = ring = error = None
         try:
             channels = shm_channel.SameHostChannels(everyone[0]["token"], self.rank, outbound, inbound)
+            if self.ring_items:
+                ring = shm_channel.SameHostRing(everyone[0]["token"], self.replica, members, ring_sizes)
         except (OSError, shm_channel.ChannelError) as e:
             error = e
         created = [None] * self.world
         dist.all_gather_object(created, error is None)
+
+        def give_up(why):
+            for made in (channels, ring):
+                if made is not None:
+                    made.close()
+            self.shm_index, self.ring_items = {}, {}
+            self.transport_note = f"shared memory could not be {why} ({error or 'in another process'})"
+
         if not all(created):
-            if channels is not None:
-                channels.close()
-            self.shm_index = {}
-            self.transport_note = f"shared memory could not be set up ({error or 'in another process'})"
-            return
+            return give_up("set up")
         try:
             channels.open_peers()
+            if ring is not None:
+                ring.open_peers()
         except OSError as e:
             error = e
         opened = [None] * self.world
         dist.all_gather_object(opened, error is None)
-        channels.forget_names()  # every process has both sides open (or gives up): the names can go
+        # Every process has both sides open (or gives up): the names can go.
+        channels.forget_names()
+        if ring is not None:
+            ring.forget_names()
         if not all(opened):
-            channels.close()
-            self.shm_index = {}
-            self.transport_note = f"shared memory could not be opened ({error or 'in another process'})"
-            return
-        self.channels = channels
+            return give_up("opened")
+        self.channels, self.ring = channels, ring
         self.transport = _transport_of(self.per_peer, self.shm_index)
+        if ring is not None:
+            self.all_reduce_transport = "shm"
 
     def _load_state(self):
         """Parameters, optimizer state and buffers of this device's ops; replica groups start from
@@ -669,6 +694,8 @@ class DistributedStep:
         channels = self.channels
         if channels is not None:
             channels.begin_step(self.step_index)
+        if self.ring is not None:
+            self.ring.begin_step(self.step_index)
         for peer, messages in sorted(self.per_peer.items()):
             row = []
             for k, m in enumerate(messages):
@@ -938,6 +965,11 @@ class DistributedStep:
 
     def _start_all_reduce(self, u, acc, reducer_queue):
         p = self.program
+        if self.ring is not None:
+            for q, item in self.ring_items[u]:
+                self.ring.contribute(item, acc[q])
+            reducer_queue.put((u, None))  # the sums are taken on the all-reduce thread
+            return
         tensors = [acc[q] for q in p.acc_nodes[u]]
         if len({t.dtype for t in tensors}) == 1:
             flat = torch.cat([t.reshape(-1) for t in tensors]) if len(tensors) > 1 else tensors[0].reshape(-1).clone()
@@ -956,6 +988,11 @@ class DistributedStep:
                 if item is None:
                     return
                 u, works = item
+                if works is None:  # through shared memory
+                    for q, number in self.ring_items[u]:
+                        total = self.ring.total(number, acc[q].dtype, acc[q].shape, self.timeout_s)
+                        acc[q] = total.div_(p.replicas)
+                    works = ()
                 for work, flat, tensors in works:
                     work.wait()
                     if flat is None:

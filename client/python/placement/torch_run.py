@@ -932,7 +932,7 @@ def _main_rank(args):
 
             device = "cuda" if dist.get_backend() == "nccl" else "cpu"
             link = calibrate.measure_link(device=device, transport=args.transport)
-            ring_link = calibrate.measure_all_reduce(device=device)
+            ring_link = calibrate.measure_all_reduce(device=device, transport=args.transport)
         shared = [prepare_plan(args, link, traced_step, ring_link) if rank == 0 else None]
         dist.broadcast_object_list(shared, src=0)
         request, placement = shared[0]

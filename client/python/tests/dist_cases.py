@@ -98,6 +98,7 @@ def run_case(case, offline):
         "step_ms": timing.step_ns / 1e6,
         "messages": timing.messages_sent,
         "transport": step.transport,
+        "all_reduce_transport": step.all_reduce_transport,
         "rehearsal": rehearsal,
     }
 

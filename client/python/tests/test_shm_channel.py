@@ -102,3 +102,31 @@ def test_a_region_that_cannot_be_created_leaves_nothing_behind(folder):
 def test_host_key_names_this_boot():
     key = shm_channel.host_key()
     assert key.startswith(os.uname().nodename + "/") and key == shm_channel.host_key()
+
+
+def test_a_ring_sums_every_members_part_in_ring_order_the_same_in_every_member(folder):
+    members = [5, 7, 9]  # ranks, in ring order
+    sizes = [4 * 6, 4 * 3]  # two float32 items
+    rings = [shm_channel.SameHostRing("r", i, members, sizes) for i in range(3)]
+    for ring in rings:
+        ring.open_peers()
+    for ring in rings:
+        ring.forget_names()
+    assert os.listdir(folder) == []
+    parts = [torch.tensor([1e8, 1.0, -1e8, 0.5, 2.0, 3.0]) * (i + 1) for i in range(3)]
+    for step in range(2):
+        for ring, part in zip(rings, parts):
+            ring.begin_step(step)
+            ring.contribute(0, part.view(2, 3) + step)
+        totals = [ring.total(0, torch.float32, (2, 3), timeout_s=5) for ring in rings]
+        expected = ((parts[0] + step) + (parts[1] + step) + (parts[2] + step)).view(2, 3)  # ring order
+        for total in totals:
+            assert torch.equal(total, expected)  # bit for bit, in every member
+    # An item only rank 5 contributed to yet: a wait names a member still missing.
+    rings[0].contribute(1, torch.ones(3))
+    with pytest.raises(shm_channel.ChannelError, match="from process 9"):
+        rings[1].total(1, torch.float32, (3,), timeout_s=0.2)
+    with pytest.raises(shm_channel.ChannelError, match="from process 7"):
+        rings[0].total(1, torch.float32, (3,), timeout_s=0.2)
+    for ring in rings:
+        ring.close()

@@ -75,6 +75,8 @@ def test_plans_on_two_processes_equal_the_unplaced_step(tmp_path, offline_binary
     shm = "shm" if shm_channel.usable() else "gloo"
     expected = [shm] * 4 + ["none", "none", "gloo", "gloo"]  # D = 2 on one device each: no messages
     assert [r["transport"] for r in results] == expected
+    # The replica rings' all-reduces likewise (the ordered case has no replicas).
+    assert [r["all_reduce_transport"] for r in results] == ["none"] * 4 + [shm, shm, "none", "none"]
 
 
 def test_a_rehearsal_runs_the_simulated_schedule_and_leaves_the_state(tmp_path, offline_binary):

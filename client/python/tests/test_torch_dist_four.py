@@ -24,3 +24,4 @@ def test_plans_on_four_processes_equal_the_unplaced_step(tmp_path, offline_binar
     # all-reduce thread included), none where each replica has one device, gloo when ordered.
     shm = "shm" if shm_channel.usable() else "gloo"
     assert [r["transport"] for r in results] == [shm] * 4 + ["none", "gloo"]
+    assert [r["all_reduce_transport"] for r in results] == [shm, "none", shm, shm, shm, "gloo"]
