@@ -1,12 +1,13 @@
 """The simulator against placed training plans run for real by placement.torch_dist (one process per
-device, gloo on this machine's CPU).
+device on this machine's CPU; messages and all-reduces through shared memory, gloo's process group).
 
     PYTHONPATH=client/python /usr/bin/python3 bench/torch_run/run.py \
         --offline=build/service/offline/placement_offline [--models=cnn,transformer,resnet18] [--steps=5]
 
 For each model: trace the step as every plan needs it (one microbatch of the global batch / (D x M)),
 calibrate each traced step (placement.calibrate: op costs measured by the runner's own executor in one
-process, the link between the two processes measured once), place the calibrated request with
+process alone, and again by both processes at once — what an op costs while the other process computes
+too, which the plans of two processes get; the link between the two processes measured once), place the calibrated request with
 placement_offline for each plan (several algorithms, K = 1 and 2, M = 1 and 4, D = 1 and 2), then run
 every plan in two processes, the plans taking turns step by step so that a change in the machine's
 load hits them alike. Writes the table between the markers of bench/torch_run/README.md: simulated
@@ -132,23 +133,44 @@ def worker(args):
                 micro = torch_export.split_microbatch(tuple(t[:batch // d] for t in inputs),
                                                       tuple(t[:batch // d] for t in targets), m)
                 traced[(m, d)] = torch_run.trace(model, micro[0], loss_fn, optimizer, micro[1], microbatches=m)
-        dist.barrier()  # rank 1 is done tracing: it no longer competes with the calibration
-        if rank == 0:
-            meters = {key: calibrate.OpCostMeter(step, tuple(t[:batch // key[1]] for t in inputs),
-                                                 tuple(t[:batch // key[1]] for t in targets))
-                      for key, step in traced.items()}
-            for run in range(1 + args.profile):  # the traced steps in turn
-                for meter in meters.values():
-                    meter.sample(record=run > 0)
-            costs = {key: meter.costs() for key, meter in meters.items()}
+        # Op costs, two ways, their samples interleaved so that the machine's drift hits both alike: rank
+        # 0 alone (rank 1 waits), and — unless --solo_costs — both processes at once, each sample from a
+        # barrier: what an op costs while the other process computes too, as in every plan of two.
+        def meter(step, key):
+            return calibrate.OpCostMeter(step, tuple(t[:batch // key[1]] for t in inputs),
+                                         tuple(t[:batch // key[1]] for t in targets))
+
+        alone = {key: meter(step, key) for key, step in traced.items()} if rank == 0 else {}
+        together = {key: meter(step, key) for key, step in traced.items()} if not args.solo_costs else {}
+        for run in range(1 + args.profile):  # the traced steps in turn
+            for key in traced:
+                dist.barrier()
+                if rank == 0:
+                    alone[key].sample(record=run > 0)
+                dist.barrier()
+                if together:
+                    together[key].sample(record=run > 0)
+        costs = {key: m.costs() for key, m in alone.items()}
+        contended = {}
+        if together:
+            both = [None] * 2 if rank == 0 else None
+            dist.gather_object({key: m.costs() for key, m in together.items()}, both, dst=0)
+            if rank == 0:
+                contended = {key: {name: (both[0][key][name] + both[1][key][name]) // 2 for name in both[0][key]}
+                             for key in both[0]}
         steps = []
         for plan_label, k, m, w, d, algorithm in PLANS:
             request = traced[(m, d)].request(devices=k * d, device_kind="cpu", microbatches=m, max_in_flight=w,
                                              data_parallel=d)
             shared = [None]
             if rank == 0:
-                request = calibrate.recost(request, costs[(m, d)], link, ring_link=ring_link)
+                chosen = contended if contended and k * d > 1 else costs
+                solo_request = calibrate.recost(request, costs[(m, d)], link, ring_link=ring_link)
+                request = calibrate.recost(request, chosen[(m, d)], link, ring_link=ring_link)
                 placement = torch_run.place_offline(args.offline, request, algorithm, time_limit_s=args.time_limit)
+                # The same placement costed as if its ops ran alone (what the step would be simulated at
+                # without the contended costs): the two cost models side by side on one run.
+                placement["solo_ns"] = plan_schedule.simulate(solo_request, placement).makespan_ns
                 shared[0] = (request, placement)
             dist.broadcast_object_list(shared, src=0)
             request, placement = shared[0]
@@ -193,6 +215,7 @@ def worker(args):
                 "w": placement["plan"]["max_in_flight"], "devices_used": len(set(placement["device"])),
                 "winner": placement.get("provenance", {}).get("winner", ""),
                 "simulated_ns": int(placement["metrics"]["makespan_ns"]),
+                "solo_ns": int(placement["solo_ns"]),
                 "measured_ns": int(statistics.median(t.step_ns for t in timings)),
                 "replayed_ns": replayed,
                 "rehearsed_ns": int(statistics.median(rehearsals[plan_label])) if rehearsals else 0,
@@ -203,7 +226,7 @@ def worker(args):
             print(json.dumps(results[-1]), flush=True)
     if rank == 0:
         Path(args.results).write_text(json.dumps({"results": results, "link": link, "ring_link": ring_link,
-                                                  "transport": transport}))
+                                                  "transport": transport, "contended": not args.solo_costs}))
     dist.destroy_process_group()
 
 
@@ -220,8 +243,9 @@ def table(data, steps, warmup, profile, rehearsals):
              "| messages / step (rank 0) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     summary = ["", "| model | plans | median \\|measured / simulated - 1\\| | worst | Kendall's tau "
-                   "| median \\|rehearsed / simulated - 1\\| | worst | Kendall's tau, rehearsed | runner overhead per op |",
-               "|---|---|---|---|---|---|---|---|---|"]
+                   "| median \\|rehearsed / simulated - 1\\| | worst | Kendall's tau, rehearsed | runner overhead per op "
+                   "| the same placements, every op costed alone: median | worst | Kendall's tau |",
+               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for model in dict.fromkeys(r["model"] for r in results):
         rows = [r for r in results if r["model"] == model]
         base = {r["m"]: r for r in rows if r["k"] == 1 and r["d"] == 1}
@@ -240,10 +264,16 @@ def table(data, steps, warmup, profile, rehearsals):
         rehearsed = [abs(r["rehearsed_ns"] / r["simulated_ns"] - 1) for r in rows]
         tau_rehearsed = kendall_tau([r["simulated_ns"] for r in rows], [r["rehearsed_ns"] for r in rows])
         overhead = sum(r["overhead_ns"] for r in rows) / max(sum(r["instances"] for r in rows), 1)
+        solo = [r.get("solo_ns") or r["simulated_ns"] for r in rows]
+        solo_errors = [abs(r["measured_ns"] / x - 1) for r, x in zip(rows, solo)]
+        tau_solo = kendall_tau(solo, [r["measured_ns"] for r in rows])
         summary.append(f"| {model} | {len(rows)} | {statistics.median(errors) * 100:.0f} % | {max(errors) * 100:.0f} % "
                        f"| {tau:.2f} | {statistics.median(rehearsed) * 100:.1f} % | {max(rehearsed) * 100:.1f} % "
-                       f"| {tau_rehearsed:.2f} | {overhead / 1e3:.0f} us |")
+                       f"| {tau_rehearsed:.2f} | {overhead / 1e3:.0f} us | {statistics.median(solo_errors) * 100:.0f} % "
+                       f"| {max(solo_errors) * 100:.0f} % | {tau_solo:.2f} |")
     lines += summary
+    contended = (" (plans of two processes: both processes measuring at once, their mean; one-process plans: "
+                 "one process alone)") if data.get("contended") else " (one process alone)"
     how = {"shm": "shared memory (placement.shm_channel)", "gloo": "gloo's isend / irecv"}.get(
         data.get("transport", "gloo"), data.get("transport"))
     lines += ["", f"Messages between the two processes: {how}. "
@@ -251,7 +281,7 @@ def table(data, steps, warmup, profile, rehearsals):
               f"{bandwidth / 1e9:.2f} GB/s; their all-reduce (measured, the replica plans' ring link, api.md §2.1's "
               f"terms): {ring_latency / 1e3:.1f} us + {ring_bandwidth / 1e9:.2f} GB/s. Measured: median step (the slowest process, from a common barrier) "
               f"of {steps} steps after {warmup} warm-up steps, the plans taking turns; op costs: mean of {profile} calibration "
-              f"runs. Replayed: the placement's schedule with the op times the run itself took. Rehearsed: the "
+              f"runs{contended}. Replayed: the placement's schedule with the op times the run itself took. Rehearsed: the "
               f"plan run by the same processes with every op sleeping for its calibrated cost (median of "
               f"{rehearsals}). Speed-ups: over the 1-device plan at the same M."]
     return "\n".join(lines)
@@ -268,6 +298,9 @@ def main():
     parser.add_argument("--rehearsals", type=int, default=3, help="runs of each plan with sleeping ops")
     parser.add_argument("--out", default=str(HERE / "README.md"), help="markdown file with the markers")
     parser.add_argument("--results", default="", help="(internal) where rank 0 writes its results")
+    parser.add_argument("--solo_costs", action="store_true",
+                        help="cost every plan with op times measured in one process alone (default: the plans "
+                             "of two processes get op times measured by both processes at once)")
     parser.add_argument("--transport", choices=("shm", "gloo"), default=None,
                         help="messages between the two processes (default: shared memory where possible)")
     args = parser.parse_args()
@@ -282,7 +315,8 @@ def main():
     torch_dist.launch_local(2, [str(Path(__file__).resolve()), f"--offline={args.offline}", f"--models={args.models}",
                                 f"--steps={args.steps}", f"--warmup={args.warmup}", f"--profile={args.profile}",
                                 f"--time_limit={args.time_limit}", f"--rehearsals={args.rehearsals}",
-                                f"--results={results}"] + ([f"--transport={args.transport}"] if args.transport else []),
+                                f"--results={results}"] + ([f"--transport={args.transport}"] if args.transport else [])
+                            + (["--solo_costs"] if args.solo_costs else []),
                             stdout=sys.stdout)
     text = table(json.loads(results.read_text()), args.steps, args.warmup, args.profile, args.rehearsals)
     out = Path(args.out)

@@ -11,7 +11,11 @@ its aten calls and the runner's own work around them (what a device spends on it
 waiting for messages is not counted). On CUDA the device is synchronised after every op while
 measuring. With several `--kinds` (cpu, cuda) each kind is measured; compute_ns are the first kind's and
 a device of another kind gets speed = (first kind's total) / (its total): the request has one cost per
-op and a speed per device.
+op and a speed per device. With `--concurrent=N` (CPU) N processes run the step at once, each run
+starting together, and an op's cost is the mean over them: what it costs while N devices of this host
+compute, where they share its cores and memory (on the 2-core development VM two processes slow each
+other's ops by 10 % to 2 x, depending on the sitting) — the costs to give a plan that runs N processes
+here; one process alone suits a plan of one.
 
 The link: two processes send each other packed buffers of sizes from 64 bytes to 4 MiB as the runner
 sends a transfer — on one host's CPUs a copy into shared memory the peer reads in place
@@ -306,6 +310,33 @@ def _link_only(args):
     dist.destroy_process_group()
 
 
+def _traced_step(args):
+    """(traced step, the batch's inputs, targets, M) of the command line's model."""
+    model, inputs, loss_fn, targets = torch_export.builtin_model(args.model, args)
+    m = args.microbatches or 1
+    micro_inputs, micro_targets = torch_export.split_microbatch(tuple(inputs), tuple(targets), m) if m > 1 else \
+        (tuple(inputs), tuple(targets))
+    traced = torch_run.trace(model, micro_inputs, loss_fn, args.optimizer, micro_targets, microbatches=m)
+    return traced, inputs, targets, m
+
+
+def _costs_only(args):
+    """One of --concurrent processes (started by launch_local): every process runs the step, each run
+    starting from a barrier, and rank 0 prints the op costs averaged over the processes."""
+    torch_dist.init_from_environment("gloo")
+    torch.set_num_threads(args.threads)
+    traced, inputs, targets, _ = _traced_step(args)
+    meter = OpCostMeter(traced, inputs, targets, "cpu")
+    for run in range(1 + args.runs):
+        dist.barrier()
+        meter.sample(record=run > 0)
+    parts = [None] * dist.get_world_size()
+    dist.all_gather_object(parts, meter.costs())
+    if dist.get_rank() == 0:
+        print(json.dumps({name: int(statistics.fmean(part[name] for part in parts)) for name in parts[0]}))
+    dist.destroy_process_group()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python3 -m placement.calibrate",
@@ -330,28 +361,39 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads while measuring (CPU)")
     parser.add_argument("--no_link", action="store_true", help="keep the link; measure the op costs only")
     parser.add_argument("--link_only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--costs_only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--concurrent", type=int, default=1, metavar="N",
+                        help="measure the op costs in N processes at once, each running the step (CPU): what an "
+                             "op costs while N devices of this host compute, where they share cores and memory "
+                             "(default 1: one process alone)")
     parser.add_argument("--transport", choices=("shm", "gloo"), default=None,
                         help="the link to measure between two CPU processes of this host, as the runner "
                              "sends (placement.torch_dist): shared memory (default where possible) or gloo")
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if args.link_only:
         return _link_only(args)
+    if args.costs_only:
+        return _costs_only(args)
     if not args.out:
         parser.error("--out is required")
     kinds = args.kinds.split(",")
     if "cuda" in kinds and not torch.cuda.is_available():
         parser.error("--kinds names cuda; CUDA has no device here")
+    if args.concurrent < 1 or (args.concurrent > 1 and kinds != ["cpu"]):
+        parser.error("--concurrent takes a count of processes >= 1, measuring cpu alone")
     torch.set_num_threads(args.threads)
 
-    model, inputs, loss_fn, targets = torch_export.builtin_model(args.model, args)
-    m = args.microbatches or 1
-    micro_inputs, micro_targets = torch_export.split_microbatch(tuple(inputs), tuple(targets), m) if m > 1 else \
-        (tuple(inputs), tuple(targets))
-    traced = torch_run.trace(model, micro_inputs, loss_fn, args.optimizer, micro_targets, microbatches=m)
+    traced, inputs, targets, m = _traced_step(args)
     started = time.monotonic()
     totals, costs = {}, None
     for kind in kinds:
-        measured = measure_op_costs(traced, inputs, targets, runs=args.runs, device=kind)
+        if args.concurrent > 1:
+            text = torch_dist.launch_local(args.concurrent, ["-m", "placement.calibrate", "--costs_only", *argv],
+                                           timeout_s=1800)
+            measured = {name: int(ns) for name, ns in json.loads(text.strip().splitlines()[-1]).items()}
+        else:
+            measured = measure_op_costs(traced, inputs, targets, runs=args.runs, device=kind)
         totals[kind] = sum(measured.values())
         costs = costs or measured
     speeds = {kind: totals[kinds[0]] / totals[kind] for kind in kinds}
@@ -376,7 +418,8 @@ def main(argv=None):
     total = sum(int(op["compute_ns"]) for op in request["graph"]["ops"])
     link_text = (f"; link {link[0] / 1e3:.1f} us + {link[1] / 1e9:.2f} GB/s, all-reduce ring "
                  f"{ring_link[0] / 1e3:.1f} us + {ring_link[1] / 1e9:.2f} GB/s" if link else "")
-    print(f"{args.out}: {len(request['graph']['ops'])} ops, {total / 1e6:.2f} ms of op time on {kinds[0]}"
+    alone = f" ({args.concurrent} processes measuring at once)" if args.concurrent > 1 else ""
+    print(f"{args.out}: {len(request['graph']['ops'])} ops, {total / 1e6:.2f} ms of op time on {kinds[0]}{alone}"
           f"{link_text} ({time.monotonic() - started:.1f} s)", file=sys.stderr)
 
 

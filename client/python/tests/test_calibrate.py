@@ -128,3 +128,31 @@ def test_torch_run_calibrates_places_launches_and_checks(tmp_path, offline_binar
     usage = subprocess.run([sys.executable, "-m", "placement.torch_run", "--help"], capture_output=True, text=True,
                            timeout=60, env=dict(os.environ))
     assert "torchrun --nproc_per_node=N -m placement.torch_run" in usage.stdout
+
+
+def test_costs_measured_by_processes_at_once(tmp_path):
+    """--concurrent=2: two processes run the step together and the request gets their mean op costs."""
+    out = tmp_path / "concurrent.json"
+    command = [sys.executable, "-m", "placement.calibrate", "--model=cnn", "--image_size=16", "--batch=8",
+               "--classes=10", "--width=8", "--devices=2", f"--out={out}", "--no_link", "--runs=1"]
+    completed = subprocess.run(command + ["--concurrent=2"], capture_output=True, text=True, timeout=240,
+                               env=dict(os.environ))
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "(2 processes measuring at once)" in completed.stderr
+    request = json.loads(out.read_text())
+    alone = torch_run.trace(*_small_cnn_step()).request(devices=2)
+    assert [op["name"] for op in request["graph"]["ops"]] == [op["name"] for op in alone["graph"]["ops"]]
+    assert all(int(op["compute_ns"]) >= 1 for op in request["graph"]["ops"])
+    refused = subprocess.run(command + ["--concurrent=0"], capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ))
+    assert refused.returncode != 0 and "--concurrent takes a count of processes" in refused.stderr
+
+
+def _small_cnn_step():
+    """The step the command line above traces (its model, one batch, the loss, the optimizer)."""
+    import argparse
+
+    args = argparse.Namespace(image_size=16, batch=8, classes=10, width=8, layers=2, d_model=64, heads=4, seq=32,
+                              vocab=1000)
+    model, inputs, loss_fn, targets = torch_export.builtin_model("cnn", args)
+    return model, tuple(inputs), loss_fn, "sgd", tuple(targets)
