@@ -69,6 +69,7 @@ class PardnnPartitioner final : public Partitioner {
         version_(options.refinement_max_simulations == 0 && options.retiming_rounds == 0 ? "8-quick" : "8") {}
 
   std::string_view name() const override { return "pardnn"; }
+  bool searches() const override { return true; }
   std::string_view version() const override { return version_; }
   std::string_view description() const override {
     return "ParDNN on its own: critical-path slicing into linear clusters, span/communication-aware "

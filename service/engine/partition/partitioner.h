@@ -103,6 +103,10 @@ class Partitioner {
   virtual std::string_view name() const = 0;  // api.md name, e.g. "pardnn"
   virtual std::string_view version() const = 0;  // bump whenever the output may change
   virtual std::string_view description() const = 0;
+  // Whether the algorithm searches with the time it is given (its answer improves with the time limit:
+  // pardnn's refinement, stages' exact search) rather than answering in a time of its own. A portfolio
+  // asks only the others where no answer can fit anyway (portfolio.h).
+  virtual bool searches() const { return false; }
   // Computes an assignment for `model`. Must be thread-safe (const, no shared mutable state).
   virtual absl::StatusOr<PartitionResult> Partition(const Model& model,
                                                     const SolveContext& context) const = 0;

@@ -100,6 +100,7 @@ class PortfolioPartitioner final : public Partitioner {
   }
 
   std::string_view name() const override { return "auto"; }
+  bool searches() const override { return true; }
   std::string_view version() const override { return version_; }
   std::string_view description() const override {
     return "Anytime portfolio (the default): pardnn first, every baseline's answer as a further seed, "
@@ -170,7 +171,7 @@ class PortfolioRun {
   // memory together, or one op's own bytes the largest device): every answer is INFEASIBLE whatever
   // the later stages do, so the portfolio answers at once rather than spend its time limit on a step
   // that cannot run (a sizing question asks this of every count too small for the model). The answer:
-  // of the members that take no time of their own (every member but pardnn and stages, which search),
+  // of the members that take no time of their own (not those that search: Partitioner::searches),
   // the one with the fewest constraint violations, then the least persistent bytes above capacity
   // (counted, not simulated), then member order; the window that holds least, W = 1, when the solver
   // chooses it. One simulation, for its step. None when no such member answers (then the stages run as
@@ -178,7 +179,7 @@ class PortfolioRun {
   std::optional<PartitionResult> NothingFits() {
     std::optional<Candidate> chosen;
     for (int32_t i = 0; i < static_cast<int32_t>(members_.size()); ++i) {
-      if (members_[i]->name() == "pardnn" || members_[i]->name() == "stages") continue;
+      if (members_[i]->searches()) continue;
       absl::StatusOr<PartitionResult> result = members_[i]->Partition(model_, context_);
       if (!result.ok() || !CheckAssignmentComplete(model_, result->assignment, members_[i]->name()).ok()) {
         continue;

@@ -273,6 +273,7 @@ class StagesPartitioner final : public Partitioner {
  public:
   explicit StagesPartitioner(StagesOptions options) : options_(std::move(options)) {}
   std::string_view name() const override { return "stages"; }
+  bool searches() const override { return true; }
   std::string_view version() const override { return options_.exact_search ? "1" : "1-chains"; }
   std::string_view description() const override {
     return "Stage planner (PipeDream / NeurIPS'20 DP): contiguous stages of a layer order chosen by "
