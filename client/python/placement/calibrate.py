@@ -160,20 +160,7 @@ def _link_channels(sizes, device, group, transport):
                                                     {1 - rank: list(sizes)})
         except (OSError, shm_channel.ChannelError):
             ok = False
-    agreed = [None] * world
-    dist.all_gather_object(agreed, ok, group=group)
-    if all(agreed) and channels is not None:
-        try:
-            channels.open_peers()
-        except OSError:
-            ok = False
-    dist.all_gather_object(agreed, ok, group=group)
-    if channels is not None:
-        channels.forget_names()
-        if not all(agreed):
-            channels.close()
-            channels = None
-    return channels if all(agreed) else None
+    return _set_up_together(channels, ok, group)
 
 
 def measure_all_reduce(sizes=ALL_REDUCE_SIZES, repeats=10, device="cpu", group=None, transport=None):
@@ -236,20 +223,28 @@ def _measuring_ring(sizes, device, group, transport):
         ring = shm_channel.SameHostRing(everyone[0][2], position, [x[3] for x in everyone], sizes)
     except (OSError, shm_channel.ChannelError):
         ok = False
-    agreed = [None] * world
+    return _set_up_together(ring, ok, group)
+
+
+def _set_up_together(made, ok, group):
+    """Collective: every process of `group` has created its side of a shared-memory channel or ring
+    (`made`, None where it takes no part or failed: `ok`); once all have, each opens the others' sides,
+    and the names go once all are open. Returns `made` where every process succeeded, else None (what
+    was made is closed)."""
+    agreed = [None] * dist.get_world_size(group)
     dist.all_gather_object(agreed, ok, group=group)
     if all(agreed):
-        try:
-            ring.open_peers()
-        except OSError:
-            ok = False
+        if made is not None:
+            try:
+                made.open_peers()
+            except OSError:
+                ok = False
         dist.all_gather_object(agreed, ok, group=group)
-    if ring is not None:
-        ring.forget_names()
+    if made is not None:
+        made.forget_names()
         if not all(agreed):
-            ring.close()
-            ring = None
-    return ring
+            made.close()
+    return made if all(agreed) else None
 
 
 def _fit(points):
