@@ -5,7 +5,8 @@ unplaced full-batch step (used by test_torch_dist.py through torch_dist.launch_l
 
 CASES.json: [{"model": "cnn"|"transformer", "optimizer": "sgd"|"adam", "devices": K, "microbatches": M,
 "max_in_flight": W, "data_parallel": D, "placement": "round_robin"|"offline:ALGORITHM", "steps": S,
-optional "ordered": bool and "transport": "shm"|"gloo"}].
+optional "ordered": bool, "transport": "shm"|"gloo" and "shm_full_on_rank": R (that process cannot
+reserve shared memory)}].
 Every rank runs every case (building a DistributedStep is collective; ranks beyond K x D idle); rank 0
 writes, per case, the largest differences from the reference and the processes' timings.
 """
@@ -62,8 +63,21 @@ def run_case(case, offline):
             shared[0] = torch_run.place_offline(offline, request, case["placement"].split(":", 1)[1], time_limit_s=5)
     dist.broadcast_object_list(shared, src=0)
     placement = shared[0]
-    step = torch_dist.DistributedStep(traced, request, placement, ordered=case.get("ordered"),
-                                      transport=case.get("transport"))
+    if case.get("shm_full_on_rank") == dist.get_rank():
+        # This process finds /dev/shm full: every process must then keep gloo, together.
+        import errno
+        from placement import shm_channel
+
+        def full(fd, offset, length):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        saved, shm_channel.os.posix_fallocate = shm_channel.os.posix_fallocate, full
+    try:
+        step = torch_dist.DistributedStep(traced, request, placement, ordered=case.get("ordered"),
+                                          transport=case.get("transport"))
+    finally:
+        if case.get("shm_full_on_rank") == dist.get_rank():
+            shm_channel.os.posix_fallocate = saved
     rehearsal = None
     if case.get("rehearse_ns"):
         # Every op sleeps for the same cost; the schedule of those costs is what the run must take. It runs

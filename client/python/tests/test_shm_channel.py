@@ -130,3 +130,19 @@ def test_a_ring_sums_every_members_part_in_ring_order_the_same_in_every_member(f
         rings[0].total(1, torch.float32, (3,), timeout_s=0.2)
     for ring in rings:
         ring.close()
+
+
+def test_a_full_shared_memory_is_refused_at_set_up_with_nothing_left(folder, monkeypatch):
+    """A container's /dev/shm is often 64 MB: a step whose messages do not fit fails here, at set-up
+    (the runner then keeps gloo), never with SIGBUS when a step writes past what tmpfs could give."""
+    import errno
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(shm_channel.os, "posix_fallocate", full)
+    with pytest.raises(shm_channel.ChannelError, match="cannot reserve 128 bytes of shared memory"):
+        shm_channel.SameHostChannels("full", 1, outbound={}, inbound={0: [100]})
+    with pytest.raises(shm_channel.ChannelError, match="larger /dev/shm"):
+        shm_channel.SameHostRing("full", 0, [3, 4], [8])
+    assert os.listdir(folder) == []

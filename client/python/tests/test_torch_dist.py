@@ -68,15 +68,16 @@ def test_plans_on_two_processes_equal_the_unplaced_step(tmp_path, offline_binary
         case("cnn", "sgd", 1, 4, 2, window=1),
         dict(case("transformer", "adam", 2, 4, 1, window=2), ordered=True),  # NCCL's way of posting, on gloo
         dict(case("cnn", "adam", 2, 4, 1, window=2), transport="gloo"),  # messages over gloo, not shared memory
+        dict(case("cnn", "sgd", 2, 1, 1), shm_full_on_rank=1),  # one process cannot: both keep gloo
     ], offline_binary)
     check_numerics(results)
     # Messages between the two processes of this host go through shared memory unless gloo is asked
     # for (or the posting is NCCL's ordered one, which keeps the process group's sends).
     shm = "shm" if shm_channel.usable() else "gloo"
-    expected = [shm] * 4 + ["none", "none", "gloo", "gloo"]  # D = 2 on one device each: no messages
+    expected = [shm] * 4 + ["none", "none", "gloo", "gloo", "gloo"]  # D = 2 on one device each: no messages
     assert [r["transport"] for r in results] == expected
     # The replica rings' all-reduces likewise (the ordered case has no replicas).
-    assert [r["all_reduce_transport"] for r in results] == ["none"] * 4 + [shm, shm, "none", "none"]
+    assert [r["all_reduce_transport"] for r in results] == ["none"] * 4 + [shm, shm, "none", "none", "none"]
 
 
 def test_a_rehearsal_runs_the_simulated_schedule_and_leaves_the_state(tmp_path, offline_binary):
