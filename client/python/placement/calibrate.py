@@ -187,7 +187,7 @@ def measure_all_reduce(sizes=ALL_REDUCE_SIZES, repeats=10, device="cpu", group=N
             if ring is not None:
                 ring.begin_step(i)
                 ring.contribute(index, tensor)
-                ring.total(index, tensor.dtype, tensor.shape, 300).div_(world)
+                ring.total(index, tensor.dtype, tensor.shape, 300, divide_by=world)
             else:
                 dist.all_reduce(tensor, group=group)
             if device != "cpu":

@@ -207,26 +207,39 @@ class SameHostChannels:
 class SameHostRing:
     """An all-reduce among processes of one host through shared memory, for the runner's replica rings.
 
-    Each member writes its part of item i (a gradient tensor) into its own region, which every other
-    member maps, and notes (step, i × size + its position) on each other member's pipe; once a member
-    has the notes of all the others it sums the parts in ring order (position 0 first), so every member
-    computes the same bits, and a member's part is read where it lies. Per member and item: one copy in,
-    reads of every part, one sum written — no thread of a library. Regions hold each item once per step
-    (the runner's step barrier orders a rewrite after every read, as for messages).
+    A reduce-scatter into one result every member reads in place. Each member writes its part of item i
+    (a gradient tensor) into its own region, which every other member maps, and notes it on each other
+    member's pipe; once it has every part, member j sums slice j of the elements (the parts in ring order,
+    position 0 first, then divided as asked) into the result region, which member 0 creates and all map,
+    and notes that. Once every slice is noted the item's result is whole, the same bits for every member.
+    Per member and item of n bytes: one copy in, reads of n, n / size written — against a read of every
+    part and n written by each member were each to sum it all, or gloo's copies and threads. Regions hold
+    each item once per step (the runner's step barrier orders a rewrite after every read, as for
+    messages), so a result may be used in place until the next step starts.
 
         ring = SameHostRing(token, position, members, sizes)   # members: ranks in ring order
-        ring.open_peers(); ring.forget_names()                  # after every member created its region
+        ring.open_peers(); ring.forget_names()                  # after every member created its regions
         ring.begin_step(step)
         ring.contribute(i, tensor)                               # copies in, notes the others
-        total = ring.total(i, dtype, shape, timeout_s)           # waits for the others, sums in ring order
+        total = ring.total(i, dtype, shape, timeout_s, divide_by=size)   # waits; the result, in place
     """
 
     def __init__(self, token, position, members, sizes):
         self.token, self.position, self.members = token, position, list(members)
         self.sizes = list(sizes)
         self.step = 0
-        self.own = _Region(self._path(position), self.sizes, create=True)
+        self.own = self.result = None
         self.peers = {}
+        self._created = []  # the names this member made (and only those may it unlink)
+        try:
+            self.own = _Region(self._path(position), self.sizes, create=True)
+            self._created.append(self._path(position))
+            if position == 0:
+                self.result = _Region(self._path(0) + "-sum", self.sizes, create=True)
+                self._created.append(self._path(0) + "-sum")
+        except BaseException:
+            self.close()
+            raise
 
     def _path(self, position):
         return os.path.join(DIRECTORY, f"placement-{self.token}-ring-{self.members[position]}")
@@ -235,48 +248,87 @@ class SameHostRing:
         for j in range(len(self.members)):
             if j != self.position:
                 self.peers[j] = _Region(self._path(j), self.sizes, create=False)
+        if self.result is None:
+            self.result = _Region(self._path(0) + "-sum", self.sizes, create=False)
 
     def forget_names(self):
-        for suffix in (".mem", ".fifo"):
-            try:
-                os.unlink(self._path(self.position) + suffix)
-            except FileNotFoundError:
-                pass
+        for name in self._created:
+            for suffix in (".mem", ".fifo"):
+                try:
+                    os.unlink(name + suffix)
+                except FileNotFoundError:
+                    pass
 
     def begin_step(self, step):
         self.step = step & 0x7FFFFFFF
         self.own.arrived.clear()
 
-    def contribute(self, item, tensor):
-        view = self.own.view(item)
-        view.view(tensor.dtype).view(tensor.shape).copy_(tensor)
-        note = _NOTE.pack(self.step, item * len(self.members) + self.position)
+    def _note(self, item, phase):
+        note = _NOTE.pack(self.step, (item * 2 + phase) * len(self.members) + self.position)
         for region in self.peers.values():
             os.write(region.fifo, note)
 
-    def total(self, item, dtype, shape, timeout_s):
+    def _wait(self, item, phase, timeout_s):
         size = len(self.members)
         own = self.own
         for j in self.peers:
-            while item * size + j not in own.arrived:
+            while (item * 2 + phase) * size + j not in own.arrived:
                 ready, _, _ = select.select([own.fifo], [], [], timeout_s)
                 if not ready:
-                    raise ChannelError(f"no part of all-reduce item {item} from process {self.members[j]} "
+                    what = "part" if phase == 0 else "sum"
+                    raise ChannelError(f"no {what} of all-reduce item {item} from process {self.members[j]} "
                                        f"within {timeout_s:g} s")
                 data = os.read(own.fifo, 4096 // _NOTE.size * _NOTE.size)
                 for offset in range(0, len(data) - len(data) % _NOTE.size, _NOTE.size):
                     step, number = _NOTE.unpack_from(data, offset)
                     if step == self.step:
                         own.arrived.add(number)
-        parts = [(own if j == self.position else self.peers[j]).view(item).view(dtype).view(shape)
-                 for j in range(size)]
-        out = torch.add(parts[0], parts[1]) if size > 1 else parts[0].clone()
-        for part in parts[2:]:
-            out.add_(part)
-        return out
+
+    def contribute(self, item, tensor):
+        view = self.own.view(item)
+        view.view(tensor.dtype).view(tensor.shape).copy_(tensor)
+        self._note(item, 0)
+
+    def total(self, item, dtype, shape, timeout_s, divide_by=None):
+        """The sum of every member's part of `item` (divided by `divide_by`), as a view of the shared
+        result: valid until the next step starts."""
+        size = len(self.members)
+        self._wait(item, 0, timeout_s)
+        result = self.result.view(item).view(dtype)
+        count = result.numel()
+        lo, hi = count * self.position // size, count * (self.position + 1) // size
+        if hi > lo:
+            parts = [(self.own if j == self.position else self.peers[j]).view(item).view(dtype)[lo:hi]
+                     for j in range(size)]
+            out = result[lo:hi]
+            if size > 1:
+                torch.add(parts[0], parts[1], out=out)
+            else:
+                out.copy_(parts[0])
+            for part in parts[2:]:
+                out.add_(part)
+            if divide_by is not None:
+                out.div_(divide_by)
+        self._note(item, 1)
+        self._wait(item, 1, timeout_s)
+        return result.view(shape)
+
+    def contains(self, tensor):
+        """Whether `tensor` lies in the ring's shared memory (what must be copied to outlive a step)."""
+        if not isinstance(tensor, torch.Tensor) or tensor.device.type != "cpu":
+            return False
+        pointer = tensor.untyped_storage().data_ptr() if hasattr(tensor, "untyped_storage") \
+            else tensor.storage().data_ptr()
+        for region in [self.own, self.result] + list(self.peers.values()):
+            if region is not None and region.tensor is not None:
+                base = region.tensor.data_ptr()
+                if base <= pointer < base + region.size:
+                    return True
+        return False
 
     def close(self):
-        for region in [self.own] + list(self.peers.values()):
-            region.close()
+        for region in [self.own, self.result] + list(self.peers.values()):
+            if region is not None:
+                region.close()
         self.forget_names()
         self.peers = {}

@@ -16,8 +16,9 @@ per-microbatch op's copy, a once op's output, an accumulated gradient), sent the
 finishes. A gradient producer (a per-microbatch op feeding a once op, api.md) sums its copies on its own
 device; with D > 1 the sum is all-reduced (averaged) over the ring of the D processes that run that
 device in each replica group, in the simulator's ring order, before its once consumers read it (where
-the ring's processes share a CPU host, through shared memory: each writes its part once and every one
-sums the parts in ring order, so the replicas hold the same bits; placement.shm_channel.SameHostRing). With
+the ring's processes share a CPU host, through shared memory: each writes its part once and sums its
+slice of every part, in ring order, into one result all read in place, so the replicas hold the same
+bits; a result that an op of the step writes in place is copied first; placement.shm_channel.SameHostRing). With
 a window W < M a process starts microbatch m only after every device of its group has finished
 microbatch m - W (each sends the others a token when it has).
 
@@ -160,7 +161,7 @@ class PlanProgram:
         for x, (kind, key, _) in zip([x for x in graph_nodes if x.op == "placeholder"], traced.placeholders):
             self.placeholder_kind[x] = (kind, key)
 
-        reads, war = self._analyse_versions()
+        reads, war, self.written_in_place = self._analyse_versions()
         # The order: the simulator's schedule, plus a zero-cost edge from each read to a later in-place
         # write of the same storage on the same device (the service's simulator has no such edge: the
         # exporter only orders writes before later reads).
@@ -184,7 +185,8 @@ class PlanProgram:
     def _analyse_versions(self):
         """For each (reader node, input node): the node whose op made the version the reader reads (the
         input itself, or the in-place write after which it is read). Also the (reader op, writer op)
-        pairs of reads followed by a write of the same storage (write-after-read)."""
+        pairs of reads followed by a write of the same storage (write-after-read), and the nodes whose
+        storage some op writes in place (a node and every alias of it)."""
         root, writes, exec_version, version_writer = {}, defaultdict(int), {}, {}
         readers_since = defaultdict(list)
         reads, war = {}, []
@@ -219,7 +221,8 @@ class PlanProgram:
                 if r not in written_roots:
                     readers_since[r].append(x)
             exec_version[x] = writes[root[x]]
-        return reads, war
+        written_in_place = {x for x in self.nodes if writes[root.get(x, x)] > 0}
+        return reads, war, written_in_place
 
     # -- where every read comes from ------------------------------------------------------------------
 
@@ -833,7 +836,8 @@ class DistributedStep:
         for holder, out in p.commits if self._sleep_ns is None else ():
             if holder in self.state:
                 value = store[_key(p, out, 0)]
-                if channels is not None and channels.contains(value):
+                if (channels is not None and channels.contains(value)) or \
+                        (self.ring is not None and self.ring.contains(value)):
                     value = value.clone()  # memory a peer rewrites next step
                 self.state[holder] = value
         if self._sleep_ns is not None:
@@ -990,8 +994,11 @@ class DistributedStep:
                 u, works = item
                 if works is None:  # through shared memory
                     for q, number in self.ring_items[u]:
-                        total = self.ring.total(number, acc[q].dtype, acc[q].shape, self.timeout_s)
-                        acc[q] = total.div_(p.replicas)
+                        total = self.ring.total(number, acc[q].dtype, acc[q].shape, self.timeout_s,
+                                                divide_by=p.replicas)
+                        # The ring's result is shared by its members: read in place unless an op of
+                        # this step writes in place where it lies (PlanProgram.written_in_place).
+                        acc[q] = total.clone() if q in p.written_in_place else total
                     works = ()
                 for work, flat, tensors in works:
                     work.wait()

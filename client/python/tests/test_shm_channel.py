@@ -106,30 +106,46 @@ def test_host_key_names_this_boot():
 
 def test_a_ring_sums_every_members_part_in_ring_order_the_same_in_every_member(folder):
     members = [5, 7, 9]  # ranks, in ring order
-    sizes = [4 * 6, 4 * 3]  # two float32 items
+    sizes = [4 * 7, 4 * 3]  # two float32 items (7 elements: slices of 2, 2 and 3)
     rings = [shm_channel.SameHostRing("r", i, members, sizes) for i in range(3)]
     for ring in rings:
         ring.open_peers()
     for ring in rings:
         ring.forget_names()
     assert os.listdir(folder) == []
-    parts = [torch.tensor([1e8, 1.0, -1e8, 0.5, 2.0, 3.0]) * (i + 1) for i in range(3)]
+    parts = [torch.tensor([1e8, 1.0, -1e8, 0.5, 2.0, 3.0, 7.0]) * (i + 1) for i in range(3)]
     for step in range(2):
         for ring, part in zip(rings, parts):
             ring.begin_step(step)
-            ring.contribute(0, part.view(2, 3) + step)
-        totals = [ring.total(0, torch.float32, (2, 3), timeout_s=5) for ring in rings]
-        expected = ((parts[0] + step) + (parts[1] + step) + (parts[2] + step)).view(2, 3)  # ring order
-        for total in totals:
-            assert torch.equal(total, expected)  # bit for bit, in every member
+            ring.contribute(0, part + step)
+        # Every member sums its slice, then waits for the others' (threads here, processes in a run).
+        totals = [None] * 3
+
+        def total(i):
+            totals[i] = rings[i].total(0, torch.float32, (7,), timeout_s=5, divide_by=3)
+
+        threads = [threading.Thread(target=total, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        expected = ((parts[0] + step) + (parts[1] + step) + (parts[2] + step)) / 3  # ring order
+        for i, result in enumerate(totals):
+            assert torch.equal(result, expected)  # bit for bit, in every member
+            assert rings[i].contains(result)  # the shared result, read in place
+            assert not rings[i].contains(result.clone())
     # An item only rank 5 contributed to yet: a wait names a member still missing.
     rings[0].contribute(1, torch.ones(3))
-    with pytest.raises(shm_channel.ChannelError, match="from process 9"):
+    with pytest.raises(shm_channel.ChannelError, match="no part of all-reduce item 1 from process 9"):
         rings[1].total(1, torch.float32, (3,), timeout_s=0.2)
-    with pytest.raises(shm_channel.ChannelError, match="from process 7"):
+    # Every part there, but the others have not summed their slices: the wait names one of them.
+    rings[1].contribute(1, torch.ones(3))
+    rings[2].contribute(1, torch.ones(3))
+    with pytest.raises(shm_channel.ChannelError, match="no sum of all-reduce item 1 from process (7|9)"):
         rings[0].total(1, torch.float32, (3,), timeout_s=0.2)
     for ring in rings:
         ring.close()
+    assert os.listdir(folder) == []
 
 
 def test_a_full_shared_memory_is_refused_at_set_up_with_nothing_left(folder, monkeypatch):
