@@ -21,8 +21,8 @@ The link: two processes send each other packed buffers of sizes from 64 bytes to
 sends a transfer — on one host's CPUs a copy into shared memory the peer reads in place
 (placement.shm_channel), else (gloo across hosts, NCCL on CUDA, or `--transport=gloo`) a copy into a
 fresh buffer, then isend / irecv; half the round trip, least squares over the sizes, gives latency +
-bytes / bandwidth, written as the cluster's intra_node link. The same two processes time all_reduce over sizes from 4 KiB to 16 MiB
-(measure_all_reduce); where the request has D > 1 replica groups, the pairs its all-reduce rings join
+bytes / bandwidth, written as the cluster's intra_node link. The same two processes time the all-reduce
+the runner runs over sizes from 4 KiB to 16 MiB (measure_all_reduce); where the request has D > 1 replica groups, the pairs its all-reduce rings join
 get that fit as `cluster.links` (on CPU a collective is ~3 x slower per byte than a message here).
 
 Re-costing: --request takes a request exported on another machine (or by another tool) for the same
@@ -31,7 +31,6 @@ is kept. A request whose ops the traced step does not have is refused.
 """
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -146,21 +145,18 @@ def _link_channels(sizes, device, group, transport):
     """Shared-memory channels between ranks 0 and 1 (one message of each size each way), where the
     runner would use them; None where it would use the process group. Every rank calls it."""
     rank = dist.get_rank()
-    wanted = transport != "gloo" and str(device) == "cpu" and dist.get_backend(group) == "gloo" and \
-        shm_channel.usable()
-    world = dist.get_world_size(group)
-    everyone = [None] * world
-    dist.all_gather_object(everyone, (shm_channel.host_key(), wanted, os.urandom(8).hex()), group=group)
-    if world < 2 or not (everyone[0][1] and everyone[1][1]) or everyone[0][0] != everyone[1][0]:
+    everyone = _shared_memory_peers(device, group, transport)
+    if len(everyone) < 2 or not (everyone[0]["wanted"] and everyone[1]["wanted"]) or \
+            everyone[0]["host"] != everyone[1]["host"]:
         return None
-    channels, ok = None, True
+    made, ok = [], True
     if rank in (0, 1):
         try:
-            channels = shm_channel.SameHostChannels(everyone[0][2], rank, {1 - rank: list(sizes)},
-                                                    {1 - rank: list(sizes)})
+            made.append(shm_channel.SameHostChannels(everyone[0]["token"], rank, {1 - rank: list(sizes)},
+                                                     {1 - rank: list(sizes)}))
         except (OSError, shm_channel.ChannelError):
             ok = False
-    return _set_up_together(channels, ok, group)
+    return made[0] if torch_dist.set_up_together(made, ok, group) and made else None
 
 
 def measure_all_reduce(sizes=ALL_REDUCE_SIZES, repeats=10, device="cpu", group=None, transport=None):
@@ -209,42 +205,24 @@ def measure_all_reduce(sizes=ALL_REDUCE_SIZES, repeats=10, device="cpu", group=N
 def _measuring_ring(sizes, device, group, transport):
     """A shared-memory ring of the group's processes (one item of each size), where the runner would
     all-reduce through one; None where it would use the process group. Every process of it calls it."""
-    wanted = transport != "gloo" and str(device) == "cpu" and dist.get_backend(group) == "gloo" and \
-        shm_channel.usable()
-    world = dist.get_world_size(group)
-    everyone = [None] * world
-    dist.all_gather_object(everyone, (shm_channel.host_key(), wanted, os.urandom(8).hex(), dist.get_rank()),
-                           group=group)
-    if world < 2 or not all(x[1] for x in everyone) or len({x[0] for x in everyone}) != 1:
+    everyone = _shared_memory_peers(device, group, transport)
+    if len(everyone) < 2 or not all(x["wanted"] for x in everyone) or len({x["host"] for x in everyone}) != 1:
         return None
-    position = dist.get_rank(group)
-    ring, ok = None, True
+    made, ok = [], True
     try:
-        ring = shm_channel.SameHostRing(everyone[0][2], position, [x[3] for x in everyone], sizes)
+        made.append(shm_channel.SameHostRing(everyone[0]["token"], dist.get_rank(group),
+                                             [x["rank"] for x in everyone], sizes))
     except (OSError, shm_channel.ChannelError):
         ok = False
-    return _set_up_together(ring, ok, group)
+    return made[0] if torch_dist.set_up_together(made, ok, group) else None
 
 
-def _set_up_together(made, ok, group):
-    """Collective: every process of `group` has created its side of a shared-memory channel or ring
-    (`made`, None where it takes no part or failed: `ok`); once all have, each opens the others' sides,
-    and the names go once all are open. Returns `made` where every process succeeded, else None (what
-    was made is closed)."""
-    agreed = [None] * dist.get_world_size(group)
-    dist.all_gather_object(agreed, ok, group=group)
-    if all(agreed):
-        if made is not None:
-            try:
-                made.open_peers()
-            except OSError:
-                ok = False
-        dist.all_gather_object(agreed, ok, group=group)
-    if made is not None:
-        made.forget_names()
-        if not all(agreed):
-            made.close()
-    return made if all(agreed) else None
+def _shared_memory_peers(device, group, transport):
+    """torch_dist.shared_memory_peers, each process wanting shared memory where the runner would send
+    through it: CPU, gloo, not asked for gloo, a usable /dev/shm."""
+    wanted = transport != "gloo" and str(device) == "cpu" and dist.get_backend(group) == "gloo" and \
+        shm_channel.usable()
+    return torch_dist.shared_memory_peers(wanted, group)
 
 
 def _fit(points):

@@ -64,6 +64,20 @@ def layout(sizes):
     return offsets, max(total, _ALIGN)
 
 
+def _lies_in(tensor, regions):
+    """Whether a CPU tensor's storage starts inside one of the open `regions`."""
+    if not isinstance(tensor, torch.Tensor) or tensor.device.type != "cpu":
+        return False
+    pointer = tensor.untyped_storage().data_ptr() if hasattr(tensor, "untyped_storage") \
+        else tensor.storage().data_ptr()
+    for region in regions:
+        if region is not None and region.tensor is not None:
+            base = region.tensor.data_ptr()
+            if base <= pointer < base + region.size:
+                return True
+    return False
+
+
 class _Region:
     def __init__(self, path, sizes, create):
         self.path = path
@@ -108,6 +122,31 @@ class _Region:
 
     def view(self, k):
         return self.tensor[self.offsets[k]:self.offsets[k] + self.sizes[k]]
+
+    def note(self, step, number):
+        """Writes (step, number) to this region's FIFO (the sender's side)."""
+        note = _NOTE.pack(step, number)
+        if os.write(self.fifo, note) != len(note):
+            raise ChannelError(f"a short write to the pipe {self.path}.fifo")
+
+    def await_note(self, number, step, timeout_s):
+        """Blocks until (step, number) has been read from this region's FIFO (the receiver's side); notes
+        of other steps are dropped, those of this step kept in `arrived`. False when timeout_s passes."""
+        while number not in self.arrived:
+            ready, _, _ = select.select([self.fifo], [], [], timeout_s)
+            if not ready:
+                return False
+            try:
+                data = os.read(self.fifo, 4096 // _NOTE.size * _NOTE.size)
+            except OSError as error:
+                if error.errno in (errno.EAGAIN, errno.EINTR):
+                    continue
+                raise
+            for offset in range(0, len(data) - len(data) % _NOTE.size, _NOTE.size):
+                noted_step, noted = _NOTE.unpack_from(data, offset)
+                if noted_step == step:
+                    self.arrived.add(noted)
+        return True
 
     def close(self):
         if self.fifo >= 0:
@@ -162,40 +201,16 @@ class SameHostChannels:
         return self.inbound_regions[peer].view(k)
 
     def notify(self, peer, k):
-        note = _NOTE.pack(self.step, k)
-        written = os.write(self.outbound_regions[peer].fifo, note)
-        if written != len(note):
-            raise ChannelError(f"a short write to the pipe of process {peer}")
+        self.outbound_regions[peer].note(self.step, k)
 
     def wait(self, peer, k, timeout_s):
         """Blocks until message k of this step from `peer` has been written."""
-        region = self.inbound_regions[peer]
-        while k not in region.arrived:
-            ready, _, _ = select.select([region.fifo], [], [], timeout_s)
-            if not ready:
-                raise ChannelError(f"no message from process {peer} within {timeout_s:g} s (message {k})")
-            try:
-                data = os.read(region.fifo, 4096 // _NOTE.size * _NOTE.size)
-            except OSError as error:
-                if error.errno in (errno.EAGAIN, errno.EINTR):
-                    continue
-                raise
-            for offset in range(0, len(data) - len(data) % _NOTE.size, _NOTE.size):
-                step, number = _NOTE.unpack_from(data, offset)
-                if step == self.step:
-                    region.arrived.add(number)
+        if not self.inbound_regions[peer].await_note(k, self.step, timeout_s):
+            raise ChannelError(f"no message from process {peer} within {timeout_s:g} s (message {k})")
 
     def contains(self, tensor):
         """Whether `tensor` lies in memory a peer writes (what must be copied before it outlives a step)."""
-        if not isinstance(tensor, torch.Tensor) or tensor.device.type != "cpu":
-            return False
-        pointer = tensor.untyped_storage().data_ptr() if hasattr(tensor, "untyped_storage") \
-            else tensor.storage().data_ptr()
-        for region in self.inbound_regions.values():
-            base = region.tensor.data_ptr()
-            if base <= pointer < base + region.size:
-                return True
-        return False
+        return _lies_in(tensor, self.inbound_regions.values())
 
     def close(self):
         for region in list(self.inbound_regions.values()) + list(self.outbound_regions.values()):
@@ -263,26 +278,19 @@ class SameHostRing:
         self.step = step & 0x7FFFFFFF
         self.own.arrived.clear()
 
+    def _number(self, item, phase, position):
+        return (item * 2 + phase) * len(self.members) + position
+
     def _note(self, item, phase):
-        note = _NOTE.pack(self.step, (item * 2 + phase) * len(self.members) + self.position)
         for region in self.peers.values():
-            os.write(region.fifo, note)
+            region.note(self.step, self._number(item, phase, self.position))
 
     def _wait(self, item, phase, timeout_s):
-        size = len(self.members)
-        own = self.own
         for j in self.peers:
-            while (item * 2 + phase) * size + j not in own.arrived:
-                ready, _, _ = select.select([own.fifo], [], [], timeout_s)
-                if not ready:
-                    what = "part" if phase == 0 else "sum"
-                    raise ChannelError(f"no {what} of all-reduce item {item} from process {self.members[j]} "
-                                       f"within {timeout_s:g} s")
-                data = os.read(own.fifo, 4096 // _NOTE.size * _NOTE.size)
-                for offset in range(0, len(data) - len(data) % _NOTE.size, _NOTE.size):
-                    step, number = _NOTE.unpack_from(data, offset)
-                    if step == self.step:
-                        own.arrived.add(number)
+            if not self.own.await_note(self._number(item, phase, j), self.step, timeout_s):
+                what = "part" if phase == 0 else "sum"
+                raise ChannelError(f"no {what} of all-reduce item {item} from process {self.members[j]} "
+                                   f"within {timeout_s:g} s")
 
     def contribute(self, item, tensor):
         view = self.own.view(item)
@@ -315,16 +323,7 @@ class SameHostRing:
 
     def contains(self, tensor):
         """Whether `tensor` lies in the ring's shared memory (what must be copied to outlive a step)."""
-        if not isinstance(tensor, torch.Tensor) or tensor.device.type != "cpu":
-            return False
-        pointer = tensor.untyped_storage().data_ptr() if hasattr(tensor, "untyped_storage") \
-            else tensor.storage().data_ptr()
-        for region in [self.own, self.result] + list(self.peers.values()):
-            if region is not None and region.tensor is not None:
-                base = region.tensor.data_ptr()
-                if base <= pointer < base + region.size:
-                    return True
-        return False
+        return _lies_in(tensor, [self.own, self.result] + list(self.peers.values()))
 
     def close(self):
         for region in [self.own, self.result] + list(self.peers.values()):

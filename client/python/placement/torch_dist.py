@@ -522,19 +522,14 @@ class DistributedStep:
         on one host, CPU, gloo's eager posting, nobody asking for gloo) and sets their channels up; if
         any process cannot, every pair keeps gloo (self.transport says which, self.transport_note why)."""
         self.transport_note = ""
-        wanted = (transport != "gloo" and self.eager and self.device.type == "cpu" and shm_channel.usable())
-        mine = {"host": shm_channel.host_key(), "wanted": bool(wanted), "token": os.urandom(8).hex()}
-        everyone = [None] * self.world
-        dist.all_gather_object(everyone, mine)
+        wanted = transport != "gloo" and self.eager and self.device.type == "cpu" and shm_channel.usable()
+        everyone = shared_memory_peers(wanted)
+        mine = everyone[self.rank]
         if not all(x["wanted"] for x in everyone):
             self.transport_note = "a process cannot use shared memory (or was asked for gloo)"
             return
         if not self.active:
-            # Takes part in the two agreements below, with nothing of its own to set up.
-            created = [None] * self.world
-            dist.all_gather_object(created, True)
-            if all(created):
-                dist.all_gather_object(created, True)
+            set_up_together([], True)  # takes part in the agreement, with nothing of its own to set up
             return
         d = self.local
         outbound, inbound = {}, {}
@@ -558,42 +553,22 @@ class DistributedStep:
                 for q in p.acc_nodes[u]:
                     self.ring_items[u].append((q, len(ring_sizes)))
                     ring_sizes.append(p.meta[q][2])
-        channels = ring = error = None
+        made, error = [], None
         try:
-            channels = shm_channel.SameHostChannels(everyone[0]["token"], self.rank, outbound, inbound)
+            made.append(shm_channel.SameHostChannels(everyone[0]["token"], self.rank, outbound, inbound))
             if self.ring_items:
-                ring = shm_channel.SameHostRing(everyone[0]["token"], self.replica, members, ring_sizes)
+                made.append(shm_channel.SameHostRing(everyone[0]["token"], self.replica, members, ring_sizes))
         except (OSError, shm_channel.ChannelError) as e:
             error = e
-        created = [None] * self.world
-        dist.all_gather_object(created, error is None)
-
-        def give_up(why):
-            for made in (channels, ring):
-                if made is not None:
-                    made.close()
+        if not set_up_together(made, error is None):
             self.shm_index, self.ring_items = {}, {}
-            self.transport_note = f"shared memory could not be {why} ({error or 'in another process'})"
-
-        if not all(created):
-            return give_up("set up")
-        try:
-            channels.open_peers()
-            if ring is not None:
-                ring.open_peers()
-        except OSError as e:
-            error = e
-        opened = [None] * self.world
-        dist.all_gather_object(opened, error is None)
-        # Every process has both sides open (or gives up): the names can go.
-        channels.forget_names()
-        if ring is not None:
-            ring.forget_names()
-        if not all(opened):
-            return give_up("opened")
-        self.channels, self.ring = channels, ring
+            self.transport_note = "shared memory could not be set up in every process" + (
+                f" ({error})" if error else "")
+            return
+        self.channels = made[0]
+        self.ring = made[1] if len(made) > 1 else None
         self.transport = _transport_of(self.per_peer, self.shm_index)
-        if ring is not None:
+        if self.ring is not None:
             self.all_reduce_transport = "shm"
 
     def _load_state(self):
@@ -905,23 +880,17 @@ class DistributedStep:
                 continue
             slot = slots[key]
             message = slot.message
-            values = [value_of(q, m) for q in message.nodes]
+            # Packed where it goes: the receiver's shared memory, or a fresh buffer for the process group.
+            buffer = self.channels.outbound(*slot.shm) if slot.shm is not None else \
+                torch.empty(message.nbytes, dtype=torch.uint8, device=self.device)
+            _pack_into(message, [value_of(q, m) for q in message.nodes], buffer)
             timing.messages_sent += 1
-            if slot.shm is not None:
-                buffer = self.channels.outbound(*slot.shm)
-                _pack_into(message, values, buffer)
-                timing.bytes_sent += buffer.numel()
-                slot.buffer, slot.work = buffer, _WRITTEN
-                self.channels.notify(*slot.shm)
-                slot.issued.set()
-                continue
-            buffer = _pack(message, values, self.device)
             timing.bytes_sent += buffer.numel()
             self._post_slot(slot, cond, buffer)
 
     def _post_slot(self, slot, cond, buffer):
-        if slot.shm is not None:  # a token: its number is the message
-            slot.work = _WRITTEN
+        if slot.shm is not None:  # written into the receiver's memory already (a token carries nothing)
+            slot.buffer, slot.work = buffer, _WRITTEN
             self.channels.notify(*slot.shm)
             slot.issued.set()
             return
@@ -1070,6 +1039,36 @@ def _wait_slot(slot, clock):
     return clock() - began
 
 
+def shared_memory_peers(wanted, group=None):
+    """Collective over `group`: per process, in group order, its host (shm_channel.host_key), whether it
+    `wanted` shared memory, a random token (process 0's names the files of the run) and its global rank."""
+    everyone = [None] * dist.get_world_size(group)
+    dist.all_gather_object(everyone, {"host": shm_channel.host_key(), "wanted": bool(wanted),
+                                      "token": os.urandom(8).hex(), "rank": dist.get_rank()}, group=group)
+    return everyone
+
+
+def set_up_together(made, ok, group=None):
+    """Collective over `group`: every process has created its sides of shared-memory channels or rings
+    (`made`, a list: empty where it takes no part or failed, as `ok` says); once all have, each opens the
+    others' sides, and the names are unlinked once all are open. True where every process succeeded;
+    else what was made is closed."""
+    agreed = [None] * dist.get_world_size(group)
+    dist.all_gather_object(agreed, ok, group=group)
+    if all(agreed):
+        try:
+            for each in made:
+                each.open_peers()
+        except OSError:
+            ok = False
+        dist.all_gather_object(agreed, ok, group=group)
+    for each in made:
+        each.forget_names()
+        if not all(agreed):
+            each.close()
+    return all(agreed)
+
+
 def _transport_of(per_peer, shm_index):
     if not any(per_peer.values()):
         return "none"
@@ -1081,12 +1080,6 @@ def _slot_key(m):
     if m.kind == TOKEN:
         return (-1, m.microbatch, TOKEN, m.destination, m.source)
     return (m.op, m.microbatch, m.kind, m.destination)
-
-
-def _pack(message, values, device):
-    buffer = torch.empty(message.nbytes, dtype=torch.uint8, device=device)
-    _pack_into(message, values, buffer)
-    return buffer
 
 
 def _pack_into(message, values, buffer):
