@@ -156,3 +156,17 @@ def _small_cnn_step():
                               vocab=1000)
     model, inputs, loss_fn, targets = torch_export.builtin_model("cnn", args)
     return model, tuple(inputs), loss_fn, "sgd", tuple(targets)
+
+
+def test_the_link_is_measured_by_either_transport():
+    """The link-only measurement (what `calibrate` launches) fits a link and an all-reduce both through
+    shared memory (the runner's default on one host) and through gloo (`--transport=gloo`)."""
+    from placement import torch_dist
+
+    for transport in ("shm", "gloo"):
+        text = torch_dist.launch_local(2, ["-m", "placement.calibrate", "--link_only", "--model=cnn",
+                                           f"--transport={transport}"], timeout_s=240)
+        fitted = json.loads(text.strip().splitlines()[-1])
+        assert fitted["latency_ns"] >= 0 and fitted["bandwidth_bytes_per_second"] > 0, (transport, fitted)
+        ring = fitted["all_reduce"]
+        assert ring["latency_ns"] >= 0 and ring["bandwidth_bytes_per_second"] > 0, (transport, fitted)
