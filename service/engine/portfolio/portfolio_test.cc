@@ -231,8 +231,12 @@ TEST(PortfolioTest, WhereNothingCanFitTheQuickMembersAnswerAtOnce) {
 }
 
 // `auto` over pardnn and the real baselines is never worse than any member, on random graphs with tight
-// memory; the winner's own makespan is never below the final one (the search only improves).
-TEST(PortfolioTest, NeverWorseThanAnyMember) {
+// memory; the winner's own makespan is never below the final one (the search only improves). One test
+// per graph, so that CTest runs them side by side (each takes minutes under the sanitizers).
+class NeverWorseThanAnyMember : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(NeverWorseThanAnyMember, OnATightRandomGraph) {
+  const uint64_t seed = GetParam();
   const std::vector<std::unique_ptr<Partitioner>> owned = [] {
     std::vector<std::unique_ptr<Partitioner>> v;
     v.push_back(MakePardnnPartitioner());
@@ -246,36 +250,35 @@ TEST(PortfolioTest, NeverWorseThanAnyMember) {
   std::vector<const Partitioner*> members;
   for (const auto& member : owned) members.push_back(member.get());
   auto portfolio = MakePortfolioPartitioner(members);
-  for (uint64_t seed : {1, 2, 3, 4}) {
-    testutil::RandomGraphOptions options;
-    options.num_ops = 300;
-    options.num_devices = 4;
-    options.heterogeneous_speeds = seed % 2 == 0;
-    options.colocation_fraction = 0.1;
-    // Tight: roughly what the weights and a few activations need when spread evenly.
-    options.device_memory_bytes = int64_t{600} << 20;
-    options.seed = seed;
-    absl::StatusOr<Model> model = BuildModel(testutil::RandomLayeredRequest(options));
-    ASSERT_TRUE(model.ok()) << model.status();
-    // Where nothing can fit, the portfolio answers from its quick members alone (as documented).
-    ASSERT_FALSE(MemoryCannotFit(*model));
-    SolveContext context;
-    context.seed = seed;
-    absl::StatusOr<PartitionResult> best = portfolio->Partition(*model, context);
-    ASSERT_TRUE(best.ok());
-    ASSERT_FALSE(best->winner.empty());
-    const PortfolioScore chosen = ScoreForPortfolio(*model, best->assignment, 0);
-    if (chosen.feasible) {
-      EXPECT_LE(chosen.makespan_ns, best->winner_makespan_ns) << "seed " << seed;
-    }
-    for (const Partitioner* member : members) {
-      const PortfolioScore score = ScoreForPortfolio(*model, PlaceWith(*member, *model, seed), 0);
-      EXPECT_FALSE(BetterScore(score, chosen))
-          << "seed " << seed << ": " << member->name() << " beats the portfolio (winner " << best->winner
-          << ")";
-    }
+  testutil::RandomGraphOptions options;
+  options.num_ops = 300;
+  options.num_devices = 4;
+  options.heterogeneous_speeds = seed % 2 == 0;
+  options.colocation_fraction = 0.1;
+  // Tight: roughly what the weights and a few activations need when spread evenly.
+  options.device_memory_bytes = int64_t{600} << 20;
+  options.seed = seed;
+  absl::StatusOr<Model> model = BuildModel(testutil::RandomLayeredRequest(options));
+  ASSERT_TRUE(model.ok()) << model.status();
+  // Where nothing can fit, the portfolio answers from its quick members alone (as documented).
+  ASSERT_FALSE(MemoryCannotFit(*model));
+  SolveContext context;
+  context.seed = seed;
+  absl::StatusOr<PartitionResult> best = portfolio->Partition(*model, context);
+  ASSERT_TRUE(best.ok());
+  ASSERT_FALSE(best->winner.empty());
+  const PortfolioScore chosen = ScoreForPortfolio(*model, best->assignment, 0);
+  if (chosen.feasible) {
+    EXPECT_LE(chosen.makespan_ns, best->winner_makespan_ns);
+  }
+  for (const Partitioner* member : members) {
+    const PortfolioScore score = ScoreForPortfolio(*model, PlaceWith(*member, *model, seed), 0);
+    EXPECT_FALSE(BetterScore(score, chosen))
+        << member->name() << " beats the portfolio (winner " << best->winner << ")";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Seeds, NeverWorseThanAnyMember, ::testing::Values(1, 2, 3, 4));
 
 // Deterministic, and the search never makes the seeds' best worse (so more time never hurts: the steps
 // are the same and the deadline only cuts them short). With the search from the winner alone, the
