@@ -475,9 +475,15 @@ std::string JsonLine(const Case& c) {
                                   JsonEscape(c.skipped), "\", \"rows\": [");
   for (size_t i = 0; i < c.rows.size(); ++i) {
     const CompareRow& row = c.rows[i];
+    // Sum over devices of the bytes above capacity at the peak: how far an infeasible answer is.
+    int64_t overflow_bytes = 0;
+    for (size_t d = 0; d < row.peak_memory_bytes.size() && d < row.capacity_bytes.size(); ++d) {
+      overflow_bytes += std::max<int64_t>(0, row.peak_memory_bytes[d] - row.capacity_bytes[d]);
+    }
     absl::StrAppend(&line, i ? ", " : "", "{\"algorithm\": \"", row.algorithm, "\", \"winner\": \"", row.winner,
                     "\", \"error\": \"", JsonEscape(row.error), "\", \"feasible\": ",
-                    row.feasible ? "true" : "false", ", \"makespan_ns\": ", row.makespan_ns,
+                    row.feasible ? "true" : "false", ", \"overflow_bytes\": ", overflow_bytes,
+                    ", \"makespan_ns\": ", row.makespan_ns,
                     ", \"transfer_bytes\": ", row.transfer_bytes, ", \"solve_ns\": ", row.solve_ns,
                     ", \"time_limited\": ", row.time_limited ? "true" : "false", "}");
   }
