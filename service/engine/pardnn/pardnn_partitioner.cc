@@ -66,7 +66,7 @@ class PardnnPartitioner final : public Partitioner {
   // answers differ, and so does the version.
   explicit PardnnPartitioner(const PardnnOptions& options)
       : options_(options),
-        version_(options.refinement_max_simulations == 0 && options.retiming_rounds == 0 ? "8-quick" : "8") {}
+        version_(options.refinement_max_simulations == 0 && options.retiming_rounds == 0 ? "9-quick" : "9") {}
 
   std::string_view name() const override { return "pardnn"; }
   bool searches() const override { return true; }
@@ -436,6 +436,9 @@ class PardnnRun {
     refinement.max_simulations =
         PardnnRefinementBudget(options_, model_.num_ops() * copies, model_.num_edges() * copies);
     if (batched_) refinement.batch_moves = options_.refinement_batch_moves;
+    // Only where memory cannot bind: there a chain moved whole takes its activations along, and on the
+    // tight corpora branch moves shortened as many steps as they lengthened (pardnn README, version 9).
+    refinement.branch_moves = options_.branch_moves && !sim_options_.compute_memory;
     refinement.memory_can_bind = sim_options_.compute_memory;
     refinement.progress_from = 0.4;
     refinement.progress_to = 1.0;

@@ -40,7 +40,9 @@
 //     of its own (balance_work); on a cluster of several hosts, pardnn on the fewest hosts that hold
 //     the step competes too (fewer_hosts_family).
 //   * Every graph gets every stage; large ones refine in batches of moves per simulation, with a budget
-//     that has a floor in simulated work (refinement_min_work, batch_refinement_min_ops).
+//     that has a floor in simulated work (refinement_min_work, batch_refinement_min_ops). Where memory
+//     cannot bind, the refinement also moves whole branches: where the critical path runs on one device
+//     through chains that only waited for the device, each chain at once (branch_moves).
 // Progress stages: "slicing" (0) -> "mapping" (0.1-0.2) -> "memory" (0.2-0.4) -> "refinement" (0.4-1.0)
 // -> "done". Deterministic for a model and seed (ties by op id; the only randomness is the seeded kick of
 // the refinement).
@@ -127,6 +129,9 @@ struct PardnnOptions {
   // At most this many per simulation (in effect: every non-conflicting candidate of the critical path
   // at first; a batch that does not improve is halved).
   int32_t refinement_batch_moves = 16384;
+  // Where memory cannot bind, the refinement also moves whole chains off a device where the critical
+  // path runs through parallel branches interleaved on it (RefinementOptions::branch_moves; version 9).
+  bool branch_moves = true;
   // ... and those graphs' mappings run the worklist improvement pass
   // (MappingOptions::improvement_evaluations_per_cluster) with at least this many evaluations per
   // cluster: the refinement can afford few simulations there.

@@ -6,7 +6,9 @@
 //     whole run of path ops around the edge that shares a device (so a chain does not just shift its cut);
 //   * a wait for the device (b waited for the previous op a on its device): move b's or a's unit to
 //     another allowed device;
-//   * a path op on a slower device than the fastest allowed one: move it there.
+//   * a path op on a slower device than the fastest allowed one: move it there;
+//   * (RefinementOptions::branch_moves) a stretch of the path on one device made of independent chains
+//     (parallel branches the device runs interleaved): each chain, whole, to another device.
 // Candidates are tried in order of the time the path spends on them (the transfer or the wait), each
 // judged by a full simulation (on large graphs first many at once, see RefinementOptions::batch_moves); the first one that shortens the step without breaking memory (a
 // feasible assignment stays feasible; an infeasible one may not overflow more) is kept. A move that
@@ -52,6 +54,16 @@ struct RefinementOptions {
   // simulations at most), before the one-candidate-per-simulation search of that round. A batch that
   // improves doubles the next one (up to this size). 0 or 1 = off.
   int32_t batch_moves = 0;
+  // Branch moves: where the critical path runs on one device for a stretch that holds several chains
+  // of ops joined by data edges among them but not to each other (they only waited for the device:
+  // parallel branches the device runs interleaved), each chain of two or more ops is also a candidate
+  // to move whole to another device (with batch_moves: the least busy one). One at a time, a chain's
+  // ops would each pay a transfer in and out for the little they take off the device. Ranked by this
+  // fraction of the work they take off the path (the chain still runs, now beside the path, and its
+  // entry and exit edges cross devices). pardnn turns them on; off here, as the search of `auto` and
+  // the re-placement have them.
+  bool branch_moves = false;
+  double branch_gain_fraction = 0.5;
   // False when no assignment can overflow (MemoryCanBind): simulations then skip the memory
   // bookkeeping (about a third of their cost) and every score fits.
   bool memory_can_bind = true;
