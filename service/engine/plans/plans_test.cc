@@ -74,16 +74,27 @@ Assignment TwoStages(const Model& model) {
   return assignment;
 }
 
+// Chain(2, 8, memory) as a replica group of one, placed as TwoStages, with its simulator: what the
+// window-search tests start from. Not copyable (the simulator reads the model in place).
+struct TwoStageChainPlan {
+  explicit TwoStageChainPlan(int64_t memory)
+      : full(BuildModel(Chain(2, 8, memory)).value()), plan(full, 1), assignment(TwoStages(plan.model())),
+        sim(plan.model()) {}
+  const Model& model() const { return plan.model(); }
+  Model full;
+  PlanModel plan;
+  Assignment assignment;
+  Simulator sim;
+};
+
 // The window search returns the fastest W that fits: with memory for only a few microbatches' outputs
 // in flight, the larger windows overflow; every W is checked against a brute force over all of them.
 TEST(WindowSearchTest, FastestFeasibleWindowMatchesBruteForce) {
   for (int64_t memory : {int64_t{1} << 30, int64_t{5000}, int64_t{3500}, int64_t{2500}}) {
-    absl::StatusOr<Model> full = BuildModel(Chain(2, 8, memory));
-    ASSERT_TRUE(full.ok()) << full.status();
-    const PlanModel plan(*full, 1);
-    const Model& model = plan.model();
-    const Assignment assignment = TwoStages(model);
-    Simulator sim(model);
+    TwoStageChainPlan setup(memory);
+    const Model& model = setup.model();
+    const Assignment& assignment = setup.assignment;
+    Simulator& sim = setup.sim;
     const WindowChoice choice = ChooseWindow(model, assignment, sim);
     int32_t brute_window = 0;
     PlacementScore brute = PlacementScore::Worst();
@@ -108,12 +119,10 @@ TEST(WindowSearchTest, AStoppedSearchTakesTheFirstFittingOfNoWindowTheWorkingWin
   stopped.deadline = absl::InfinitePast();
   int32_t took_working = 0;  // memories where no window overflowed and the working window fitted
   for (int64_t memory : {int64_t{1} << 30, int64_t{5000}, int64_t{3500}, int64_t{2500}, int64_t{1500}}) {
-    absl::StatusOr<Model> full = BuildModel(Chain(2, 8, memory));
-    ASSERT_TRUE(full.ok()) << full.status();
-    const PlanModel plan(*full, 1);
-    const Model& model = plan.model();
-    const Assignment assignment = TwoStages(model);
-    Simulator sim(model);
+    TwoStageChainPlan setup(memory);
+    const Model& model = setup.model();
+    const Assignment& assignment = setup.assignment;
+    Simulator& sim = setup.sim;
     const int32_t working = model.plan.Window();
     int32_t expected = 0;
     PlacementScore expected_score = PlacementScore::Worst();
