@@ -475,11 +475,8 @@ std::string JsonLine(const Case& c) {
                                   JsonEscape(c.skipped), "\", \"rows\": [");
   for (size_t i = 0; i < c.rows.size(); ++i) {
     const CompareRow& row = c.rows[i];
-    // Sum over devices of the bytes above capacity at the peak: how far an infeasible answer is.
-    int64_t overflow_bytes = 0;
-    for (size_t d = 0; d < row.peak_memory_bytes.size() && d < row.capacity_bytes.size(); ++d) {
-      overflow_bytes += std::max<int64_t>(0, row.peak_memory_bytes[d] - row.capacity_bytes[d]);
-    }
+    // How far an infeasible answer is: the bytes above capacity at the peaks, summed over devices.
+    const int64_t overflow_bytes = engine::BytesAboveCapacity(row.peak_memory_bytes, row.capacity_bytes);
     absl::StrAppend(&line, i ? ", " : "", "{\"algorithm\": \"", row.algorithm, "\", \"winner\": \"", row.winner,
                     "\", \"error\": \"", JsonEscape(row.error), "\", \"feasible\": ",
                     row.feasible ? "true" : "false", ", \"overflow_bytes\": ", overflow_bytes,

@@ -8,16 +8,22 @@
 
 namespace placement::engine {
 
+int64_t BytesAboveCapacity(const std::vector<int64_t>& peak_bytes,
+                           const std::vector<int64_t>& capacity_bytes) {
+  int64_t above = 0;
+  for (size_t d = 0; d < peak_bytes.size() && d < capacity_bytes.size(); ++d) {
+    const int64_t excess = peak_bytes[d] - capacity_bytes[d];
+    if (excess <= 0) continue;
+    // Saturating: absurd capacities and peaks near the int64 range must not wrap into "fits".
+    above = above > INT64_MAX - excess ? INT64_MAX : above + excess;
+  }
+  return above;
+}
+
 PlacementScore ScoreSimulation(const Model& model, const SimResult& simulated) {
   PlacementScore score;
   score.makespan_ns = simulated.makespan_ns;
-  for (DeviceId d = 0; d < model.num_devices(); ++d) {
-    const int64_t excess = simulated.peak_memory_bytes[d] - model.capacity_bytes[d];
-    if (excess <= 0) continue;
-    // Saturating: absurd capacities and peaks near the int64 range must not wrap into "fits".
-    score.overflow_bytes =
-        score.overflow_bytes > INT64_MAX - excess ? INT64_MAX : score.overflow_bytes + excess;
-  }
+  score.overflow_bytes = BytesAboveCapacity(simulated.peak_memory_bytes, model.capacity_bytes);
   return score;
 }
 

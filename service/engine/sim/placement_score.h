@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "service/engine/model/model.h"
@@ -57,6 +58,11 @@ inline constexpr char kNoPlacementFitsReason[] =
 // Sum over devices of max(0, the persistent bytes `assignment` puts there - capacity), saturating at
 // INT64_MAX: an overflow counted without simulating (temporaries, outputs and received copies left out).
 int64_t PersistentBytesAboveCapacity(const Model& model, const Assignment& assignment);
+
+// Sum over devices of max(0, peak_bytes[d] - capacity_bytes[d]), saturating at INT64_MAX: the overflow
+// of PlacementScore (also what a report computes from an answer's per-device peaks and capacities).
+int64_t BytesAboveCapacity(const std::vector<int64_t>& peak_bytes,
+                           const std::vector<int64_t>& capacity_bytes);
 
 // The score of a simulation of an assignment of `model` (its peaks against model.capacity_bytes).
 PlacementScore ScoreSimulation(const Model& model, const SimResult& simulated);

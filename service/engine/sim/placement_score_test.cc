@@ -138,6 +138,14 @@ TEST(ScoreSimulationTest, OverflowSaturatesInsteadOfWrapping) {
   EXPECT_EQ(ScoreSimulation(model, huge).overflow_bytes, INT64_MAX);
 }
 
+// What a report computes from an answer's per-device peaks and capacities: the shortfalls add up, a
+// device with room counts nothing, and the sum saturates.
+TEST(BytesAboveCapacityTest, AddsTheShortfallsAndSaturates) {
+  EXPECT_EQ(BytesAboveCapacity({1500, 900, 1600}, {1000, 1000, 1550}), 500 + 50);
+  EXPECT_EQ(BytesAboveCapacity({900, 1000}, {1000, 1000}), 0);
+  EXPECT_EQ(BytesAboveCapacity({INT64_MAX, INT64_MAX}, {0, 0}), INT64_MAX);
+}
+
 TEST(CheckAssignmentCompleteTest, AcceptsOneInRangeDevicePerOp) {
   const Model model = TwoDeviceModel();
   EXPECT_TRUE(CheckAssignmentComplete(model, {0, 1, 1}, "x").ok());
