@@ -257,6 +257,11 @@ void Refiner::AddBranchCandidates(const std::vector<OpId>& path, const SimResult
       std::stable_sort(chain_ops_.begin(), chain_ops_.end(),
                        [](const auto& x, const auto& y) { return x.first < y.first; });
       const bool several = chain_ops_.front().first != chain_ops_.back().first;
+      // Batches take one target per candidate: the least busy other device.
+      DeviceId least = kNone;
+      for (DeviceId t = 0; t < devices; ++t) {
+        if (t != d && (least == kNone || r.busy_ns[t] < r.busy_ns[least])) least = t;
+      }
       for (size_t k = 0; several && k < chain_ops_.size();) {
         size_t l = k;
         int64_t work = 0;
@@ -271,11 +276,6 @@ void Refiner::AddBranchCandidates(const std::vector<OpId>& path, const SimResult
         const int64_t gain = std::max<int64_t>(1, static_cast<int64_t>(ranked));
         const int32_t count = static_cast<int32_t>(chain_scratch_.size());
         if (options_.batch_moves > 1) {
-          // Batches take one target per candidate: the least busy other device.
-          DeviceId least = kNone;
-          for (DeviceId t = 0; t < devices; ++t) {
-            if (t != d && (least == kNone || r.busy_ns[t] < r.busy_ns[least])) least = t;
-          }
           if (least != kNone) AddCandidate(gain, chain_scratch_.data(), count, least);
           continue;
         }
