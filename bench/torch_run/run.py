@@ -280,7 +280,7 @@ def table(data, steps, warmup, profile, rehearsals):
               f"Link between them (measured, the requests' intra_node link): {latency / 1e3:.1f} us + "
               f"{bandwidth / 1e9:.2f} GB/s; their all-reduce (measured, the replica plans' ring link, api.md §2.1's "
               f"terms): {ring_latency / 1e3:.1f} us + {ring_bandwidth / 1e9:.2f} GB/s. Measured: median step (the slowest process, from a common barrier) "
-              f"of {steps} steps after {warmup} warm-up steps, the plans taking turns; op costs: mean of {profile} calibration "
+              f"of {steps} steps after {warmup} warm-up steps, the plans taking turns; op costs: per op the median of {profile} calibration "
               f"runs{contended}. Replayed: the placement's schedule with the op times the run itself took. Rehearsed: the "
               f"plan run by the same processes with every op sleeping for its calibrated cost (median of "
               f"{rehearsals}). Speed-ups: over the 1-device plan at the same M."]

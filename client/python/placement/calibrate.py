@@ -6,9 +6,10 @@
 
 Op costs: the step (one microbatch's graph, as placement.torch_export traces it) runs in this process on
 one device with the multi-process runner's own executor (placement.torch_dist, one intra-op thread
-unless --threads), `--runs` times after a warm-up; an op's cost is the mean time of its instances,
-its aten calls and the runner's own work around them (what a device spends on it in a placed step;
-waiting for messages is not counted). On CUDA the device is synchronised after every op while
+unless --threads), `--runs` times after a warm-up; an op's cost is the median over the runs of its
+instances' mean time in a run (a run slowed by the machine's other load does not count): its aten
+calls and the runner's own work around them (what a device spends on it in a placed step; waiting for
+messages is not counted). On CUDA the device is synchronised after every op while
 measuring. With several `--kinds` (cpu, cuda) each kind is measured; compute_ns are the first kind's and
 a device of another kind gets speed = (first kind's total) / (its total): the request has one cost per
 op and a speed per device. With `--concurrent=N` (CPU) N processes run the step at once, each run
@@ -62,19 +63,26 @@ class OpCostMeter:
         self.samples = {}
 
     def sample(self, record=True):
-        """Runs the step once; with `record`, its instances' times count."""
+        """Runs the step once; with `record`, its instances' times count (their mean per op, one value
+        per run)."""
         self.step.run(self.inputs, self.targets)
         if record:
+            run = {}
             for op, _, start, end, _, wait in self.step.last_timing.instances:
-                self.samples.setdefault(self.names[op], []).append(end - start - wait)
+                run.setdefault(self.names[op], []).append(end - start - wait)
+            for name, values in run.items():
+                self.samples.setdefault(name, []).append(statistics.fmean(values))
 
     def costs(self):
-        """{op name: mean ns} over the recorded runs (and microbatch copies)."""
-        return {name: max(1, int(statistics.fmean(values))) for name, values in self.samples.items()}
+        """{op name: ns}: the median over the recorded runs of the op's mean time in a run. The median,
+        not the mean: on a shared machine a run that a neighbour slowed down (by up to 1.5 x on the
+        2-core development VM) would otherwise raise every op's cost by a fifth of its slowdown, while
+        the step a plan is judged by is a median of runs too."""
+        return {name: max(1, int(statistics.median(values))) for name, values in self.samples.items()}
 
 
 def measure_op_costs(traced, inputs, targets=(), runs=5, warmup=1, device="cpu"):
-    """{op name: mean ns} of the traced step's ops, run here on `device` by the runner's executor.
+    """{op name: ns} (OpCostMeter.costs) of the traced step's ops, run here on `device` by the runner's executor.
     `inputs` and `targets` are one replica's batch (M microbatches of the traced size)."""
     meter = OpCostMeter(traced, inputs, targets, device)
     for run in range(warmup + runs):

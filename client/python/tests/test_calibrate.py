@@ -4,6 +4,7 @@ a plan (python3 -m placement.torch_run)."""
 import gzip
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -45,6 +46,34 @@ def test_op_costs_are_measured_for_every_op_and_recost_keeps_the_graph(cnn_step,
     placed = torch_run.place_offline(offline_binary, json.loads(path.read_text()), "m_etf", time_limit_s=5)
     # The simulated step is at least the measured work of one device's share.
     assert int(placed["metrics"]["makespan_ns"]) >= sum(costs.values()) // 2 // 2
+
+
+def test_a_run_slowed_down_does_not_raise_the_costs(cnn_step, monkeypatch):
+    """An op's cost is the median over runs of its mean time in a run: one run that the machine's other
+    load slowed (here every op 10 x) leaves the costs where the other runs put them."""
+    traced, images, labels = cnn_step
+    torch.set_num_threads(1)
+    meter = calibrate.OpCostMeter(traced, (images,), (labels,))
+    for _ in range(3):
+        meter.sample()
+    assert all(len(values) == 3 for values in meter.samples.values())
+    quiet = meter.costs()
+    run = meter.step.run
+
+    def slowed_run(*args):
+        run(*args)
+        timing = meter.step.last_timing
+        timing.instances = [(op, m, start, start + 10 * (end - start - wait), extra, 0)
+                            for op, m, start, end, extra, wait in timing.instances]
+
+    monkeypatch.setattr(meter.step, "run", slowed_run)
+    meter.sample()
+    assert all(len(values) == 4 for values in meter.samples.values())
+    after = meter.costs()
+    assert set(after) == set(quiet)
+    # Each op's median moves at most to its second-slowest quiet run (a mean would have tripled).
+    assert sum(after.values()) <= 1.5 * sum(quiet.values())
+    assert sum(statistics.fmean(v) for v in meter.samples.values()) > 2 * sum(quiet.values())
 
 
 def test_recost_gives_the_all_reduce_rings_their_own_link(cnn_step):
