@@ -7,8 +7,9 @@ device on this machine's CPU; messages and all-reduces through shared memory, gl
 For each model: trace the step as every plan needs it (one microbatch of the global batch / (D x M)),
 calibrate each traced step (placement.calibrate: op costs measured by the runner's own executor in one
 process alone, and again by both processes at once — what an op costs while the other process computes
-too, which the plans of two processes get; the link between the two processes measured once), place the calibrated request with
-placement_offline for each plan (several algorithms, K = 1 and 2, M = 1 and 4, D = 1 and 2), then run
+too, which the plans of two processes get; the replica plans' step run by both as two replicas with
+their gradient all-reduces, which take their share of the cores; the link between the two processes
+measured once), place the calibrated request with placement_offline for each plan (several algorithms, K = 1 and 2, M = 1 and 4, D = 1 and 2), then run
 every plan in two processes, the plans taking turns step by step so that a change in the machine's
 load hits them alike. Writes the table between the markers of bench/torch_run/README.md: simulated
 against measured step per plan, the median and worst |measured / simulated - 1| and Kendall's tau per
@@ -136,12 +137,15 @@ def worker(args):
         # Op costs, two ways, their samples interleaved so that the machine's drift hits both alike: rank
         # 0 alone (rank 1 waits), and — unless --solo_costs — both processes at once, each sample from a
         # barrier: what an op costs while the other process computes too, as in every plan of two.
-        def meter(step, key):
+        # The replica plans' steps (D = 2) are measured together as the plan runs them: two replica groups
+        # with their gradient all-reduces, which take a share of the two cores from the ops here.
+        def meter(step, key, replicas=1):
             return calibrate.OpCostMeter(step, tuple(t[:batch // key[1]] for t in inputs),
-                                         tuple(t[:batch // key[1]] for t in targets))
+                                         tuple(t[:batch // key[1]] for t in targets), replicas=replicas)
 
         alone = {key: meter(step, key) for key, step in traced.items()} if rank == 0 else {}
-        together = {key: meter(step, key) for key, step in traced.items()} if not args.solo_costs else {}
+        together = ({key: meter(step, key, replicas=key[1]) for key, step in traced.items()}
+                    if not args.solo_costs else {})
         for run in range(1 + args.profile):  # the traced steps in turn
             for key in traced:
                 dist.barrier()
@@ -272,8 +276,8 @@ def table(data, steps, warmup, profile, rehearsals):
                        f"| {tau_rehearsed:.2f} | {overhead / 1e3:.0f} us | {statistics.median(solo_errors) * 100:.0f} % "
                        f"| {max(solo_errors) * 100:.0f} % | {tau_solo:.2f} |")
     lines += summary
-    contended = (" (plans of two processes: both processes measuring at once, their mean; one-process plans: "
-                 "one process alone)") if data.get("contended") else " (one process alone)"
+    contended = (" (plans of two processes: both processes measuring at once, their mean, the replica plans' "
+                 "steps as two replicas with their all-reduces; one-process plans: one process alone)") if data.get("contended") else " (one process alone)"
     how = {"shm": "shared memory (placement.shm_channel)", "gloo": "gloo's isend / irecv"}.get(
         data.get("transport", "gloo"), data.get("transport"))
     lines += ["", f"Messages between the two processes: {how}. "

@@ -175,6 +175,52 @@ def test_costs_measured_by_processes_at_once(tmp_path):
     refused = subprocess.run(command + ["--concurrent=0"], capture_output=True, text=True, timeout=120,
                              env=dict(os.environ))
     assert refused.returncode != 0 and "--concurrent takes a count of processes" in refused.stderr
+    # A plan of two replicas: the two processes measure the step as its replicas, all-reduces running.
+    replicas = subprocess.run(command + ["--concurrent=2", "--data_parallel=2"], capture_output=True, text=True,
+                              timeout=240, env=dict(os.environ))
+    assert replicas.returncode == 0, replicas.stderr[-3000:]
+    assert "(2 processes measuring at once, as 2 replicas)" in replicas.stderr
+    assert json.loads(out.read_text())["options"]["data_parallel"] == 2
+
+
+def test_replica_costs_are_measured_with_the_all_reduces_running():
+    """A meter of 2 replicas runs the step as a plan of two replica groups in two processes: the
+    gradients are all-reduced (both end with the same parameters), and every op gets a cost."""
+    script = """
+import sys, torch, torch.distributed as dist
+from placement import calibrate, torch_dist, torch_export, torch_run
+torch.set_num_threads(1)
+rank, _ = torch_dist.init_from_environment("gloo")
+torch.manual_seed(0)
+model = torch_export.SmallCNN(classes=10, width=8)
+torch.manual_seed(1 + rank)  # each process its own samples: only the all-reduce makes them agree
+images, labels = torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))
+traced = torch_run.trace(model, (images,), torch_export._cross_entropy, "sgd", (labels,))
+meter = calibrate.OpCostMeter(traced, (images,), (labels,), replicas=2)
+for run in range(3):
+    meter.sample(record=run > 0)
+costs = meter.costs()
+assert set(costs) == set(meter.names) and all(ns >= 1 for ns in costs.values())
+params = torch.cat([t.flatten() for t in meter.step.local_state()["param"].values()])
+both = [torch.zeros_like(params) for _ in range(2)]
+dist.all_gather(both, params)
+print("same" if torch.equal(both[0], both[1]) else "differ", len(costs))
+dist.destroy_process_group()
+"""
+    from placement import torch_dist
+
+    output = torch_dist.launch_local(2, ["-c", script], timeout_s=240)
+    assert output.split()[0] == "same", output
+    with pytest.raises(ValueError, match="process group"):
+        calibrate.OpCostMeter(*_one_replica_step(), replicas=2)
+
+
+def _one_replica_step():
+    torch.manual_seed(0)
+    images, labels = torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))
+    traced = torch_run.trace(torch_export.SmallCNN(classes=10, width=8), (images,), torch_export._cross_entropy,
+                             "sgd", (labels,))
+    return traced, (images,), (labels,)
 
 
 def _small_cnn_step():
