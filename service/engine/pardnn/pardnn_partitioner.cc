@@ -66,7 +66,7 @@ class PardnnPartitioner final : public Partitioner {
   // answers differ, and so does the version.
   explicit PardnnPartitioner(const PardnnOptions& options)
       : options_(options),
-        version_(options.refinement_max_simulations == 0 && options.retiming_rounds == 0 ? "9-quick" : "9") {}
+        version_(options.refinement_max_simulations == 0 && options.retiming_rounds == 0 ? "10-quick" : "10") {}
 
   std::string_view name() const override { return "pardnn"; }
   bool searches() const override { return true; }
@@ -435,7 +435,11 @@ class PardnnRun {
     const int64_t copies = std::max(1, model_.plan.microbatches);
     refinement.max_simulations =
         PardnnRefinementBudget(options_, model_.num_ops() * copies, model_.num_edges() * copies);
-    if (batched_) refinement.batch_moves = options_.refinement_batch_moves;
+    if (batched_) {
+      refinement.batch_moves = options_.refinement_batch_moves;
+    } else if (model_.num_devices() >= 3 && !sim_options_.compute_memory) {
+      refinement.batch_moves = options_.small_graph_batch_moves;
+    }
     // Only where memory cannot bind: there a chain moved whole takes its activations along, and on the
     // tight corpora branch moves shortened as many steps as they lengthened (pardnn README, version 9).
     refinement.branch_moves = options_.branch_moves && !sim_options_.compute_memory;

@@ -196,6 +196,45 @@ TEST(PardnnPartitionerTest, LargeGraphsAreRefinedInBatches) {
   EXPECT_EQ(PardnnRefinementBudget(batched, 200, 0), 20);
 }
 
+TEST(PardnnPartitionerTest, SmallGraphsRefineInBatchesOnThreeOrMoreDevicesWhereMemoryCannotBind) {
+  // Version 10: below batch_refinement_min_ops the refinement tries a few moves per simulation too
+  // (small_graph_batch_moves), except at K = 2 and where memory can bind.
+  auto model_of = [](int32_t devices, int64_t memory, uint64_t seed) {
+    testutil::RandomGraphOptions options;
+    options.num_ops = 150;
+    options.num_devices = devices;
+    options.device_memory_bytes = memory;
+    options.seed = seed;
+    absl::StatusOr<Model> model = BuildModel(testutil::RandomLayeredRequest(options));
+    EXPECT_TRUE(model.ok()) << model.status();
+    return *std::move(model);
+  };
+  PardnnOptions one_at_a_time;
+  one_at_a_time.small_graph_batch_moves = 0;
+  const PardnnOptions batches;  // the defaults
+  // Where it applies, the batches change the search's path, so its answers (on these random graphs
+  // within 0.1 % of each other; on the corpora the batches shorten more steps than they lengthen).
+  int differ = 0;
+  for (uint64_t seed = 1; seed <= 2; ++seed) {
+    const Model model = model_of(4, int64_t{1} << 40, seed);
+    ASSERT_FALSE(MemoryCanBind(model));
+    const PartitionResult a = Place(model, SolveContext(), one_at_a_time);
+    const PartitionResult b = Place(model, SolveContext(), batches);
+    EXPECT_TRUE(CheckConstraints(model, b.assignment).empty());
+    differ += a.assignment != b.assignment;
+    EXPECT_LE(b.simulated->makespan_ns, a.simulated->makespan_ns * 1.001) << "seed " << seed;
+  }
+  EXPECT_GE(differ, 1);
+  // Where it does not: the same answers.
+  const Model two = model_of(2, int64_t{1} << 40, 1);
+  EXPECT_EQ(Place(two, SolveContext(), one_at_a_time).assignment,
+            Place(two, SolveContext(), batches).assignment);
+  const Model tight = model_of(4, int64_t{256} << 20, 1);
+  ASSERT_TRUE(MemoryCanBind(tight));
+  EXPECT_EQ(Place(tight, SolveContext(), one_at_a_time).assignment,
+            Place(tight, SolveContext(), batches).assignment);
+}
+
 TEST(PardnnPartitionerTest, TheRefinementBudgetHasASimulatedWorkFloor) {
   const PardnnOptions options;
   // Small graphs: the formula (it is larger there).
