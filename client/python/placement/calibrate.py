@@ -97,8 +97,8 @@ class OpCostMeter:
     def costs(self):
         """{op name: ns}: the median over the recorded runs of the op's mean time in a run. The median,
         not the mean: on a shared machine a run that a neighbour slowed down (by up to 1.5 x on the
-        2-core development VM) would otherwise raise every op's cost by a fifth of its slowdown, while
-        the step a plan is judged by is a median of runs too."""
+        2-core development VM) would otherwise raise every op's cost by a fifth of its slowdown (of five
+        runs), while the step a plan is judged by is a median of runs too."""
         return {name: max(1, int(statistics.median(values))) for name, values in self.samples.items()}
 
 
@@ -329,7 +329,7 @@ def _costs_only(args):
     torch.set_num_threads(args.threads)
     traced, inputs, targets, _ = _traced_step(args)
     # A plan of N replicas measured by its N processes: the step runs as it will, with its all-reduces.
-    replicas = args.data_parallel if (args.data_parallel or 1) == dist.get_world_size() else 1
+    replicas = args.data_parallel if args.data_parallel and args.data_parallel == dist.get_world_size() else 1
     meter = OpCostMeter(traced, inputs, targets, "cpu", replicas=replicas)
     for run in range(1 + args.runs):
         dist.barrier()
