@@ -95,6 +95,9 @@ class Refiner {
   // for the device, not for each other, each chain of two or more ops to another device, whole.
   void AddBranchCandidates(const std::vector<OpId>& path, const SimResult& r,
                            const Assignment& assignment);
+  // ... for one run path[begin, end) on device d.
+  void AddChainsOfRun(const std::vector<OpId>& path, int32_t begin, int32_t end, DeviceId d,
+                      const SimResult& r);
   // Branch moves (RefinementOptions::branch_moves): per op its position in the run being split, or -1;
   // union-find parents over run positions; (chain, op) pairs; one chain's ops.
   std::vector<int32_t> run_position_;
@@ -226,65 +229,67 @@ void Refiner::BuildCandidates(const std::vector<OpId>& path, const SimResult& r,
 
 void Refiner::AddBranchCandidates(const std::vector<OpId>& path, const SimResult& r,
                                   const Assignment& assignment) {
-  const int32_t devices = model_.num_devices();
   const int32_t length = static_cast<int32_t>(path.size());
-  run_position_.resize(model_.num_ops(), -1);
-  for (int32_t begin = 0; begin < length;) {
+  for (int32_t end = 0; end < length;) {
+    // The next maximal run [begin, end) of the path on one device.
+    const int32_t begin = end;
     const DeviceId d = assignment[path[begin]];
-    int32_t end = begin + 1;
     while (end < length && assignment[path[end]] == d) ++end;
-    const int32_t size = end - begin;
     // A chain of two beside another op needs three (a single op is already a wait candidate).
-    if (size >= 3) {
-      // Chains: the run's ops joined by the data edges between them (union-find over run positions).
-      for (int32_t i = begin; i < end; ++i) run_position_[path[i]] = i - begin;
-      chain_of_.resize(size);
-      for (int32_t i = 0; i < size; ++i) chain_of_[i] = i;
-      auto find = [&](int32_t x) {
-        while (chain_of_[x] != x) x = chain_of_[x] = chain_of_[chain_of_[x]];
-        return x;
-      };
-      for (int32_t i = begin; i < end; ++i) {
-        for (EdgeId e = model_.in_begin(path[i]); e < model_.in_end(path[i]); ++e) {
-          const int32_t q = run_position_[model_.in_src[e]];
-          if (q >= 0) chain_of_[find(q)] = find(i - begin);
-        }
-      }
-      chain_ops_.clear();
-      for (int32_t i = 0; i < size; ++i) chain_ops_.emplace_back(find(i), path[begin + i]);
-      for (int32_t i = begin; i < end; ++i) run_position_[path[i]] = -1;
-      // Each chain's ops together, in path order (stable), chains in the order their roots fall.
-      std::stable_sort(chain_ops_.begin(), chain_ops_.end(),
-                       [](const auto& x, const auto& y) { return x.first < y.first; });
-      const bool several = chain_ops_.front().first != chain_ops_.back().first;
-      // Batches take one target per candidate: the least busy other device.
-      DeviceId least = kNone;
-      for (DeviceId t = 0; t < devices; ++t) {
-        if (t != d && (least == kNone || r.busy_ns[t] < r.busy_ns[least])) least = t;
-      }
-      for (size_t k = 0; several && k < chain_ops_.size();) {
-        size_t l = k;
-        int64_t work = 0;
-        chain_scratch_.clear();
-        for (; l < chain_ops_.size() && chain_ops_[l].first == chain_ops_[k].first; ++l) {
-          chain_scratch_.push_back(chain_ops_[l].second);
-          work += model_.OpTimeNs(chain_ops_[l].second, d);
-        }
-        k = l;
-        if (chain_scratch_.size() < 2) continue;
-        const double ranked = options_.branch_gain_fraction * static_cast<double>(work);
-        const int64_t gain = std::max<int64_t>(1, static_cast<int64_t>(ranked));
-        const int32_t count = static_cast<int32_t>(chain_scratch_.size());
-        if (options_.batch_moves > 1) {
-          if (least != kNone) AddCandidate(gain, chain_scratch_.data(), count, least);
-          continue;
-        }
-        for (DeviceId t = 0; t < devices; ++t) {
-          if (t != d) AddCandidate(gain, chain_scratch_.data(), count, t);
-        }
-      }
+    if (end - begin >= 3) AddChainsOfRun(path, begin, end, d, r);
+  }
+}
+
+void Refiner::AddChainsOfRun(const std::vector<OpId>& path, int32_t begin, int32_t end, DeviceId d,
+                             const SimResult& r) {
+  const int32_t size = end - begin;
+  // Chains: the run's ops joined by the data edges between them (union-find over run positions).
+  run_position_.resize(model_.num_ops(), -1);
+  for (int32_t i = begin; i < end; ++i) run_position_[path[i]] = i - begin;
+  chain_of_.resize(size);
+  for (int32_t i = 0; i < size; ++i) chain_of_[i] = i;
+  auto find = [&](int32_t x) {
+    while (chain_of_[x] != x) x = chain_of_[x] = chain_of_[chain_of_[x]];
+    return x;
+  };
+  for (int32_t i = begin; i < end; ++i) {
+    for (EdgeId e = model_.in_begin(path[i]); e < model_.in_end(path[i]); ++e) {
+      const int32_t q = run_position_[model_.in_src[e]];
+      if (q >= 0) chain_of_[find(q)] = find(i - begin);
     }
-    begin = end;
+  }
+  chain_ops_.clear();
+  for (int32_t i = 0; i < size; ++i) chain_ops_.emplace_back(find(i), path[begin + i]);
+  for (int32_t i = begin; i < end; ++i) run_position_[path[i]] = -1;
+  // Each chain's ops together, in path order (stable), chains in the order their roots fall.
+  std::stable_sort(chain_ops_.begin(), chain_ops_.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  if (chain_ops_.front().first == chain_ops_.back().first) return;  // one chain: nothing to split off
+  // Batches take one target per candidate: the least busy other device.
+  const int32_t devices = model_.num_devices();
+  DeviceId least = kNone;
+  for (DeviceId t = 0; t < devices; ++t) {
+    if (t != d && (least == kNone || r.busy_ns[t] < r.busy_ns[least])) least = t;
+  }
+  for (size_t k = 0; k < chain_ops_.size();) {
+    int64_t work = 0;
+    chain_scratch_.clear();
+    const int32_t chain = chain_ops_[k].first;
+    for (; k < chain_ops_.size() && chain_ops_[k].first == chain; ++k) {
+      chain_scratch_.push_back(chain_ops_[k].second);
+      work += model_.OpTimeNs(chain_ops_[k].second, d);
+    }
+    if (chain_scratch_.size() < 2) continue;
+    const double ranked = options_.branch_gain_fraction * static_cast<double>(work);
+    const int64_t gain = std::max<int64_t>(1, static_cast<int64_t>(ranked));
+    const int32_t count = static_cast<int32_t>(chain_scratch_.size());
+    if (options_.batch_moves > 1) {
+      if (least != kNone) AddCandidate(gain, chain_scratch_.data(), count, least);
+      continue;
+    }
+    for (DeviceId t = 0; t < devices; ++t) {
+      if (t != d) AddCandidate(gain, chain_scratch_.data(), count, t);
+    }
   }
 }
 
