@@ -426,6 +426,9 @@ def main(argv=None):
     alone = f" ({args.concurrent} processes measuring at once)" if args.concurrent > 1 else ""
     if args.concurrent > 1 and args.data_parallel == args.concurrent:
         alone = f" ({args.concurrent} processes measuring at once, as {args.concurrent} replicas)"
+    elif args.concurrent > 1 and (args.data_parallel or 1) > 1:
+        alone = (f" ({args.concurrent} processes measuring at once, without the all-reduces of the plan's "
+                 f"{args.data_parallel} replicas: they run beside the ops only with --concurrent={args.data_parallel})")
     print(f"{args.out}: {len(request['graph']['ops'])} ops, {total / 1e6:.2f} ms of op time on {kinds[0]}{alone}"
           f"{link_text} ({time.monotonic() - started:.1f} s)", file=sys.stderr)
 

@@ -185,6 +185,11 @@ def test_costs_measured_by_processes_at_once(tmp_path):
     assert replicas.returncode == 0, replicas.stderr[-3000:]
     assert "(2 processes measuring at once, as 2 replicas)" in replicas.stderr
     assert json.loads(out.read_text())["options"]["data_parallel"] == 2
+    # A plan of more replicas than measuring processes: said, not hidden.
+    fewer = subprocess.run(command + ["--devices=4", "--concurrent=2", "--data_parallel=4"],
+                           capture_output=True, text=True, timeout=240, env=dict(os.environ))
+    assert fewer.returncode == 0, fewer.stderr[-3000:]
+    assert "without the all-reduces of the plan's 4 replicas" in fewer.stderr
 
 
 def test_replica_costs_are_measured_with_the_all_reduces_running():
