@@ -186,7 +186,7 @@ def main():
     parser.add_argument("--what", choices=["objective", "plans"], default="objective")
     parser.add_argument("--dp", help="the published dp.exe")
     parser.add_argument("--dp_src", help="a copy of msr-fiddle/dnn-partitioning to build dp.exe from")
-    parser.add_argument("--work", help="work folder (default: a new temporary one)")
+    parser.add_argument("--work", help="work folder, kept (default: a temporary one, removed afterwards)")
     parser.add_argument("--inputs", default=str(shared / "throughput-inputs"))
     parser.add_argument("--experts", default=str(shared / "human-experts"))
     parser.add_argument("--ours", default=str(SOURCE / "build/bench/stages/stages_msr_dp"))
@@ -207,7 +207,14 @@ def main():
     if not Path(args.inputs).is_dir():
         print(f"SKIPPED: no msr inputs at {args.inputs}")
         return SKIP
-    work = Path(args.work or tempfile.mkdtemp(prefix="stages_msr_"))
+    if args.work:
+        return run_in(args, Path(args.work))
+    with tempfile.TemporaryDirectory(prefix="stages_msr_") as work:  # removed afterwards; --work keeps it
+        return run_in(args, Path(work))
+
+
+def run_in(args, work):
+    """The comparison with its builds, splits and logs in `work`; the exit status."""
     work.mkdir(parents=True, exist_ok=True)
     dp = find_dp(args, work)
     if dp is None or not dp.exists():

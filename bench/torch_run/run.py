@@ -291,6 +291,17 @@ def table(data, steps, warmup, profile, rehearsals):
     return "\n".join(lines)
 
 
+def measure(args, results):
+    """Runs the two processes; returns the markdown table of what rank 0 wrote to `results`."""
+    torch_dist.launch_local(2, [str(Path(__file__).resolve()), f"--offline={args.offline}", f"--models={args.models}",
+                                f"--steps={args.steps}", f"--warmup={args.warmup}", f"--profile={args.profile}",
+                                f"--time_limit={args.time_limit}", f"--rehearsals={args.rehearsals}",
+                                f"--results={results}"] + ([f"--transport={args.transport}"] if args.transport else [])
+                            + (["--solo_costs"] if args.solo_costs else []),
+                            stdout=sys.stdout)
+    return table(json.loads(results.read_text()), args.steps, args.warmup, args.profile, args.rehearsals)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--offline", help="placement_offline binary")
@@ -314,15 +325,9 @@ def main():
         parser.error("--offline is required")
     import tempfile
 
-    folder = tempfile.mkdtemp(prefix="torch_run_bench_")
-    results = Path(args.results) if args.results else Path(folder) / "results.json"
-    torch_dist.launch_local(2, [str(Path(__file__).resolve()), f"--offline={args.offline}", f"--models={args.models}",
-                                f"--steps={args.steps}", f"--warmup={args.warmup}", f"--profile={args.profile}",
-                                f"--time_limit={args.time_limit}", f"--rehearsals={args.rehearsals}",
-                                f"--results={results}"] + ([f"--transport={args.transport}"] if args.transport else [])
-                            + (["--solo_costs"] if args.solo_costs else []),
-                            stdout=sys.stdout)
-    text = table(json.loads(results.read_text()), args.steps, args.warmup, args.profile, args.rehearsals)
+    with tempfile.TemporaryDirectory(prefix="torch_run_bench_") as folder:  # removed afterwards
+        results = Path(args.results) if args.results else Path(folder) / "results.json"
+        text = measure(args, results)
     out = Path(args.out)
     page = out.read_text() if out.exists() else f"{BEGIN}\n{END}\n"
     if BEGIN not in page:

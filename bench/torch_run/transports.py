@@ -97,11 +97,12 @@ def main():
         parser.error("--offline is required")
     import tempfile
 
-    results = Path(args.results or Path(tempfile.mkdtemp(prefix="transports_")) / "rows.json")
-    torch_dist.launch_local(2, [str(Path(__file__).resolve()), f"--offline={args.offline}", f"--models={args.models}",
-                                f"--steps={args.steps}", f"--warmup={args.warmup}", f"--results={results}"],
-                            stdout=open(os.devnull, "w"))
-    rows = json.loads(results.read_text())
+    with tempfile.TemporaryDirectory(prefix="transports_") as folder, open(os.devnull, "w") as quiet:
+        results = Path(args.results or Path(folder) / "rows.json")
+        torch_dist.launch_local(2, [str(Path(__file__).resolve()), f"--offline={args.offline}",
+                                    f"--models={args.models}", f"--steps={args.steps}", f"--warmup={args.warmup}",
+                                    f"--results={results}"], stdout=quiet)
+        rows = json.loads(results.read_text())
     print("| model | plan | simulated ms | gloo ms | shm ms | shm / gloo | wait per process, gloo ms | shm ms |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:

@@ -21,7 +21,7 @@ std::string TestData(const std::string& relative);
 // ../shared/workloads/<relative>, beside the source tree.
 std::string SharedWorkload(const std::string& relative);
 bool PathExists(const std::string& path);
-// A fresh temporary directory for one test.
+// A fresh temporary directory for one test, removed with its contents when the test program exits.
 std::string MakeTempDir();
 void WriteText(const std::string& path, const std::string& text);
 
