@@ -4,6 +4,8 @@
         --devices=4 --out=resnet18.json
     python3 -m placement.torch_export --model=transformer --layers=4 --d_model=256 --heads=4 --seq=128 \
         --out=transformer.pb
+    python3 -m placement.torch_export --model=torchvision:fcn_resnet50 --classes=21 --image_size=128 \
+        --out=fcn.json                     # also torchvision's video and optical-flow models (torchvision_model)
     python3 -m placement.torch_export --model=mypkg.models:build --out=mine.json   # build() -> (model, inputs)
     python3 -m placement.torch_export --model=transformer --batch=32 --microbatches=8 --data_parallel=0 \
         --devices=8 --out=plan.json                                      # a training plan, api.md section 2.1
@@ -692,7 +694,12 @@ def _cross_entropy(output, targets):
     """Cross-entropy of the main output against targets[0], plus AUX_LOSS_WEIGHT x that of each
     auxiliary output (model_outputs)."""
     def loss_of(logits):
-        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets[0].reshape(-1))
+        target = targets[0]
+        if target.shape != logits.shape[:-1] and target.shape == logits.shape[:1] + logits.shape[2:]:
+            # Classes along dimension 1, one label per position: (N, C, H, W) segmentation logits.
+            return torch.nn.functional.cross_entropy(logits, target)
+        # Classes along the last dimension: (N, C) classifiers, (N, T, V) token logits.
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
 
     main, auxiliary = model_outputs(output)
     loss = loss_of(main)
@@ -701,17 +708,61 @@ def _cross_entropy(output, targets):
     return loss
 
 
+# torchvision.models' families searched for a bare name, in this order ("" = the classifiers).
+TORCHVISION_FAMILIES = ("", "segmentation", "video", "optical_flow")
+
+
+def _raft_loss(output, targets, gamma=0.8):
+    """RAFT's sequence loss: the mean L1 error of each refinement's flow against targets[0], the later
+    refinements weighed more (gamma^(n - 1 - i), as RAFT trains)."""
+    flows = list(output)
+    return sum(gamma ** (len(flows) - 1 - i) * (flow - targets[0]).abs().mean() for i, flow in enumerate(flows))
+
+
+def torchvision_model(name, args):
+    """(model, inputs, loss function, targets) for torchvision:NAME or torchvision:FAMILY.NAME, untrained
+    (no weights are downloaded): classifiers (images, labels), segmentation (images, a label per pixel;
+    per-pixel cross-entropy, the auxiliary head's at AUX_LOSS_WEIGHT), video classifiers (clips of
+    --frames frames), optical flow (two images, RAFT's sequence loss against a flow field)."""
+    import torchvision.models as models
+
+    family, _, short = name.rpartition(".")
+    builder = None
+    for candidate in ((family,) if family else TORCHVISION_FAMILIES):
+        module = (getattr(models, candidate, None) if candidate else models) if candidate in TORCHVISION_FAMILIES else None
+        found = getattr(module, short, None) if module is not None else None
+        if callable(found) and not isinstance(found, type) and not short.startswith("_"):
+            family, builder = candidate, found
+            break
+    if builder is None and family in ("", "detection") and callable(getattr(models.detection, short, None)):
+        raise SystemExit(f"--model: {name!r} is a detection model; its training step depends on the data (box "
+                         "matching and sampling, non-maximum suppression), so it cannot be traced as one graph")
+    if builder is None:
+        raise SystemExit(f"--model: torchvision has no model {name!r} in "
+                         f"{', '.join('models' + ('.' + f if f else '') for f in TORCHVISION_FAMILIES)}")
+    batch, size = args.batch, args.image_size
+    if family == "segmentation":
+        model = builder(weights=None, weights_backbone=None, num_classes=args.classes)
+        labels = torch.randint(0, args.classes, (batch, size, size))
+        return model, (torch.randn(batch, 3, size, size),), _cross_entropy, (labels,)
+    if family == "video":
+        model = builder(weights=None, num_classes=args.classes)
+        clips = torch.randn(batch, 3, args.frames, size, size)
+        return model, (clips,), _cross_entropy, (torch.randint(0, args.classes, (batch,)),)
+    if family == "optical_flow":
+        model = builder(weights=None)
+        first, second = torch.randn(batch, 3, size, size), torch.randn(batch, 3, size, size)
+        return model, (first, second), _raft_loss, (torch.randn(batch, 2, size, size),)
+    model = builder(num_classes=args.classes)
+    labels = torch.randint(0, args.classes, (batch,))
+    return model, (torch.randn(batch, 3, size, size),), _cross_entropy, (labels,)
+
+
 def builtin_model(spec, args):
     """(model, example inputs, loss function, targets) for --model."""
     torch.manual_seed(0)
     if spec.startswith("torchvision:"):
-        import torchvision
-
-        name = spec.split(":", 1)[1]
-        model = getattr(torchvision.models, name)(num_classes=args.classes)
-        images = torch.randn(args.batch, 3, args.image_size, args.image_size)
-        labels = torch.randint(0, args.classes, (args.batch,))
-        return model, (images,), _cross_entropy, (labels,)
+        return torchvision_model(spec.split(":", 1)[1], args)
     if spec == "cnn":
         model = SmallCNN(args.classes, getattr(args, "width", 16))
         images = torch.randn(args.batch, 3, args.image_size, args.image_size)
@@ -733,11 +784,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python3 -m placement.torch_export",
                                      description="Export one PyTorch training step as a PlaceRequest.")
     parser.add_argument("--model", required=True,
-                        help="torchvision:NAME (e.g. torchvision:resnet18), cnn, transformer, or module:factory")
+                        help="torchvision:NAME (e.g. torchvision:resnet18, torchvision:fcn_resnet50, torchvision:r3d_18; "
+                             "also torchvision:FAMILY.NAME), cnn, transformer, or module:factory")
     parser.add_argument("--out", required=True, help=".json, .json.gz or .pb")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--image_size", type=int, default=224, help="torchvision models")
     parser.add_argument("--classes", type=int, default=1000, help="torchvision models, cnn")
+    parser.add_argument("--frames", type=int, default=16, help="torchvision video models: frames per clip")
     parser.add_argument("--width", type=int, default=16, help="cnn: channels of the first convolutions")
     parser.add_argument("--layers", type=int, default=2, help="transformer")
     parser.add_argument("--d_model", type=int, default=256, help="transformer")

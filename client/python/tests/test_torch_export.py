@@ -366,3 +366,62 @@ def test_torchvision_googlenet_with_its_auxiliary_classifiers_exports(tmp_path, 
     placed = json.loads(run_offline(offline_binary, "place", f"--request={out}", "--algorithm=m_etf",
                                     "--time_limit_s=20"))
     assert placed["outcome"] == "FEASIBLE", placed.get("reason")
+
+
+# ---------------------------------------------------------------------------------------------------
+# torchvision's other families: segmentation, video, optical flow, detection (refused)
+
+def test_cross_entropy_takes_per_pixel_labels_along_dimension_one():
+    torch.manual_seed(0)
+    logits, labels = torch.randn(2, 5, 3, 4), torch.randint(0, 5, (2, 3, 4))
+    expected = torch.nn.functional.cross_entropy(logits, labels)
+    assert torch.allclose(torch_export._cross_entropy(logits, (labels,)), expected)
+    # Segmentation output as torchvision gives it while training: {"out", "aux"}, the aux head weighed.
+    aux = torch.randn(2, 5, 3, 4)
+    got = torch_export._cross_entropy({"out": logits, "aux": aux}, (labels,))
+    assert torch.allclose(got, expected + torch_export.AUX_LOSS_WEIGHT * torch.nn.functional.cross_entropy(aux, labels))
+    # Token logits (N, T, V) keep their classes on the last dimension.
+    tokens, targets = torch.randn(2, 3, 7), torch.randint(0, 7, (2, 3))
+    assert torch.allclose(torch_export._cross_entropy(tokens, (targets,)),
+                          torch.nn.functional.cross_entropy(tokens.reshape(-1, 7), targets.reshape(-1)))
+
+
+@pytest.mark.parametrize("spec,flags,input_bytes", [
+    # Per-pixel labels: the classifier head's parameters train through a (N, C, H, W) loss.
+    ("torchvision:lraspp_mobilenet_v3_large", ["--image_size=32", "--classes=3"], 2 * 3 * 32 * 32 * 4),
+    # A clip of --frames frames: (N, 3, T, H, W).
+    ("torchvision:video.r3d_18", ["--image_size=16", "--frames=4", "--classes=5"], 2 * 3 * 4 * 16 * 16 * 4),
+    # Two images in, a flow field as the target of RAFT's sequence loss.
+    ("torchvision:raft_small", ["--image_size=64"], 2 * 3 * 64 * 64 * 4),
+])
+def test_torchvision_segmentation_video_and_flow_models_export_and_place(spec, flags, input_bytes, tmp_path,
+                                                                           offline_binary):
+    pytest.importorskip("torchvision")
+    out = tmp_path / "model.json"
+    torch_export.main([f"--model={spec}", "--batch=2", *flags, f"--out={out}"])
+    request = json.loads(out.read_text())
+    ops, types = check_graph(request)
+    assert int(next(op for op in ops if op["name"] == "input:0")["output_bytes"]) == input_bytes
+    if "raft" in spec:
+        assert int(next(op for op in ops if op["name"] == "input:1")["output_bytes"]) == input_bytes
+    assert "convolution_backward" in types
+    # Every parameter trains: each has update ops in its group (none is left out of the loss).
+    params = {op["name"] for op in ops if op["type"] == "parameter"}
+    updated = {op["colocation_group"] for op in ops if op["type"] not in ("parameter", "buffer")
+               and op.get("colocation_group", "").startswith("param:")}
+    assert params and params == updated
+    placed = json.loads(run_offline(offline_binary, "place", f"--request={out}", "--algorithm=m_etf",
+                                    "--time_limit_s=20"))
+    assert placed["outcome"] == "FEASIBLE", placed.get("reason")
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("torchvision:fasterrcnn_resnet50_fpn", "is a detection model"),
+    ("torchvision:detection.retinanet_resnet50_fpn", "is a detection model"),
+    ("torchvision:no_such_net", "torchvision has no model 'no_such_net' in models, models.segmentation"),
+    ("torchvision:video.resnet18", "torchvision has no model 'video.resnet18'"),
+])
+def test_torchvision_models_that_cannot_be_exported_are_refused_by_name(spec, message, tmp_path):
+    pytest.importorskip("torchvision")
+    with pytest.raises(SystemExit, match=message):
+        torch_export.main([f"--model={spec}", f"--out={tmp_path / 'x.json'}"])
