@@ -10,7 +10,7 @@
 // on one device, where the one-batch step is the sibling request NAME.batch.* of NAME.mbM.* when present
 // (the same model exported at the full batch, one microbatch), else the plan itself run as one batch.
 //
-//   placement_plans_bench --corpus=build/plans_corpus --devices=4 --memory=source,0.45 \
+//   placement_plans_bench --corpus=build/plans_corpus --devices=4 --memory=source,0.45
 //       --algorithms=auto,stages,pipeline,pardnn --out=bench/plans/results.md
 //
 // Per case: one device's step (every op of every microbatch on the fastest device: nothing moves, so it

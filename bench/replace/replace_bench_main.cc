@@ -11,7 +11,7 @@
 // inter-host link gets 25 GB/s and 10 us. Each ratio pairs two solves of the same run, through the
 // engine's Solve as `placement_offline place` runs it.
 //
-//   replace_bench --corpus=build/plans_corpus --only=.batch --devices=8 --remove=used \
+//   replace_bench --corpus=build/plans_corpus --only=.batch --devices=8 --remove=used
 //       --move_weight=1e-3 --time_limit_s=60 --out=table.md
 #include <algorithm>
 #include <cmath>
