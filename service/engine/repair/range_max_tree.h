@@ -4,7 +4,8 @@
 // follows cost O(log T) instead of a sweep over the whole timeline.
 //
 // The tree never pushes pending adds down: node x stores max(children) + add(x), so an update touches
-// O(log n) nodes and a query accumulates the adds on its path. Slots are 0-based.
+// O(log n) nodes (bottom-up, without recursion: the repair's hottest loop) and a query accumulates the
+// adds on its path. Slots are 0-based.
 //
 // Example:
 //   RangeAddMaxTree tree;
@@ -42,12 +43,13 @@ class RangeAddMaxTree {
   static constexpr int64_t kEmptyMax = INT64_MIN / 4;
 
  private:
-  void BuildNode(int32_t node, int32_t lo, int32_t hi, const std::vector<int64_t>& values);
-  void AddNode(int32_t node, int32_t lo, int32_t hi, int32_t l, int32_t r, int64_t delta);
+  // Recomputes the nodes above the leaves `first` and `last` (first <= last), those above both once.
+  void PullUp(int32_t first, int32_t last);
   int64_t MaxNode(int32_t node, int32_t lo, int32_t hi, int32_t l, int32_t r) const;
 
   int32_t size_ = 0;
-  std::vector<int64_t> max_;  // 1-based heap layout, 4 * size entries
+  int32_t leaves_ = 1;        // size_ rounded up to a power of two; slot i is node leaves_ + i
+  std::vector<int64_t> max_;  // 1-based heap layout, 2 * leaves_ entries
   std::vector<int64_t> add_;
 };
 
