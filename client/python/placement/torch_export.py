@@ -710,6 +710,7 @@ def _cross_entropy(output, targets):
 
 # torchvision.models' families searched for a bare name, in this order ("" = the classifiers).
 TORCHVISION_FAMILIES = ("", "segmentation", "video", "optical_flow")
+TORCHVISION_DEFAULT_CLASSES = {"": 1000, "segmentation": 21, "video": 400}
 
 
 def _raft_loss(output, targets, gamma=0.8):
@@ -741,20 +742,23 @@ def torchvision_model(name, args):
         raise SystemExit(f"--model: torchvision has no model {name!r} in "
                          f"{', '.join('models' + ('.' + f if f else '') for f in TORCHVISION_FAMILIES)}")
     batch, size = args.batch, args.image_size
+    # Without --classes, each family's own default: ImageNet's 1000, Pascal VOC's 21, Kinetics' 400.
+    classes = getattr(args, "classes", None)
+    classes = classes if classes is not None else TORCHVISION_DEFAULT_CLASSES.get(family, 1000)
     if family == "segmentation":
-        model = builder(weights=None, weights_backbone=None, num_classes=args.classes)
-        labels = torch.randint(0, args.classes, (batch, size, size))
+        model = builder(weights=None, weights_backbone=None, num_classes=classes)
+        labels = torch.randint(0, classes, (batch, size, size))
         return model, (torch.randn(batch, 3, size, size),), _cross_entropy, (labels,)
     if family == "video":
-        model = builder(weights=None, num_classes=args.classes)
-        clips = torch.randn(batch, 3, args.frames, size, size)
-        return model, (clips,), _cross_entropy, (torch.randint(0, args.classes, (batch,)),)
+        model = builder(weights=None, num_classes=classes)
+        clips = torch.randn(batch, 3, getattr(args, "frames", 16), size, size)
+        return model, (clips,), _cross_entropy, (torch.randint(0, classes, (batch,)),)
     if family == "optical_flow":
         model = builder(weights=None)
         first, second = torch.randn(batch, 3, size, size), torch.randn(batch, 3, size, size)
         return model, (first, second), _raft_loss, (torch.randn(batch, 2, size, size),)
-    model = builder(num_classes=args.classes)
-    labels = torch.randint(0, args.classes, (batch,))
+    model = builder(num_classes=classes)
+    labels = torch.randint(0, classes, (batch,))
     return model, (torch.randn(batch, 3, size, size),), _cross_entropy, (labels,)
 
 
@@ -764,9 +768,10 @@ def builtin_model(spec, args):
     if spec.startswith("torchvision:"):
         return torchvision_model(spec.split(":", 1)[1], args)
     if spec == "cnn":
-        model = SmallCNN(args.classes, getattr(args, "width", 16))
+        classes = getattr(args, "classes", None) or 1000
+        model = SmallCNN(classes, getattr(args, "width", 16))
         images = torch.randn(args.batch, 3, args.image_size, args.image_size)
-        labels = torch.randint(0, args.classes, (args.batch,))
+        labels = torch.randint(0, classes, (args.batch,))
         return model, (images,), _cross_entropy, (labels,)
     if spec == "transformer":
         model = TransformerStack(args.layers, args.d_model, args.heads, args.vocab)
@@ -789,7 +794,8 @@ def main(argv=None):
     parser.add_argument("--out", required=True, help=".json, .json.gz or .pb")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--image_size", type=int, default=224, help="torchvision models")
-    parser.add_argument("--classes", type=int, default=1000, help="torchvision models, cnn")
+    parser.add_argument("--classes", type=int, default=None,
+                        help="torchvision models, cnn (default: 1000; segmentation 21, video 400)")
     parser.add_argument("--frames", type=int, default=16, help="torchvision video models: frames per clip")
     parser.add_argument("--width", type=int, default=16, help="cnn: channels of the first convolutions")
     parser.add_argument("--layers", type=int, default=2, help="transformer")

@@ -425,3 +425,18 @@ def test_torchvision_models_that_cannot_be_exported_are_refused_by_name(spec, me
     pytest.importorskip("torchvision")
     with pytest.raises(SystemExit, match=message):
         torch_export.main([f"--model={spec}", f"--out={tmp_path / 'x.json'}"])
+
+
+def test_torchvision_models_take_their_familys_class_count_unless_classes_is_given():
+    pytest.importorskip("torchvision")
+    import argparse
+
+    def built(name, classes=None):
+        args = argparse.Namespace(batch=1, image_size=32, classes=classes, frames=4)
+        return torch_export.torchvision_model(name, args)
+
+    model, _, _, targets = built("lraspp_mobilenet_v3_large")
+    assert model.classifier.low_classifier.out_channels == 21 and int(targets[0].max()) < 21  # Pascal VOC
+    assert built("video.r3d_18")[0].fc.out_features == 400  # Kinetics
+    assert built("resnet18")[0].fc.out_features == 1000  # ImageNet
+    assert built("lraspp_mobilenet_v3_large", classes=3)[0].classifier.low_classifier.out_channels == 3
