@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -27,6 +28,28 @@ extern char** environ;
 
 namespace placement::e2e {
 namespace {
+
+// Every e2e test program writes its files (requests, answers, flag files, logs) under
+// ::testing::TempDir(). With fixed names there, programs that ctest ran at once could write the same
+// file (placementctl_e2e_test and others each wrote placement.json in /tmp), and every run left its
+// files behind. So each program gets a directory of its own (inside TEST_TMPDIR when one is set), made
+// before any test runs, given to ::testing::TempDir() through TEST_TMPDIR, and removed at exit.
+std::string* private_tmpdir = nullptr;
+
+void RemovePrivateTmpdir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(*private_tmpdir, ignored);
+}
+
+[[maybe_unused]] const bool kPrivateTmpdirMade = [] {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string pattern = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/placement_e2e.XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) return false;  // then the files go where they went before
+  private_tmpdir = new std::string(pattern);
+  setenv("TEST_TMPDIR", pattern.c_str(), 1);
+  std::atexit(RemovePrivateTmpdir);
+  return true;
+}();
 
 std::vector<char*> Argv(std::vector<std::string>& args) {
   std::vector<char*> argv;

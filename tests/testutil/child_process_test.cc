@@ -1,7 +1,9 @@
 #include "tests/testutil/child_process.h"
 
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -20,7 +22,8 @@ std::string ReadFile(const std::string& path) {
 }
 
 TEST(SpawnChildTest, RunsTheBinaryWithItsArgumentsAndKeepsItsStderr) {
-  const std::string stderr_path = ::testing::TempDir() + "/child_process_test_stderr.log";
+  const std::string stderr_path =
+      ::testing::TempDir() + "/child_process_test_stderr." + std::to_string(getpid()) + ".log";
   absl::StatusOr<pid_t> pid =
       SpawnChild({"/bin/sh", "-c", "echo to-stdout; echo \"$0\" >&2; exit 3", "arg0"}, stderr_path);
   ASSERT_TRUE(pid.ok()) << pid.status();
@@ -29,6 +32,7 @@ TEST(SpawnChildTest, RunsTheBinaryWithItsArgumentsAndKeepsItsStderr) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 3);
   EXPECT_EQ(ReadFile(stderr_path), "arg0\n");  // stdout went to /dev/null, not into the file
+  std::remove(stderr_path.c_str());
 }
 
 TEST(SpawnChildTest, AMissingBinaryIsAnError) {
