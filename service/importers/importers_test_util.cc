@@ -4,13 +4,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
-#include <mutex>
-#include <vector>
 
 #include "absl/strings/match.h"
 #include "service/engine/model/model_builder.h"
+#include "tests/testutil/temp_dir_at_exit.h"
 
 namespace placement::importers::testing {
 
@@ -32,38 +30,9 @@ bool PathExists(const std::string& path) {
   return stat(path.c_str(), &info) == 0;
 }
 
-namespace {
-
-// The directories MakeTempDir made, removed with their contents when the test program exits: every
-// test run used to leave its folders behind in /tmp.
-std::mutex& TempDirsMutex() {
-  static std::mutex* mutex = new std::mutex;
-  return *mutex;
-}
-std::vector<std::string>& TempDirs() {
-  static std::vector<std::string>* dirs = new std::vector<std::string>;
-  return *dirs;
-}
-void RemoveTempDirs() {
-  std::lock_guard<std::mutex> lock(TempDirsMutex());
-  for (const std::string& dir : TempDirs()) {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir, ignored);
-  }
-  TempDirs().clear();
-}
-
-}  // namespace
-
 std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string pattern = std::string(base != nullptr && *base ? base : "/tmp") + "/importers_XXXXXX";
-  char* made = mkdtemp(pattern.data());
-  if (made == nullptr) return "/tmp";  // never registered for removal
-  std::lock_guard<std::mutex> lock(TempDirsMutex());
-  if (TempDirs().empty()) std::atexit(RemoveTempDirs);
-  TempDirs().push_back(made);
-  return made;
+  const std::string dir = testutil::MakeTempDirRemovedAtExit("importers");
+  return dir.empty() ? "/tmp" : dir;
 }
 
 void WriteText(const std::string& path, const std::string& text) {

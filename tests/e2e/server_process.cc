@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -23,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
+#include "tests/testutil/temp_dir_at_exit.h"
 
 extern char** environ;
 
@@ -30,25 +30,13 @@ namespace placement::e2e {
 namespace {
 
 // Every e2e test program writes its files (requests, answers, flag files, logs) under
-// ::testing::TempDir(). With fixed names there, programs that ctest ran at once could write the same
-// file (placementctl_e2e_test and others each wrote placement.json in /tmp), and every run left its
-// files behind. So each program gets a directory of its own (inside TEST_TMPDIR when one is set), made
-// before any test runs, given to ::testing::TempDir() through TEST_TMPDIR, and removed at exit.
-std::string* private_tmpdir = nullptr;
-
-void RemovePrivateTmpdir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(*private_tmpdir, ignored);
-}
-
+// ::testing::TempDir(). With fixed names in a shared /tmp, two runs at once could write the same file,
+// and every run left its files behind. So each program gets a directory of its own (inside TEST_TMPDIR
+// when one is set), made before any test runs, given to ::testing::TempDir() through TEST_TMPDIR, and
+// removed at exit. If it cannot be made, the files go where they went before.
 [[maybe_unused]] const bool kPrivateTmpdirMade = [] {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string pattern = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/placement_e2e.XXXXXX";
-  if (mkdtemp(pattern.data()) == nullptr) return false;  // then the files go where they went before
-  private_tmpdir = new std::string(pattern);
-  setenv("TEST_TMPDIR", pattern.c_str(), 1);
-  std::atexit(RemovePrivateTmpdir);
-  return true;
+  const std::string dir = testutil::MakeTempDirRemovedAtExit("placement_e2e");
+  return !dir.empty() && setenv("TEST_TMPDIR", dir.c_str(), 1) == 0;
 }();
 
 std::vector<char*> Argv(std::vector<std::string>& args) {

@@ -710,7 +710,7 @@ def _cross_entropy(output, targets):
 
 # torchvision.models' families searched for a bare name, in this order ("" = the classifiers).
 TORCHVISION_FAMILIES = ("", "segmentation", "video", "optical_flow")
-TORCHVISION_DEFAULT_CLASSES = {"": 1000, "segmentation": 21, "video": 400}
+TORCHVISION_DEFAULT_CLASSES = {"segmentation": 21, "video": 400}  # the others: 1000
 
 
 def _raft_loss(output, targets, gamma=0.8):
@@ -730,8 +730,10 @@ def torchvision_model(name, args):
     family, _, short = name.rpartition(".")
     builder = None
     for candidate in ((family,) if family else TORCHVISION_FAMILIES):
-        module = (getattr(models, candidate, None) if candidate else models) if candidate in TORCHVISION_FAMILIES else None
-        found = getattr(module, short, None) if module is not None else None
+        if candidate not in TORCHVISION_FAMILIES:
+            break
+        found = getattr(getattr(models, candidate) if candidate else models, short, None)
+        # A builder function; not a class or a submodule of the same name (models.video.resnet).
         if callable(found) and not isinstance(found, type) and not short.startswith("_"):
             family, builder = candidate, found
             break
