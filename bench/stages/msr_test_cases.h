@@ -62,7 +62,9 @@ inline void Check(const Case& c) {
   MsrSolveOptions chain;
   chain.chain_only = true;
   EXPECT_LE(plan.max_load, SolveMsr(*input, chain).max_load + Tolerance(plan.max_load)) << c.file;
-  if (c.published > 0) EXPECT_NEAR(plan.max_load, c.published, Tolerance(c.published)) << c.file;
+  if (c.published > 0) {
+    EXPECT_NEAR(plan.max_load, c.published, Tolerance(c.published)) << c.file;
+  }
 }
 
 }  // namespace placement::bench::testing

@@ -62,7 +62,7 @@ TEST_F(AccessControlTest, CountsMissingAndInvalidCredentials) {
 }
 
 TEST_F(AccessControlTest, RateLimitIsPerTenantWithTheFileOverridingTheDefault) {
-  AccessControl access(auth_.get(), {.rate_qps = 1, .burst = 2}, &clock_, &metrics_);
+  AccessControl access(auth_.get(), {.jobs = {}, .rate_qps = 1, .burst = 2}, &clock_, &metrics_);
   const std::string a = std::string("Bearer ") + kTokenA;
   const std::string b = std::string("Bearer ") + kTokenB;
   ASSERT_TRUE(access.Admit(a).ok());

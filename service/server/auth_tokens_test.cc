@@ -203,8 +203,8 @@ TEST(TokenAuthenticatorTest, ReloadReadsTheFileAtOnce) {
   EXPECT_FALSE((*auth)->Authenticate(std::string("Bearer ") + kTokenB).ok());
   ASSERT_TRUE((*auth)->Reload().ok());
   EXPECT_EQ(*(*auth)->Authenticate(std::string("Bearer ") + kTokenB), "team-b");
-  EXPECT_DOUBLE_EQ((*auth)->LimitsFor("team-b", {.rate_qps = 1}).rate_qps, 3);
-  EXPECT_DOUBLE_EQ((*auth)->LimitsFor("team-a", {.rate_qps = 1}).rate_qps, 1);
+  EXPECT_DOUBLE_EQ((*auth)->LimitsFor("team-b", {.jobs = {}, .rate_qps = 1}).rate_qps, 3);
+  EXPECT_DOUBLE_EQ((*auth)->LimitsFor("team-a", {.jobs = {}, .rate_qps = 1}).rate_qps, 1);
   EXPECT_EQ((*auth)->token_count(), 1);
   EXPECT_EQ((*auth)->tenant_count(), 1);
 }

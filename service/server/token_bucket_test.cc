@@ -75,7 +75,7 @@ TEST(TenantRateLimiterTest, UnlimitedWithoutARate) {
 TEST(TenantRateLimiterTest, EachTenantHasItsOwnBucket) {
   FakeClock clock;
   TenantRateLimiter limiter(&clock);
-  const TenantLimits limits{.rate_qps = 1, .burst = 2};
+  const TenantLimits limits{.jobs = {}, .rate_qps = 1, .burst = 2};
   EXPECT_TRUE(limiter.Admit("a", limits).ok());
   EXPECT_TRUE(limiter.Admit("a", limits).ok());
   absl::Status refused = limiter.Admit("a", limits);
@@ -90,13 +90,13 @@ TEST(TenantRateLimiterTest, EachTenantHasItsOwnBucket) {
 }
 
 TEST(TenantRateLimiterTest, BurstDefaultsToTheRateButAtLeastOne) {
-  EXPECT_DOUBLE_EQ(EffectiveBurst({.rate_qps = 0.1}), 1.0);
-  EXPECT_DOUBLE_EQ(EffectiveBurst({.rate_qps = 5}), 5.0);
-  EXPECT_DOUBLE_EQ(EffectiveBurst({.rate_qps = 5, .burst = 20}), 20.0);
+  EXPECT_DOUBLE_EQ(EffectiveBurst({.jobs = {}, .rate_qps = 0.1}), 1.0);
+  EXPECT_DOUBLE_EQ(EffectiveBurst({.jobs = {}, .rate_qps = 5}), 5.0);
+  EXPECT_DOUBLE_EQ(EffectiveBurst({.jobs = {}, .rate_qps = 5, .burst = 20}), 20.0);
 
   FakeClock clock;
   TenantRateLimiter limiter(&clock);
-  const TenantLimits limits{.rate_qps = 0.1};
+  const TenantLimits limits{.jobs = {}, .rate_qps = 0.1};
   EXPECT_TRUE(limiter.Admit("a", limits).ok());
   EXPECT_FALSE(limiter.Admit("a", limits).ok());
 }
@@ -104,8 +104,8 @@ TEST(TenantRateLimiterTest, BurstDefaultsToTheRateButAtLeastOne) {
 TEST(TenantRateLimiterTest, NewLimitsApplyFromTheNextCall) {
   FakeClock clock;
   TenantRateLimiter limiter(&clock);
-  ASSERT_TRUE(limiter.Admit("a", {.rate_qps = 1, .burst = 1}).ok());
-  ASSERT_FALSE(limiter.Admit("a", {.rate_qps = 1, .burst = 1}).ok());
+  ASSERT_TRUE(limiter.Admit("a", {.jobs = {}, .rate_qps = 1, .burst = 1}).ok());
+  ASSERT_FALSE(limiter.Admit("a", {.jobs = {}, .rate_qps = 1, .burst = 1}).ok());
   // Raised to unlimited: admitted at once.
   EXPECT_TRUE(limiter.Admit("a", TenantLimits{}).ok());
 }

@@ -87,7 +87,7 @@ class PortfolioPartitioner final : public Partitioner {
       // Every member but the first (pardnn, the slow one) offers a fresh answer to compare with.
       replacement_members_.assign(members_.begin() + 1, members_.end());
     }
-    version_ = "6";
+    version_ = "7";
     for (const Partitioner* member : members_) {
       absl::StrAppend(&version_, member == members_.front() ? ":" : ",", std::string(member->name()), "@",
                       std::string(member->version()));
@@ -136,10 +136,21 @@ class PortfolioRun {
       std::optional<PartitionResult> quick = NothingFits();
       if (quick) return *std::move(quick);
     }
+    if (options_.near_optimal_gap > 0 && UnrolledSize() >= options_.near_optimal_min_unrolled) {
+      const int64_t bound = LowerBoundNs(model_);
+      near_optimal_ns_ = bound + static_cast<int64_t>(static_cast<double>(bound) * options_.near_optimal_gap);
+    }
     const absl::Status seeded = RunSeeds();
     if (!seeded.ok()) return seeded;
-    RepairOverflowingSeeds();
-    ChooseTheWindow();
+    if (NearOptimal()) {
+      // Nothing left to gain (PortfolioOptions::near_optimal_gap): the answer as scored, with the
+      // window it was scored with.
+      window_ = model_.plan.Window();
+      if (model_.solver_chooses_window) out_.max_in_flight = window_;
+    } else {
+      RepairOverflowingSeeds();
+      ChooseTheWindow();
+    }
     Search();
     if (context_.ShouldStop()) out_.time_limited = true;
     context_.Report("done", 1.0);
@@ -250,20 +261,31 @@ class PortfolioRun {
         out_.dop = result->dop;
       }
       Candidate c{std::move(result->assignment), PortfolioScore(), std::nullopt};
+      bool scored = false;
       if (result->simulated) {
         c.score = portfolio::ScoreFromMember(model_, c.assignment, *result->simulated, i);
         NoteFeasible(c.score);
+        scored = true;
         if (result->max_in_flight > 0 && result->windowed) {
           c.member_window = WindowChoice{result->max_in_flight,
                                          PlacementScore{result->windowed->overflow_bytes,
                                                         result->windowed->makespan_ns},
                                          0};
         }
-      } else {
-        unscored.push_back(i);
+      } else if (near_optimal_ns_ >= 0 &&
+                 AssignedLowerBoundNs(model_, c.assignment, &bound_scratch_) <= near_optimal_ns_) {
+        // It may be near-optimal: scored now, not after every member (an answer whose own bound is this
+        // low would be scored then anyway: no fitting step so far is below it).
+        c.score = portfolio::Score(simulator_, model_, c.assignment, i);
+        NoteFeasible(c.score);
+        scored = true;
       }
+      if (!scored) unscored.push_back(i);
+      const bool near_optimal = scored && c.score.feasible && near_optimal_ns_ >= 0 &&
+                                c.score.makespan_ns <= near_optimal_ns_;
       context_.Report("auto", 0.5 * (i + 1) / count, best_feasible_);
       seeds_[i] = std::move(c);
+      if (near_optimal) break;  // PortfolioOptions::near_optimal_gap: the later members cannot gain
     }
     ScoreTheOthers(unscored);
     for (const std::optional<Candidate>& seed : seeds_) {
@@ -391,7 +413,7 @@ class PortfolioRun {
     out_.winner_makespan_ns = best_->score.makespan_ns;
     Assignment assignment = std::move(best_->assignment);
     if (options_.search && model_.num_devices() > 1 && best_->score.constraint_violations == 0 &&
-        !context_.ShouldStop()) {
+        !NearOptimal() && !context_.ShouldStop()) {
       const std::vector<const Candidate*> runners_up = RunnersUp(assignment);
       // The search judges with the chosen window: a copy of the model that carries it (the memory stage
       // inside the search simulates the model it is given).
@@ -449,6 +471,11 @@ class PortfolioRun {
     out_.assignment = std::move(assignment);
   }
 
+  // The best answer on the table fits within PortfolioOptions::near_optimal_gap of the lower bound.
+  bool NearOptimal() const {
+    return near_optimal_ns_ >= 0 && best_ && best_->score.feasible && best_->score.makespan_ns <= near_optimal_ns_;
+  }
+
   // Ops + edges of the unrolled step (microbatches x the one-microbatch graph; M >= 1).
   int64_t UnrolledSize() const {
     return static_cast<int64_t>(model_.plan.microbatches) * (model_.num_ops() + model_.num_edges());
@@ -499,6 +526,8 @@ class PortfolioRun {
   std::vector<Candidate> repaired_;
   std::optional<Candidate> best_;
   int64_t best_feasible_ = 0;  // best feasible makespan so far: progress reports, skips (0 = none)
+  // A step at or below this is near-optimal (PortfolioOptions::near_optimal_gap); -1 = the stop is off.
+  int64_t near_optimal_ns_ = -1;
   int32_t window_ = 1;
 };
 

@@ -143,6 +143,80 @@ TEST(PortfolioTest, RunsOnlyTheFirstMemberAfterTheDeadline) {
   EXPECT_TRUE(result->time_limited);
 }
 
+// a -> b -> c, 100 ns each, on two devices joined by a 1 ms link: the lower bound is the chain, 300 ns,
+// and only an answer that keeps the chain on one device reaches it.
+Model Chain() {
+  ProblemBuilder p;
+  for (int i = 0; i < 3; ++i) p.AddOp(100, 100);
+  p.AddEdge(0, 1, 100);
+  p.AddEdge(1, 2, 100);
+  p.AddDevices(2, 1 << 20);
+  p.SetLink(100'000, 1'000'000);
+  return p.Build();
+}
+
+PortfolioOptions StopOnSmallSteps() {
+  PortfolioOptions options;
+  options.near_optimal_min_unrolled = 0;
+  return options;
+}
+
+// An answer at the lower bound ends the portfolio: the member after it never runs.
+TEST(PortfolioTest, StopsAtANearOptimalAnswer) {
+  const Model model = Chain();
+  ASSERT_EQ(LowerBoundNs(model), 300);
+  FixedPartitioner together("together", {1, 1, 1});
+  FixedPartitioner later("later", {0, 0, 0});
+  absl::StatusOr<PartitionResult> result =
+      MakePortfolioPartitioner({&together, &later}, StopOnSmallSteps())->Partition(model, SolveContext());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->winner, "together");
+  EXPECT_EQ(result->winner_makespan_ns, 300);
+  EXPECT_EQ(result->assignment, (Assignment{1, 1, 1}));
+  EXPECT_EQ(later.calls(), 0);
+}
+
+// Above the gap every member runs, and the one at the bound wins.
+TEST(PortfolioTest, AnAnswerAboveTheGapDoesNotStopIt) {
+  const Model model = Chain();
+  FixedPartitioner split("split", {0, 1, 1});  // 1 ms of transfer
+  FixedPartitioner together("together", {0, 0, 0});
+  absl::StatusOr<PartitionResult> result =
+      MakePortfolioPartitioner({&split, &together}, StopOnSmallSteps())->Partition(model, SolveContext());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(together.calls(), 1);
+  EXPECT_EQ(result->winner, "together");
+  EXPECT_EQ(result->winner_makespan_ns, 300);
+}
+
+// Below near_optimal_min_unrolled (the default: 100,000 ops + edges) every member runs, so on small
+// steps "never worse than any member" holds exactly.
+TEST(PortfolioTest, SmallStepsRunEveryMember) {
+  const Model model = Chain();
+  FixedPartitioner together("together", {1, 1, 1});
+  FixedPartitioner later("later", {0, 0, 0});
+  absl::StatusOr<PartitionResult> result =
+      MakePortfolioPartitioner({&together, &later})->Partition(model, SolveContext());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(later.calls(), 1);
+  EXPECT_EQ(result->winner, "together");
+}
+
+// An answer that overflows is no stop, however short: the member after it runs and its fitting answer
+// wins.
+TEST(PortfolioTest, AnOverflowingAnswerAtTheBoundDoesNotStopIt) {
+  const Model model = TwoOps();  // 1200 bytes of weights on a 1000-byte device when together
+  PortfolioOptions options = StopOnSmallSteps();
+  options.search = false;
+  FixedPartitioner together("together", {0, 0});
+  FixedPartitioner apart("apart", {0, 1});
+  absl::StatusOr<PartitionResult> result =
+      MakePortfolioPartitioner({&together, &apart}, options)->Partition(model, SolveContext());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(apart.calls(), 1);
+  EXPECT_TRUE(ScoreForPortfolio(model, result->assignment, 0).feasible);
+}
+
 // One device has one placement: the portfolio answers it without running a member (this one would fail)
 // and names single_device when it is a member, else the first.
 TEST(PortfolioTest, OneDeviceIsAnsweredWithoutRunningTheMembers) {
@@ -166,9 +240,9 @@ TEST(PortfolioTest, VersionNamesItsMembersAndTheReplacementMembers) {
   FixedPartitioner a("a", {}), b("b", {}), c("c", {});
   auto portfolio = MakePortfolioPartitioner({&a, &b});
   EXPECT_EQ(portfolio->name(), "auto");
-  EXPECT_EQ(portfolio->version(), "6:a@7,b@7;replace@4:b@7");
+  EXPECT_EQ(portfolio->version(), "7:a@7,b@7;replace@4:b@7");
   auto other = MakePortfolioPartitioner({&a, &b}, PortfolioOptions(), {&b, &c});
-  EXPECT_EQ(other->version(), "6:a@7,b@7;replace@4:b@7,c@7");
+  EXPECT_EQ(other->version(), "7:a@7,b@7;replace@4:b@7,c@7");
 }
 
 // Where no placement can fit (three ops of 800 persistent bytes, two devices of 1000), `auto` answers
