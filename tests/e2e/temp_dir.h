@@ -11,12 +11,13 @@
 #include <stdlib.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "tests/e2e/server_process.h"
 
 namespace placement::e2e {
 
@@ -24,9 +25,17 @@ class TempDir {
  public:
   explicit TempDir(const std::string& prefix) {
     std::string pattern = absl::StrCat(::testing::TempDir(), "/", prefix, ".XXXXXX");
-    path_ = mkdtemp(pattern.data());
+    if (mkdtemp(pattern.data()) == nullptr) {
+      ADD_FAILURE() << "mkdtemp " << pattern << " failed";
+      return;
+    }
+    path_ = pattern;
   }
-  ~TempDir() { RunCommand({"/bin/rm", "-rf", path_}); }
+  ~TempDir() {
+    if (path_.empty()) return;
+    std::error_code ignored;  // a leftover folder under the test's temp dir is no failure
+    std::filesystem::remove_all(path_, ignored);
+  }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
 
