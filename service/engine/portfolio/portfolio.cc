@@ -136,14 +136,15 @@ class PortfolioRun {
       std::optional<PartitionResult> quick = NothingFits();
       if (quick) return *std::move(quick);
     }
-    if (options_.near_optimal_gap > 0 && UnrolledSize() >= options_.near_optimal_min_unrolled) {
-      const int64_t bound = LowerBoundNs(model_);
-      near_optimal_ns_ = bound + static_cast<int64_t>(static_cast<double>(bound) * options_.near_optimal_gap);
+    if (options_.stop_at_bound) {
+      const int64_t bound = ProvenLowerBoundNs(model_);
+      const double gap = UnrolledSize() >= options_.near_optimal_min_unrolled ? options_.near_optimal_gap : 0.0;
+      near_optimal_ns_ = bound + static_cast<int64_t>(static_cast<double>(bound) * gap);
     }
     const absl::Status seeded = RunSeeds();
     if (!seeded.ok()) return seeded;
     if (NearOptimal()) {
-      // Nothing left to gain (PortfolioOptions::near_optimal_gap): the answer as scored, with the
+      // Nothing left to gain (PortfolioOptions::stop_at_bound): the answer as scored, with the
       // window it was scored with.
       window_ = model_.plan.Window();
       if (model_.solver_chooses_window) out_.max_in_flight = window_;
@@ -285,7 +286,7 @@ class PortfolioRun {
                                 c.score.makespan_ns <= near_optimal_ns_;
       context_.Report("auto", 0.5 * (i + 1) / count, best_feasible_);
       seeds_[i] = std::move(c);
-      if (near_optimal) break;  // PortfolioOptions::near_optimal_gap: the later members cannot gain
+      if (near_optimal) break;  // PortfolioOptions::stop_at_bound: the later members cannot gain
     }
     ScoreTheOthers(unscored);
     for (const std::optional<Candidate>& seed : seeds_) {
@@ -471,7 +472,8 @@ class PortfolioRun {
     out_.assignment = std::move(assignment);
   }
 
-  // The best answer on the table fits within PortfolioOptions::near_optimal_gap of the lower bound.
+  // The best answer on the table fits at the proven lower bound, or within near_optimal_gap of it
+  // (PortfolioOptions::stop_at_bound).
   bool NearOptimal() const {
     return near_optimal_ns_ >= 0 && best_ && best_->score.feasible && best_->score.makespan_ns <= near_optimal_ns_;
   }
@@ -526,7 +528,7 @@ class PortfolioRun {
   std::vector<Candidate> repaired_;
   std::optional<Candidate> best_;
   int64_t best_feasible_ = 0;  // best feasible makespan so far: progress reports, skips (0 = none)
-  // A step at or below this is near-optimal (PortfolioOptions::near_optimal_gap); -1 = the stop is off.
+  // A step at or below this ends the portfolio (PortfolioOptions::stop_at_bound); -1 = the stop is off.
   int64_t near_optimal_ns_ = -1;
   int32_t window_ = 1;
 };

@@ -83,14 +83,17 @@ struct PortfolioOptions {
   // ... but just the best one (and the next ones while none fits) when the unrolled step (microbatches ×
   // (ops + edges)) is larger than this: each window search costs several unrolled simulations.
   int64_t window_candidates_max_unrolled = 1'000'000;
+  // Stop at the bound: an answer that fits and whose step equals the step's proven lower bound
+  // (ProvenLowerBoundNs: no placement is shorter) ends the portfolio where it is found: the later members
+  // do not run, and the memory stage, the window choice and the search are skipped. No later answer could
+  // beat it, so "never worse than any member" holds exactly. Off only in tests.
+  bool stop_at_bound = true;
   // Near-optimal stop: on a step whose unrolled size (microbatches x (ops + edges)) is at least
-  // near_optimal_min_unrolled, an answer that fits and whose step is within near_optimal_gap of the
-  // step's lower bound (LowerBoundNs: no placement is shorter) ends the portfolio: the later members do
-  // not run, and the memory stage, the window choice and the search are skipped. Nothing can beat such an
-  // answer by more than the gap; "never worse than any member" then holds to within that gap (1 ppm of
-  // the step: 60 us of a 60 s step). Large steps only: there a member takes seconds (the layered 1M-op
-  // DAG: m_etf's answer is 1.4e-8 above the bound, and the five members after it took 24 of auto's
-  // 48 s), and on small ones the guarantee stays exact. 0 = off.
+  // near_optimal_min_unrolled, the same within near_optimal_gap of that bound; "never worse than any
+  // member" then holds to within the gap (1 ppm of the step: 60 us of a 60 s step). Large steps only:
+  // there a member takes seconds (the layered 1M-op DAG: m_etf's answer is 1.4e-8 above the bound, and
+  // the members after it and the search took 60 % of auto's time), and on small ones the guarantee stays
+  // exact. 0 = the exact stop only.
   double near_optimal_gap = 1e-6;
   int64_t near_optimal_min_unrolled = 100'000;
 };

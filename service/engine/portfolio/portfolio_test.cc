@@ -162,22 +162,29 @@ PortfolioOptions StopOnSmallSteps() {
 }
 
 // An answer at the lower bound ends the portfolio: the member after it never runs.
-TEST(PortfolioTest, StopsAtANearOptimalAnswer) {
+TEST(PortfolioTest, StopsAtTheBound) {
   const Model model = Chain();
-  ASSERT_EQ(LowerBoundNs(model), 300);
+  ASSERT_EQ(ProvenLowerBoundNs(model), 300);
   FixedPartitioner together("together", {1, 1, 1});
   FixedPartitioner later("later", {0, 0, 0});
   absl::StatusOr<PartitionResult> result =
-      MakePortfolioPartitioner({&together, &later}, StopOnSmallSteps())->Partition(model, SolveContext());
+      MakePortfolioPartitioner({&together, &later})->Partition(model, SolveContext());
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->winner, "together");
   EXPECT_EQ(result->winner_makespan_ns, 300);
   EXPECT_EQ(result->assignment, (Assignment{1, 1, 1}));
   EXPECT_EQ(later.calls(), 0);
+  // Without the stop the later member runs, and loses the tie to the earlier one.
+  PortfolioOptions no_stop;
+  no_stop.stop_at_bound = false;
+  result = MakePortfolioPartitioner({&together, &later}, no_stop)->Partition(model, SolveContext());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(later.calls(), 1);
+  EXPECT_EQ(result->winner, "together");
 }
 
-// Above the gap every member runs, and the one at the bound wins.
-TEST(PortfolioTest, AnAnswerAboveTheGapDoesNotStopIt) {
+// Above the bound every member runs, and the one at the bound wins.
+TEST(PortfolioTest, AnAnswerAboveTheBoundDoesNotStopIt) {
   const Model model = Chain();
   FixedPartitioner split("split", {0, 1, 1});  // 1 ms of transfer
   FixedPartitioner together("together", {0, 0, 0});
@@ -189,24 +196,40 @@ TEST(PortfolioTest, AnAnswerAboveTheGapDoesNotStopIt) {
   EXPECT_EQ(result->winner_makespan_ns, 300);
 }
 
-// Below near_optimal_min_unrolled (the default: 100,000 ops + edges) every member runs, so on small
-// steps "never worse than any member" holds exactly.
-TEST(PortfolioTest, SmallStepsRunEveryMember) {
-  const Model model = Chain();
-  FixedPartitioner together("together", {1, 1, 1});
-  FixedPartitioner later("later", {0, 0, 0});
+// Within the near-optimal gap (1 ppm) but above the bound: a stop on large steps only. Three 1 ms ops
+// in a chain over a 1 ns link: split, the step is 3 ms + 1 ns, within 1 ppm (3 ns) of the bound.
+TEST(PortfolioTest, TheGapStopsOnlyLargeSteps) {
+  ProblemBuilder p;
+  for (int i = 0; i < 3; ++i) p.AddOp(1'000'000, 1);
+  p.AddEdge(0, 1, 1);
+  p.AddEdge(1, 2, 1);
+  p.AddDevices(2, 1 << 20);
+  p.SetLink(1'000'000'000'000, 1);
+  const Model model = p.Build();
+  ASSERT_EQ(ProvenLowerBoundNs(model), 3'000'000);
+  ASSERT_EQ(ScoreForPortfolio(model, {0, 1, 1}, 0).makespan_ns, 3'000'001);
+  FixedPartitioner split("split", {0, 1, 1});
+  FixedPartitioner together("together", {0, 0, 0});
+  // Small (the default threshold: 100,000 ops + edges): every member runs, the exact answer wins.
   absl::StatusOr<PartitionResult> result =
-      MakePortfolioPartitioner({&together, &later})->Partition(model, SolveContext());
+      MakePortfolioPartitioner({&split, &together})->Partition(model, SolveContext());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(later.calls(), 1);
-  EXPECT_EQ(result->winner, "together");
+  EXPECT_EQ(together.calls(), 1);
+  EXPECT_EQ(result->winner_makespan_ns, 3'000'000);
+  // Counted as large: the split answer ends it.
+  result = MakePortfolioPartitioner({&split, &together}, StopOnSmallSteps())->Partition(model, SolveContext());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(together.calls(), 1);  // not run again
+  EXPECT_EQ(result->winner, "split");
+  EXPECT_EQ(result->winner_makespan_ns, 3'000'001);
 }
 
 // An answer that overflows is no stop, however short: the member after it runs and its fitting answer
 // wins.
 TEST(PortfolioTest, AnOverflowingAnswerAtTheBoundDoesNotStopIt) {
   const Model model = TwoOps();  // 1200 bytes of weights on a 1000-byte device when together
-  PortfolioOptions options = StopOnSmallSteps();
+  ASSERT_EQ(ProvenLowerBoundNs(model), 200);
+  PortfolioOptions options;
   options.search = false;
   FixedPartitioner together("together", {0, 0});
   FixedPartitioner apart("apart", {0, 1});

@@ -21,6 +21,7 @@
 #include "service/engine/sim/simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -1059,35 +1060,80 @@ void Simulator::WriteResult(const SimOptions& options) {
   }
 }
 
-int64_t LowerBoundNs(const Model& model) {
-  const int32_t num_ops = model.num_ops();
-  const int32_t num_devices = model.num_devices();
-  if (num_ops == 0 || num_devices == 0) return 0;
-  double fastest = model.speed[0];
+namespace {
+
+// What both bounds read: the longest path of op times on the fastest device (each op's time rounded as
+// the simulator rounds it), and the unrolled step's compute and its op instances.
+struct BoundTerms {
+  int64_t longest = 0;
+  __int128 total_compute = 0;        // compute_ns over every instance (M copies, once ops once)
+  __int128 total_fastest_time = 0;   // the same in op times on the fastest device, each rounded
+  __int128 instances = 0;
+  double fastest = 0;
   double total_speed = 0;
+  bool homogeneous = true;           // every device of the model has the same speed
+};
+
+BoundTerms ComputeBoundTerms(const Model& model) {
+  BoundTerms t;
+  const int32_t num_devices = model.num_devices();
+  t.fastest = model.speed[0];
   for (DeviceId d = 0; d < num_devices; ++d) {
-    fastest = std::max(fastest, model.speed[d]);
-    total_speed += model.speed[d];
+    t.fastest = std::max(t.fastest, model.speed[d]);
+    t.total_speed += model.speed[d];
+    t.homogeneous &= model.speed[d] == model.speed[0];
   }
   const int64_t copies = std::max(1, model.plan.microbatches);
   // Longest path with free communication: earliest finish in topological order. The unrolled graph's
   // longest path is one microbatch's: copies only meet at once ops, and no per-microbatch op follows an
   // update (validation).
-  std::vector<int64_t> finish(num_ops, 0);
-  int64_t longest = 0;
-  __int128 total_compute = 0;
+  std::vector<int64_t> finish(model.num_ops(), 0);
   for (const OpId v : model.topo_order) {
     int64_t start = 0;
     for (EdgeId i = model.in_begin(v); i < model.in_end(v); ++i) {
       start = std::max(start, finish[model.in_src[i]]);
     }
-    finish[v] = start + ScaledComputeNs(model.compute_ns[v], fastest);
-    longest = std::max(longest, finish[v]);
-    total_compute += static_cast<__int128>(model.compute_ns[v]) * (model.is_once(v) ? 1 : copies);
+    const int64_t time = ScaledComputeNs(model.compute_ns[v], t.fastest);
+    finish[v] = start + time;
+    t.longest = std::max(t.longest, finish[v]);
+    const int64_t n = model.is_once(v) ? 1 : copies;
+    t.total_compute += static_cast<__int128>(model.compute_ns[v]) * n;
+    t.total_fastest_time += static_cast<__int128>(time) * n;
+    t.instances += n;
   }
-  const int64_t work_bound =
-      std::llround(static_cast<double>(total_compute) / total_speed);
-  return std::max(longest, work_bound);
+  return t;
+}
+
+}  // namespace
+
+int64_t LowerBoundNs(const Model& model) {
+  if (model.num_ops() == 0 || model.num_devices() == 0) return 0;
+  const BoundTerms t = ComputeBoundTerms(model);
+  const int64_t work_bound = std::llround(static_cast<double>(t.total_compute) / t.total_speed);
+  return std::max(t.longest, work_bound);
+}
+
+int64_t ProvenLowerBoundNs(const Model& model) {
+  const int32_t num_devices = model.num_devices();
+  if (model.num_ops() == 0 || num_devices == 0) return 0;
+  const BoundTerms t = ComputeBoundTerms(model);
+  int64_t work_bound = 0;
+  if (t.homogeneous) {
+    // The devices' busy times are integers summing to every instance's time: the busiest holds at
+    // least the ceiling of their mean.
+    const __int128 ceiling = (t.total_fastest_time + num_devices - 1) / num_devices;
+    work_bound = static_cast<int64_t>(std::min<__int128>(ceiling, std::numeric_limits<int64_t>::max()));
+  } else {
+    // Device d runs an op of c ns in round(c / s_d) >= c / s_d - 1/2 ns, so in a step of T it fits
+    // compute of at most s_d (T + n_d / 2): T >= (total compute - fastest x instances / 2) / total speed.
+    // One ns off for the double's rounding.
+    const double bound = (static_cast<double>(t.total_compute) - 0.5 * t.fastest * static_cast<double>(t.instances)) /
+                         t.total_speed;
+    if (bound > 1.0) {
+      work_bound = static_cast<int64_t>(std::min(std::floor(bound) - 1.0, 9.0e18));
+    }
+  }
+  return std::max(t.longest, work_bound);
 }
 
 int64_t AssignedLowerBoundNs(const Model& model, const Assignment& assignment,

@@ -494,6 +494,13 @@ class SimulatorScratchScope {
 // copy (M × per-microbatch compute + once compute), over the model's devices (api.md §2.1).
 int64_t LowerBoundNs(const Model& model);
 
+// A bound no simulated step of this model is below, even where LowerBoundNs's work term is not (see
+// "Lower bound" above: it rounds the total, while the simulator rounds each op): the same longest path,
+// and as the work term, on devices of one speed, the ceiling of every instance's rounded time over the
+// devices; on mixed speeds, the total compute less half a ns per instance at the fastest speed, over the
+// total speed. What "no answer can be shorter" may rely on (the portfolio's near-optimal stop).
+int64_t ProvenLowerBoundNs(const Model& model);
+
 // A lower bound on the step a given assignment can simulate to, computed in O(V + E) (about one
 // sixteenth of a simulation at M = 16): the largest over devices d of
 //   head(d) + busy(d) + tail(d),

@@ -358,6 +358,7 @@ void CheckInvariants(const Model& m, const Assignment& dev, const SimResult& r,
   int64_t latest = 0;
   for (OpId v = 0; v < n; ++v) latest = std::max(latest, r.finish_ns[v]);
   EXPECT_EQ(r.makespan_ns, latest);
+  EXPECT_GE(r.makespan_ns, ProvenLowerBoundNs(m));  // whatever the rounding
   if (speeds_round_up) {
     EXPECT_GE(r.makespan_ns, LowerBoundNs(m));
   } else {

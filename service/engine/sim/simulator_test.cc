@@ -407,6 +407,41 @@ TEST(SimulatorTest, LowerBound) {
 }
 
 
+// ProvenLowerBoundNs: never above a simulated step, where LowerBoundNs's rounded work term can be.
+//   Four 1 ns ops on two devices of speed 3: each takes round(1/3) = 0 ns, so every step is 0; the
+//   contract's bound is round(4/6) = 1, the proven one 0.
+//   Five independent 1 ns ops on four devices of speed 1: round(5/4) = 1, but some device runs two:
+//   the proven bound is ceil(5/4) = 2, the step 2.
+//   Mixed speeds (the "wide" case above: 10 x 30 ns on speeds 2 + 1): (300 - 2 x 10 / 2) / 3 = 96.7,
+//   95 after the ns kept for rounding; the best split (7 ops on the fast device) takes 105.
+TEST(SimulatorTest, ProvenLowerBound) {
+  RequestBuilder tiny;
+  for (int i = 0; i < 4; ++i) tiny.Op("op" + std::to_string(i), 1);
+  tiny.Device("d0", "n0", 3.0).Device("d1", "n0", 3.0).IntraNode(kBytesPerNs, 0);
+  absl::StatusOr<Model> model = BuildModel(tiny.request());
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(LowerBoundNs(*model), 1);
+  EXPECT_EQ(ProvenLowerBoundNs(*model), 0);
+  EXPECT_EQ(Simulator(*model).Run({0, 0, 1, 1}).makespan_ns, 0);
+
+  RequestBuilder five;
+  for (int i = 0; i < 5; ++i) five.Op("op" + std::to_string(i), 1);
+  for (int d = 0; d < 4; ++d) five.Device("d" + std::to_string(d));
+  five.IntraNode(kBytesPerNs, 0);
+  model = BuildModel(five.request());
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(LowerBoundNs(*model), 1);
+  EXPECT_EQ(ProvenLowerBoundNs(*model), 2);
+  EXPECT_EQ(Simulator(*model).Run({0, 1, 2, 3, 0}).makespan_ns, 2);
+
+  RequestBuilder wide;
+  for (int i = 0; i < 10; ++i) wide.Op("op" + std::to_string(i), 30);
+  wide.Device("d0", "n0", 2.0).Device("d1").IntraNode(kBytesPerNs, 0);
+  model = BuildModel(wide.request());
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(ProvenLowerBoundNs(*model), 95);
+}
+
 // AssignedLowerBoundNs on a two-stage pipeline: the second device cannot start before the first copy of
 // a has run and its tensor crossed (10 + 5 ns), then runs four copies of b (4 × 20 ns): 95 ns, which is
 // the step. On one device the bound is all the work.
