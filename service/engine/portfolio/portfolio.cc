@@ -143,15 +143,10 @@ class PortfolioRun {
     }
     const absl::Status seeded = RunSeeds();
     if (!seeded.ok()) return seeded;
-    if (NearOptimal()) {
-      // Nothing left to gain (PortfolioOptions::stop_at_bound): the answer as scored, with the
-      // window it was scored with.
-      window_ = model_.plan.Window();
-      if (model_.solver_chooses_window) out_.max_in_flight = window_;
-    } else {
-      RepairOverflowingSeeds();
-      ChooseTheWindow();
-    }
+    // At the bound (PortfolioOptions::stop_at_bound) no step is shorter: no memory stage, no search. The
+    // window, where the solver chooses it, is still chosen: the smallest W at the best step holds least.
+    if (!NearOptimal()) RepairOverflowingSeeds();
+    ChooseTheWindow();
     Search();
     if (context_.ShouldStop()) out_.time_limited = true;
     context_.Report("done", 1.0);

@@ -85,7 +85,8 @@ struct PortfolioOptions {
   int64_t window_candidates_max_unrolled = 1'000'000;
   // Stop at the bound: an answer that fits and whose step equals the step's proven lower bound
   // (ProvenLowerBoundNs: no placement is shorter) ends the portfolio where it is found: the later members
-  // do not run, and the memory stage, the window choice and the search are skipped. No later answer could
+  // do not run, and the memory stage and the search are skipped (a window the solver chooses is still
+  // chosen: the smallest W at that step). No later answer could
   // beat it, so "never worse than any member" holds exactly. Off only in tests.
   bool stop_at_bound = true;
   // Near-optimal stop: on a step whose unrolled size (microbatches x (ops + edges)) is at least

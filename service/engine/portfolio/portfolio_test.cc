@@ -224,6 +224,33 @@ TEST(PortfolioTest, TheGapStopsOnlyLargeSteps) {
   EXPECT_EQ(result->winner_makespan_ns, 3'000'001);
 }
 
+// A plan whose window the solver chooses: stopped at the bound, the answer still gets the smallest
+// window at that step. Two independent 100 ns ops, one per device, two microbatches: each device runs
+// two copies, 200 ns, the bound (400 ns of work on two devices); W = 1 is as fast as W = 2.
+TEST(PortfolioTest, StoppedAtTheBoundAPlanStillGetsItsWindow) {
+  ProblemBuilder p;
+  p.AddOp(100, 10);
+  p.AddOp(100, 10);
+  p.AddDevices(2, 1 << 20);
+  p.request().mutable_options()->set_microbatches(2);
+  p.request().mutable_options()->set_max_in_flight(0);  // the solver chooses
+  const Model full = p.Build();
+  const PlanModel plan(full, 1);  // working window W = 2 (one per device)
+  const Model& model = plan.model();
+  ASSERT_TRUE(model.solver_chooses_window);
+  ASSERT_EQ(model.plan.max_in_flight, 2);
+  ASSERT_EQ(ProvenLowerBoundNs(model), 200);
+  FixedPartitioner apart("apart", {0, 1});
+  FixedPartitioner later("later", {0, 0});
+  absl::StatusOr<PartitionResult> result =
+      MakePortfolioPartitioner({&apart, &later})->Partition(model, SolveContext());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(later.calls(), 0);
+  EXPECT_EQ(result->winner, "apart");
+  EXPECT_EQ(result->winner_makespan_ns, 200);
+  EXPECT_EQ(result->max_in_flight, 1);
+}
+
 // An answer that overflows is no stop, however short: the member after it runs and its fitting answer
 // wins.
 TEST(PortfolioTest, AnOverflowingAnswerAtTheBoundDoesNotStopIt) {
