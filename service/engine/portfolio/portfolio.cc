@@ -76,6 +76,8 @@ struct Candidate {
   // A member's own answer whose member chose its window by a window search (PartitionResult::windowed):
   // that choice, taken as it is by the window stage.
   std::optional<WindowChoice> member_window;
+  // The answer's own lower bound (AssignedLowerBoundNs) once computed, so that it is computed once; -1 = not yet.
+  int64_t own_bound_ns = -1;
 };
 
 class PortfolioPartitioner final : public Partitioner {
@@ -139,13 +141,13 @@ class PortfolioRun {
     if (options_.stop_at_bound) {
       const int64_t bound = ProvenLowerBoundNs(model_);
       const double gap = UnrolledSize() >= options_.near_optimal_min_unrolled ? options_.near_optimal_gap : 0.0;
-      near_optimal_ns_ = bound + static_cast<int64_t>(static_cast<double>(bound) * gap);
+      stop_at_ns_ = bound + static_cast<int64_t>(static_cast<double>(bound) * gap);
     }
     const absl::Status seeded = RunSeeds();
     if (!seeded.ok()) return seeded;
     // At the bound (PortfolioOptions::stop_at_bound) no step is shorter: no memory stage, no search. The
     // window, where the solver chooses it, is still chosen: the smallest W at the best step holds least.
-    if (!NearOptimal()) RepairOverflowingSeeds();
+    if (!AtTheBound()) RepairOverflowingSeeds();
     ChooseTheWindow();
     Search();
     if (context_.ShouldStop()) out_.time_limited = true;
@@ -268,20 +270,21 @@ class PortfolioRun {
                                                         result->windowed->makespan_ns},
                                          0};
         }
-      } else if (near_optimal_ns_ >= 0 &&
-                 AssignedLowerBoundNs(model_, c.assignment, &bound_scratch_) <= near_optimal_ns_) {
-        // It may be near-optimal: scored now, not after every member (an answer whose own bound is this
-        // low would be scored then anyway: no fitting step so far is below it).
-        c.score = portfolio::Score(simulator_, model_, c.assignment, i);
-        NoteFeasible(c.score);
-        scored = true;
+      } else if (stop_at_ns_ >= 0) {
+        c.own_bound_ns = AssignedLowerBoundNs(model_, c.assignment, &bound_scratch_);
+        if (c.own_bound_ns <= stop_at_ns_) {
+          // It may be at the bound: scored now, not after every member (an answer whose own bound is
+          // this low would be scored then anyway: no fitting step so far is below it).
+          c.score = portfolio::Score(simulator_, model_, c.assignment, i);
+          NoteFeasible(c.score);
+          scored = true;
+        }
       }
       if (!scored) unscored.push_back(i);
-      const bool near_optimal = scored && c.score.feasible && near_optimal_ns_ >= 0 &&
-                                c.score.makespan_ns <= near_optimal_ns_;
+      const bool ends_the_run = scored && EndsTheRun(c.score);
       context_.Report("auto", 0.5 * (i + 1) / count, best_feasible_);
       seeds_[i] = std::move(c);
-      if (near_optimal) break;  // PortfolioOptions::stop_at_bound: the later members cannot gain
+      if (ends_the_run) break;  // PortfolioOptions::stop_at_bound: the later members cannot gain
     }
     ScoreTheOthers(unscored);
     for (const std::optional<Candidate>& seed : seeds_) {
@@ -303,10 +306,12 @@ class PortfolioRun {
     for (const int32_t i : unscored) {
       Candidate& c = *seeds_[i];
       // best_feasible_: the best fitting step among the answers scored so far (NoteFeasible).
-      if (may_skip && best_feasible_ != 0 &&
-          AssignedLowerBoundNs(model_, c.assignment, &bound_scratch_) > best_feasible_) {
-        seeds_[i].reset();
-        continue;
+      if (may_skip && best_feasible_ != 0) {
+        if (c.own_bound_ns < 0) c.own_bound_ns = AssignedLowerBoundNs(model_, c.assignment, &bound_scratch_);
+        if (c.own_bound_ns > best_feasible_) {
+          seeds_[i].reset();
+          continue;
+        }
       }
       c.score = portfolio::Score(simulator_, model_, c.assignment, i);
       NoteFeasible(c.score);
@@ -409,7 +414,7 @@ class PortfolioRun {
     out_.winner_makespan_ns = best_->score.makespan_ns;
     Assignment assignment = std::move(best_->assignment);
     if (options_.search && model_.num_devices() > 1 && best_->score.constraint_violations == 0 &&
-        !NearOptimal() && !context_.ShouldStop()) {
+        !AtTheBound() && !context_.ShouldStop()) {
       const std::vector<const Candidate*> runners_up = RunnersUp(assignment);
       // The search judges with the chosen window: a copy of the model that carries it (the memory stage
       // inside the search simulates the model it is given).
@@ -467,11 +472,12 @@ class PortfolioRun {
     out_.assignment = std::move(assignment);
   }
 
-  // The best answer on the table fits at the proven lower bound, or within near_optimal_gap of it
-  // (PortfolioOptions::stop_at_bound).
-  bool NearOptimal() const {
-    return near_optimal_ns_ >= 0 && best_ && best_->score.feasible && best_->score.makespan_ns <= near_optimal_ns_;
+  // An answer that fits at the proven lower bound, or within near_optimal_gap of it on a large step
+  // (PortfolioOptions::stop_at_bound): nothing later can gain.
+  bool EndsTheRun(const PortfolioScore& score) const {
+    return stop_at_ns_ >= 0 && score.feasible && score.makespan_ns <= stop_at_ns_;
   }
+  bool AtTheBound() const { return best_ && EndsTheRun(best_->score); }
 
   // Ops + edges of the unrolled step (microbatches x the one-microbatch graph; M >= 1).
   int64_t UnrolledSize() const {
@@ -523,8 +529,8 @@ class PortfolioRun {
   std::vector<Candidate> repaired_;
   std::optional<Candidate> best_;
   int64_t best_feasible_ = 0;  // best feasible makespan so far: progress reports, skips (0 = none)
-  // A step at or below this ends the portfolio (PortfolioOptions::stop_at_bound); -1 = the stop is off.
-  int64_t near_optimal_ns_ = -1;
+  // A fitting step at or below this ends the portfolio (PortfolioOptions::stop_at_bound); -1 = off.
+  int64_t stop_at_ns_ = -1;
   int32_t window_ = 1;
 };
 
