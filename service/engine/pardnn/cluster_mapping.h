@@ -53,7 +53,8 @@ struct MappingOptions {
   // cluster's edges instead of being kept in the dense table (same results, less memory).
   int64_t max_dense_table_entries = int64_t{1} << 20;
   // The Fenwick trees have one slot per distinct top level, or this many equal time buckets when there
-  // are more (large graphs: K small trees stay in cache).
+  // are more (large graphs: K small trees stay in cache). Where the critical path bounds the step and
+  // memory cannot bind, a window counts only the part of its first and last bucket it covers.
   int64_t max_time_slots = 8192;
   // Memory: clusters are charged persistent bytes + half their output bytes (an output lives for part
   // of the step) and kept within capacity x capacity_scale[d] where possible (empty = 1.0 for every

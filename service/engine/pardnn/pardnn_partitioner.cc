@@ -66,7 +66,7 @@ class PardnnPartitioner final : public Partitioner {
   // answers differ, and so does the version.
   explicit PardnnPartitioner(const PardnnOptions& options)
       : options_(options),
-        version_(options.refinement_max_simulations == 0 && options.retiming_rounds == 0 ? "10-quick" : "10") {}
+        version_(options.refinement_max_simulations == 0 && options.retiming_rounds == 0 ? "11-quick" : "11") {}
 
   std::string_view name() const override { return "pardnn"; }
   bool searches() const override { return true; }

@@ -204,7 +204,7 @@ TEST(RegistryTest, OffersEveryApiAlgorithmWithAutoAsDefault) {
   // auto's re-placement asks every member, pardnn without refinement and re-timing, stages without
   // its exact search (neither listed).
   EXPECT_THAT(std::string(registry.Find("auto").value()->version()),
-              ::testing::EndsWith(";replace@4:pardnn@10-quick,m_etf@1,m_topo@1,heft@1,metis@1,pipeline@2,stages@1-chains,"
+              ::testing::EndsWith(";replace@4:pardnn@11-quick,m_etf@1,m_topo@1,heft@1,metis@1,pipeline@2,stages@1-chains,"
                                   "round_robin@1,single_device@1"));
   EXPECT_FALSE(registry.Find("testing_wait").ok());  // only when asked for
   const absl::Status unknown = registry.Find("no_such_algorithm", "--algorithms").status();
