@@ -176,9 +176,10 @@ class Mapper {
   // Bucketed slots (more distinct levels than MappingOptions::max_time_slots): each slot's width in ns;
   // 0 where slots are the distinct levels themselves.
   double bucket_ns_ = 0.0;
-  // Whether a window counts only its share of the buckets it partly covers (where memory cannot bind
-  // and the critical path bounds the step; see Evaluate).
-  bool share_of_buckets_ = false;
+  // Where the critical path bounds the step and memory cannot bind: finer slots, and a window counts
+  // only its share of the buckets it partly covers (MappingOptions::max_time_slots_where_the_path_bounds).
+  bool path_bound_ = false;
+  bool memory_can_bind_ = false;  // MemoryCanBind(model_)
   std::vector<int32_t> slot_of_;
   std::vector<int64_t> compute_sum_;  // per cluster, compute_ns
   std::vector<int64_t> own_load_;     // per cluster, load added to its device's tree
@@ -575,6 +576,16 @@ absl::Status Mapper::SplitForConstraints() {
 
 void Mapper::PrepareSpans() {
   ComputePositionLevels(g_, cl_, &tl_, &bl_, options_.span_comm_weight);
+  {
+    // Slack exists only where the critical path, not the devices' total capacity, bounds the step.
+    double work = 0.0, speed = 0.0;
+    for (int32_t i = 0; i < n_; ++i) work += static_cast<double>(g_.op_ns[i]);
+    for (DeviceId d = 0; d < devices_; ++d) speed += model_.speed[d] / costs_.mean_speed;
+    int64_t cp = 0;
+    for (int32_t i = 0; i < n_; ++i) cp = std::max(cp, tl_[i] + bl_[i]);
+    critical_bound_ = static_cast<double>(cp) >= work / std::max(1e-9, speed);
+  }
+  path_bound_ = critical_bound_ && !memory_can_bind_;
   // The time axis: the levels above, or a simulated schedule's times when the caller gives one.
   axis_start_.resize(n_);
   axis_finish_.resize(n_);
@@ -589,14 +600,16 @@ void Mapper::PrepareSpans() {
   int64_t graph_end = 0;
   for (int32_t i = 0; i < n_; ++i) graph_end = std::max(graph_end, axis_finish_[i]);
   slot_time_.clear();
-  if (n_ <= 4 * options_.max_time_slots) {  // else there are too many distinct levels anyway
+  const int64_t max_slots =
+      path_bound_ ? options_.max_time_slots_where_the_path_bounds : options_.max_time_slots;
+  if (n_ <= 4 * max_slots) {  // else there are too many distinct levels anyway
     slot_time_.assign(axis_start_.begin(), axis_start_.end());
     std::sort(slot_time_.begin(), slot_time_.end());
     slot_time_.erase(std::unique(slot_time_.begin(), slot_time_.end()), slot_time_.end());
   }
   const bool exact = !slot_time_.empty() &&
-                     static_cast<int64_t>(slot_time_.size()) <= options_.max_time_slots;
-  const int64_t buckets = exact ? static_cast<int64_t>(slot_time_.size()) : options_.max_time_slots;
+                     static_cast<int64_t>(slot_time_.size()) <= max_slots;
+  const int64_t buckets = exact ? static_cast<int64_t>(slot_time_.size()) : max_slots;
   num_slots_ = static_cast<int32_t>(std::max<int64_t>(1, buckets));
   const double per_ns = static_cast<double>(num_slots_) / static_cast<double>(graph_end + 1);
   bucket_ns_ = exact ? 0.0 : 1.0 / per_ns;
@@ -884,12 +897,12 @@ Mapper::Choice Mapper::Evaluate(int32_t c, bool improve) {
   const DeviceId current = cluster_device_[c];
   loads_.RangeSums(begin_slot_[c], end_slot_[c], load_scratch_.data());
   if (current != kNone) load_scratch_[current] -= own_load_[c];
-  if (share_of_buckets_ && bucket_ns_ > 0.0 && end_slot_[c] > begin_slot_[c]) {
+  if (path_bound_ && bucket_ns_ > 0.0 && end_slot_[c] > begin_slot_[c]) {
     // The first and last buckets a window touches count only the part of them it covers (the load
-    // spread evenly inside a bucket), not all of their load: on a 30K-op training step the 8,192
-    // buckets are ~150 µs wide, and a 22 µs attention view beside a critical path busy every µs saw
-    // ~150 µs of queue on the path's device — more than its two transfers cost — and left it, on the
-    // step's path.
+    // spread evenly inside a bucket), not all of their load: on a 30K-op training step 8,192 buckets
+    // were ~150 µs wide, and a 22 µs attention view beside a critical path busy every µs saw ~150 µs
+    // of queue on the path's device — more than its two transfers cost — and left it, on the step's
+    // path. (Where the path bounds the step; MappingOptions::max_time_slots_where_the_path_bounds.)
     const int32_t first = begin_slot_[c], last = end_slot_[c] - 1;
     const double start = static_cast<double>(window_start_ns_[c]);
     const double end = start + static_cast<double>(window_ns_[c]);
@@ -1073,7 +1086,7 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
     // Where memory binds, the families, the work balance and the memory stage were measured with whole
     // buckets; the share changed them for the worse there (a 20K-op transformer step at K = 2 and 0.45
     // of its peak no longer fit within 30 s; K = 8 +1.1 %), so it is kept where memory cannot bind.
-    share_of_buckets_ = !MemoryCanBind(model_);
+    memory_can_bind_ = MemoryCanBind(model_);
   }
 
   // 2. Primaries onto devices (the critical path cut into chunks when it does not fit); constraint
@@ -1113,19 +1126,6 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
   options_scratch_.assign(devices_, Option());
   row_scratch_.assign(devices_, 0);
   delay_scratch_.assign(devices_, 0);
-  {
-    // Slack exists only where the critical path, not the devices' total capacity, bounds the step.
-    double work = 0.0, speed = 0.0;
-    for (int32_t i = 0; i < n_; ++i) work += static_cast<double>(g_.op_ns[i]);
-    for (DeviceId d = 0; d < devices_; ++d) speed += model_.speed[d] / costs_.mean_speed;
-    int64_t cp = 0;
-    for (int32_t i = 0; i < n_; ++i) cp = std::max(cp, tl_[i] + bl_[i]);
-    critical_bound_ = static_cast<double>(cp) >= work / std::max(1e-9, speed);
-  }
-  // Where the devices' total capacity bounds the step, a device's load in whole buckets is the better
-  // guide (the share loaded devices further: the layered 100K-op DAG of pardnn_benchmark went from
-  // 1.0019 to 1.0040 x its bound).
-  share_of_buckets_ = share_of_buckets_ && critical_bound_;
   slack_row_ = options_.slack_aware && (critical_bound_ || options_.slack_beyond_critical_bound);
   slack_queue_ = slack_row_;
   critical_device_ = anchor_device_[0];

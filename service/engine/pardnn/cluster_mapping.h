@@ -53,9 +53,14 @@ struct MappingOptions {
   // cluster's edges instead of being kept in the dense table (same results, less memory).
   int64_t max_dense_table_entries = int64_t{1} << 20;
   // The Fenwick trees have one slot per distinct top level, or this many equal time buckets when there
-  // are more (large graphs: K small trees stay in cache). Where the critical path bounds the step and
-  // memory cannot bind, a window counts only the part of its first and last bucket it covers.
+  // are more (large graphs: K small trees stay in cache).
   int64_t max_time_slots = 8192;
+  // Where the critical path bounds the step and memory cannot bind (MemoryCanBind): up to this many
+  // slots, and a window counts only the part of its first and last bucket it covers. A side op with
+  // little slack beside a busy critical path is judged by the queue in its own window, not by whole
+  // buckets wider than it; where the work bounds the step the coarser load was the better guide, and
+  // where memory binds its timeline shares the slots (pardnn README, version 11).
+  int64_t max_time_slots_where_the_path_bounds = 65536;
   // Memory: clusters are charged persistent bytes + half their output bytes (an output lives for part
   // of the step) and kept within capacity x capacity_scale[d] where possible (empty = 1.0 for every
   // device). The partitioner calibrates the scales against simulated peaks (pardnn_partitioner.cc).

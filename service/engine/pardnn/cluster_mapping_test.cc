@@ -118,7 +118,7 @@ TEST(ClusterMappingTest, ASideOpWithLittleSlackStaysBesideThePathInWideBuckets) 
   t.SetLink(1'000'000'000, 25'000);  // 20 KB: 25 + 20 µs
   const Model model = t.Build();
   MappingOptions wide;
-  wide.max_time_slots = 8;  // ~250 µs per bucket against 53 µs blocks
+  wide.max_time_slots_where_the_path_bounds = 8;  // ~250 µs per bucket against 53 µs blocks
   const Assignment a = Map(model, wide);
   const Assignment exact = Map(model);  // the distinct levels as slots (few ops)
   int away = 0;
