@@ -601,7 +601,10 @@ void Mapper::PrepareSpans() {
   for (int32_t i = 0; i < n_; ++i) graph_end = std::max(graph_end, axis_finish_[i]);
   slot_time_.clear();
   const int64_t max_slots =
-      path_bound_ ? options_.max_time_slots_where_the_path_bounds : options_.max_time_slots;
+      path_bound_ ? std::max(options_.max_time_slots,
+                             std::min(options_.max_time_slots_where_the_path_bounds,
+                                      options_.max_fine_load_entries / std::max(1, devices_)))
+                  : options_.max_time_slots;
   if (n_ <= 4 * max_slots) {  // else there are too many distinct levels anyway
     slot_time_.assign(axis_start_.begin(), axis_start_.end());
     std::sort(slot_time_.begin(), slot_time_.end());

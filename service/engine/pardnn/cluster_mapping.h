@@ -61,6 +61,10 @@ struct MappingOptions {
   // buckets wider than it; where the work bounds the step the coarser load was the better guide, and
   // where memory binds its timeline shares the slots (pardnn README, version 11).
   int64_t max_time_slots_where_the_path_bounds = 65536;
+  // ... but no more than this many device x slot entries in the Fenwick trees (8 bytes each: 64 MiB),
+  // and never fewer slots than max_time_slots: 65,536 slots up to 128 devices; with the model's
+  // 1,024 devices 8,192 (as elsewhere), not 512 MiB.
+  int64_t max_fine_load_entries = int64_t{1} << 23;
   // Memory: clusters are charged persistent bytes + half their output bytes (an output lives for part
   // of the step) and kept within capacity x capacity_scale[d] where possible (empty = 1.0 for every
   // device). The partitioner calibrates the scales against simulated peaks (pardnn_partitioner.cc).

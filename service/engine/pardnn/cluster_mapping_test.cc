@@ -118,7 +118,8 @@ TEST(ClusterMappingTest, ASideOpWithLittleSlackStaysBesideThePathInWideBuckets) 
   t.SetLink(1'000'000'000, 25'000);  // 20 KB: 25 + 20 µs
   const Model model = t.Build();
   MappingOptions wide;
-  wide.max_time_slots_where_the_path_bounds = 8;  // ~250 µs per bucket against 53 µs blocks
+  wide.max_time_slots = 8;  // ~250 µs per bucket against 53 µs blocks
+  wide.max_time_slots_where_the_path_bounds = 8;
   const Assignment a = Map(model, wide);
   const Assignment exact = Map(model);  // the distinct levels as slots (few ops)
   int away = 0;
@@ -128,6 +129,13 @@ TEST(ClusterMappingTest, ASideOpWithLittleSlackStaysBesideThePathInWideBuckets) 
   EXPECT_LE(away, 10);
   Simulator sim(model);
   EXPECT_LE(static_cast<double>(sim.Run(a).makespan_ns), 1.2 * static_cast<double>(sim.Run(exact).makespan_ns));
+
+  // The fine slots are capped in device x slot entries (MappingOptions::max_fine_load_entries): 16
+  // entries on 2 devices are the same 8 buckets.
+  MappingOptions capped;
+  capped.max_time_slots = 8;
+  capped.max_fine_load_entries = 16;
+  EXPECT_EQ(Map(model, capped), a);
 }
 
 TEST(ClusterMappingTest, FasterDeviceReceivesTheCriticalPath) {
