@@ -1086,9 +1086,10 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
     }
     for (DeviceId d = 0; d < devices_; ++d) memory_timeline_ |= total > Budget(d);
     memory_timeline_ &= options_.memory_timeline && devices_ > 1;
-    // Where memory binds, the families, the work balance and the memory stage were measured with whole
-    // buckets; the share changed them for the worse there (a 20K-op transformer step at K = 2 and 0.45
-    // of its peak no longer fit within 30 s; K = 8 +1.1 %), so it is kept where memory cannot bind.
+    // Where memory binds, the families, the work balance and the memory stage were measured with 8,192
+    // whole buckets; the finer slots and the share changed them for the worse there (a 20K-op
+    // transformer step at K = 2 and 0.45 of its peak no longer fit within 30 s; K = 8 +1.1 %), so
+    // both are kept to steps where memory cannot bind (path_bound_).
     memory_can_bind_ = MemoryCanBind(model_);
   }
 
