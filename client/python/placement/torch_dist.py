@@ -901,9 +901,7 @@ class DistributedStep:
         made = self._outbound_cache.get(key)
         if made is None:
             buffer = self.channels.outbound(*slot.shm)
-            targets = [buffer[offset:offset + nbytes].view(dtype).view(shape) if nbytes else None
-                       for shape, dtype, offset, nbytes in slot.message.shapes]
-            made = self._outbound_cache[key] = (buffer, targets)
+            made = self._outbound_cache[key] = (buffer, _views(slot.message, buffer))
         return made
 
     def _inbound_views(self, key, slot):
@@ -913,9 +911,7 @@ class DistributedStep:
         made = self._inbound_cache.get(key)
         if made is None:
             buffer = self.channels.inbound(*slot.shm)
-            flat = [buffer[offset:offset + nbytes].view(dtype) if nbytes else None
-                    for _, dtype, offset, nbytes in slot.message.shapes]
-            made = self._inbound_cache[key] = (buffer, flat)
+            made = self._inbound_cache[key] = (buffer, _views(slot.message, buffer, shaped=False))
         return made
 
     def _post_slot(self, slot, cond, buffer):
@@ -1112,12 +1108,17 @@ def _slot_key(m):
     return (m.op, m.microbatch, m.kind, m.destination)
 
 
+def _views(message, buffer, shaped=True):
+    """Per tensor of the message, its bytes in `buffer` typed (and shaped), or None for an empty one."""
+    views = []
+    for shape, dtype, offset, nbytes in message.shapes:
+        typed = buffer[offset:offset + nbytes].view(dtype) if nbytes else None
+        views.append(typed.view(shape) if shaped and typed is not None else typed)
+    return views
+
+
 def _pack_into(message, values, buffer):
-    for value, (shape, dtype, offset, nbytes) in zip(values, message.shapes):
-        if not isinstance(value, torch.Tensor):
-            raise PlanError(f"a transfer carries a {type(value).__name__}, not a tensor")
-        if nbytes:
-            buffer[offset:offset + nbytes].view(dtype).view(shape).copy_(value)
+    _copy_into(_views(message, buffer), values)
 
 
 def _copy_into(targets, values):
@@ -1130,13 +1131,11 @@ def _copy_into(targets, values):
 
 def _unpack(message, buffer, flat=None):
     """The values of a received message; `flat`: its tensors' memory already typed (shared memory)."""
+    if flat is None:
+        flat = _views(message, buffer, shaped=False)
     values = {}
-    for i, (q, (shape, dtype, offset, nbytes)) in enumerate(zip(message.nodes, message.shapes)):
-        if nbytes:
-            typed = flat[i] if flat is not None else buffer[offset:offset + nbytes].view(dtype)
-            values[q] = typed.view(shape)
-        else:
-            values[q] = torch.empty(shape, dtype=dtype, device=buffer.device)
+    for q, typed, (shape, dtype, _, _) in zip(message.nodes, flat, message.shapes):
+        values[q] = typed.view(shape) if typed is not None else torch.empty(shape, dtype=dtype, device=buffer.device)
     return values
 
 

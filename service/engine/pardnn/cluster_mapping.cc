@@ -201,6 +201,7 @@ class Mapper {
   int64_t critical_ns_ = 0;
   std::vector<double> link_factor_;  // devices x devices: pair's transfer time / mean transfer time
   std::vector<int64_t> load_scratch_;
+  std::vector<int64_t> first_bucket_scratch_, last_bucket_scratch_;  // per device (Evaluate, buckets)
   std::vector<Option> options_scratch_;
   std::vector<DeviceId> nonzero_scratch_;
 };
@@ -917,13 +918,12 @@ Mapper::Choice Mapper::Evaluate(int32_t c, bool improve) {
     const double drop_first = uncovered(first);
     const double drop_last = last != first ? uncovered(last) : 0.0;
     if (drop_first > 0.0 || drop_last > 0.0) {
+      loads_.RangeSums(first, first + 1, first_bucket_scratch_.data());
+      if (drop_last > 0.0) loads_.RangeSums(last, last + 1, last_bucket_scratch_.data());
       for (DeviceId k = 0; k < devices_; ++k) {
-        double outside = drop_first * static_cast<double>(loads_.RangeSum(k, first, first + 1));
-        if (drop_last > 0.0) outside += drop_last * static_cast<double>(loads_.RangeSum(k, last, last + 1));
-        if (k == current) {
-          // c's own load is not in the sums any more; it lies inside the window.
-          outside = std::min(outside, static_cast<double>(load_scratch_[k]));
-        }
+        double outside = drop_first * static_cast<double>(first_bucket_scratch_[k]);
+        if (drop_last > 0.0) outside += drop_last * static_cast<double>(last_bucket_scratch_[k]);
+        // At least nothing: c's own load, taken out above, may have been in those buckets.
         load_scratch_[k] = std::max<int64_t>(0, load_scratch_[k] - static_cast<int64_t>(std::llround(outside)));
       }
     }
@@ -1127,6 +1127,8 @@ absl::StatusOr<ClusterMapping> Mapper::Run() {
   PrepareLinks();
   loads_.Reset(devices_, num_slots_);
   load_scratch_.assign(devices_, 0);
+  first_bucket_scratch_.assign(devices_, 0);
+  last_bucket_scratch_.assign(devices_, 0);
   options_scratch_.assign(devices_, Option());
   row_scratch_.assign(devices_, 0);
   delay_scratch_.assign(devices_, 0);
